@@ -1,0 +1,14 @@
+//! `shiqi-ca`: the X.509 side of shiqi-connect — keys, CSRs and their policy, issuing, CRLs,
+//! PKCS#12 keystores and the certificate inventory.
+//!
+//! It knows nothing of SSH, MySQL or Kafka: the agent and the client bring the transport.
+#![warn(missing_docs)]
+
+pub mod error;
+pub mod name;
+pub mod protocol;
+pub mod secret;
+
+pub use error::Error;
+pub use name::{ProfileName, Serial};
+pub use secret::Secret;

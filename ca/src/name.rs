@@ -1,0 +1,179 @@
+//! Validated names: the profile / certificate name every other layer accepts.
+//!
+//! A `ProfileName` reaches SQL, file paths, shell command lines and X.509 subjects, so it is
+//! parsed exactly once, here, and nothing downstream takes a bare `&str` ("parse, don't validate").
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::error::Error;
+
+/// The longest name accepted: MySQL user names are limited to 32 characters.
+pub const MAX_NAME_LEN: usize = 32;
+
+/// A user/profile name matching `[a-z][a-z0-9_-]{0,31}`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ProfileName(String);
+
+impl ProfileName {
+    /// The name as a string slice; safe to embed in SQL string literals, paths and shell words.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for ProfileName {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Error> {
+        let invalid = |why: &'static str| Error::InvalidName {
+            name: s.chars().take(64).collect(),
+            why,
+        };
+        let mut chars = s.chars();
+        match chars.next() {
+            None => return Err(invalid("it is empty")),
+            Some(c) if !c.is_ascii_lowercase() => {
+                return Err(invalid("it must start with a lowercase letter a-z"));
+            }
+            Some(_) => {}
+        }
+        if s.len() > MAX_NAME_LEN {
+            return Err(invalid("it is longer than 32 characters"));
+        }
+        if !chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-') {
+            return Err(invalid("only a-z, 0-9, `_` and `-` are allowed"));
+        }
+        Ok(Self(s.to_owned()))
+    }
+}
+
+impl fmt::Display for ProfileName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Serialize for ProfileName {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for ProfileName {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// A certificate serial number: random, 64 bits of entropy or more, shown as lowercase hex.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Serial(Vec<u8>);
+
+impl Serial {
+    /// A fresh random serial: 16 random bytes with the top bit cleared, so the DER INTEGER stays
+    /// positive and at most 20 octets (RFC 5280 §4.1.2.2), and never zero in practice.
+    pub fn random() -> Self {
+        let mut bytes: [u8; 16] = rand::random();
+        bytes[0] &= 0x7f;
+        bytes[0] |= 0x01; // keep 16 significant octets so every serial prints the same width
+        Self(bytes.to_vec())
+    }
+
+    /// The big-endian bytes of the serial.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// Builds a serial from big-endian bytes (leading zeros are dropped).
+    pub fn from_bytes(bytes: &[u8]) -> Self {
+        let start = bytes.iter().position(|b| *b != 0).unwrap_or(bytes.len());
+        Self(bytes[start..].to_vec())
+    }
+
+    /// Lowercase hex, as `openssl x509 -serial` prints it (but lowercase).
+    pub fn to_hex(&self) -> String {
+        hex::encode(&self.0)
+    }
+}
+
+impl FromStr for Serial {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Error> {
+        let cleaned: String = s.chars().filter(|c| *c != ':').collect();
+        let bytes = hex::decode(&cleaned).map_err(|_| Error::InvalidSerial {
+            serial: s.chars().take(64).collect(),
+        })?;
+        if bytes.is_empty() || bytes.len() > 20 {
+            return Err(Error::InvalidSerial {
+                serial: s.chars().take(64).collect(),
+            });
+        }
+        Ok(Self::from_bytes(&bytes))
+    }
+}
+
+impl fmt::Display for Serial {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+impl Serialize for Serial {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_hex())
+    }
+}
+
+impl<'de> Deserialize<'de> for Serial {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_policy_names() {
+        for ok in ["saige", "a", "bob_2", "dev-team", &format!("a{}", "b".repeat(31))] {
+            assert!(ok.parse::<ProfileName>().is_ok(), "{ok}");
+        }
+    }
+
+    #[test]
+    fn refuses_names_that_could_escape() {
+        for bad in [
+            "",
+            "Saige",
+            "1abc",
+            "_x",
+            "a b",
+            "a'b",
+            "a;drop",
+            "../etc",
+            "a/b",
+            "é",
+            "a\n",
+            &format!("a{}", "b".repeat(32)),
+        ] {
+            assert!(bad.parse::<ProfileName>().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn serials_are_random_and_round_trip() {
+        let a = Serial::random();
+        let b = Serial::random();
+        assert_ne!(a, b);
+        assert_eq!(a.as_bytes().len(), 16);
+        assert_eq!(a.to_hex().parse::<Serial>().ok(), Some(a.clone()));
+        assert!(a.as_bytes()[0] < 0x80);
+    }
+}

@@ -1,0 +1,142 @@
+//! The agent's wire format: what `shiqi-ca-agent` prints on stdout for the client to read.
+//!
+//! Pure serde types, no I/O. Every document carries `version`; a client refuses a version it does
+//! not know instead of guessing. Add fields with `#[serde(default)]` so that old clients keep
+//! reading new agents.
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use crate::name::{ProfileName, Serial};
+
+/// The protocol version this build speaks.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The reply to `shiqi-ca-agent sign --name NAME` (CSR on stdin).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SignResponse {
+    /// Always [`PROTOCOL_VERSION`] for documents this build writes.
+    pub version: u32,
+    /// The name the certificate was issued for (its CN).
+    pub name: ProfileName,
+    /// The issued certificate's serial number.
+    pub serial: Serial,
+    /// Start of validity.
+    #[serde(with = "time::serde::rfc3339")]
+    pub not_before: OffsetDateTime,
+    /// End of validity.
+    #[serde(with = "time::serde::rfc3339")]
+    pub not_after: OffsetDateTime,
+    /// The leaf certificate, PEM.
+    pub certificate_pem: String,
+    /// The issuing chain above the leaf, PEM, nearest first; the last one is the root CA.
+    pub chain_pem: Vec<String>,
+    /// The root CA the client should trust for servers (brokers, MySQL), PEM.
+    pub ca_pem: String,
+    /// The server's connection facts as far as the agent could learn them.
+    pub facts: ServerFacts,
+}
+
+/// What the client needs to know to reach the server's services.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ServerFacts {
+    /// Kafka, if the agent could ask the cluster.
+    #[serde(default)]
+    pub kafka: Option<KafkaFacts>,
+    /// MySQL, if configured.
+    #[serde(default)]
+    pub mysql: Option<MysqlFacts>,
+    /// Facts the agent could not learn, each with the reason; signing still succeeded.
+    #[serde(default)]
+    pub missing: Vec<MissingFact>,
+}
+
+/// The Kafka cluster as its brokers advertise it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct KafkaFacts {
+    /// The bootstrap address as the server sees it (from the agent's config).
+    pub bootstrap: String,
+    /// Every broker with its advertised host and port, sorted by id.
+    pub brokers: Vec<Broker>,
+}
+
+/// One broker's advertised address.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Broker {
+    /// The broker's node id.
+    pub id: i32,
+    /// The advertised host name (what the client dials and verifies).
+    pub host: String,
+    /// The advertised port.
+    pub port: u16,
+}
+
+/// The MySQL server as clients reach it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct MysqlFacts {
+    /// Host the server listens on, as the server sees it (the tunnel's target).
+    pub host: String,
+    /// Port the server listens on.
+    pub port: u16,
+    /// The MySQL user name for this certificate.
+    pub user: String,
+}
+
+/// A fact the agent could not learn.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct MissingFact {
+    /// Which fact: `kafka.brokers`, `mysql`.
+    pub fact: String,
+    /// Why, in one line (no secrets).
+    pub reason: String,
+}
+
+/// The reply to `shiqi-ca-agent mysql-user NAME`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MysqlUserResponse {
+    /// Always [`PROTOCOL_VERSION`].
+    pub version: u32,
+    /// The account's user part.
+    pub user: String,
+    /// The account's host part (`127.0.0.1`: SSH forwards arrive from the server's loopback).
+    pub host: String,
+    /// The `REQUIRE SUBJECT` string, built from the issued certificate.
+    pub subject: String,
+    /// The `REQUIRE ISSUER` string, built from the CA certificate.
+    pub issuer: String,
+    /// True if the account was created now, false if it existed and was brought up to date.
+    pub created: bool,
+}
+
+/// The reply to `shiqi-ca-agent brokers --json`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BrokersResponse {
+    /// Always [`PROTOCOL_VERSION`].
+    pub version: u32,
+    /// The cluster as its brokers advertise it.
+    pub kafka: KafkaFacts,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sign_response_round_trips_and_tolerates_missing_optional_fields() {
+        let json = r#"{"version":1,"name":"saige","serial":"0a1b","not_before":"2026-01-01T00:00:00Z",
+            "not_after":"2026-02-01T00:00:00Z","certificate_pem":"x","chain_pem":["y"],"ca_pem":"y",
+            "facts":{}}"#;
+        let r: SignResponse = serde_json::from_str(json).expect("valid document");
+        assert_eq!(r.name.as_str(), "saige");
+        assert!(r.facts.kafka.is_none() && r.facts.missing.is_empty());
+        let back = serde_json::to_string(&r).expect("serializes");
+        assert!(back.contains(r#""serial":"0a1b""#));
+    }
+
+    #[test]
+    fn refuses_a_bad_name_in_a_document() {
+        let json = r#"{"version":1,"name":"../x","serial":"01","not_before":"2026-01-01T00:00:00Z",
+            "not_after":"2026-02-01T00:00:00Z","certificate_pem":"x","chain_pem":[],"ca_pem":"y","facts":{}}"#;
+        assert!(serde_json::from_str::<SignResponse>(json).is_err());
+    }
+}
