@@ -4,8 +4,16 @@
 //! It knows nothing of SSH, MySQL or Kafka: the agent and the client bring the transport.
 #![warn(missing_docs)]
 
+pub mod cert;
+pub mod crl;
+pub mod csr;
 pub mod error;
+pub mod inventory;
+pub mod issue;
+pub mod key;
+pub mod keystore;
 pub mod name;
+pub mod policy;
 pub mod protocol;
 pub mod secret;
 

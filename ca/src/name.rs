@@ -142,7 +142,13 @@ mod tests {
 
     #[test]
     fn accepts_policy_names() {
-        for ok in ["saige", "a", "bob_2", "dev-team", &format!("a{}", "b".repeat(31))] {
+        for ok in [
+            "saige",
+            "a",
+            "bob_2",
+            "dev-team",
+            &format!("a{}", "b".repeat(31)),
+        ] {
             assert!(ok.parse::<ProfileName>().is_ok(), "{ok}");
         }
     }

@@ -1,0 +1,236 @@
+//! The CA: creating it, loading it, and issuing client, server and admin certificates.
+//!
+//! Every issued certificate is v3 with `CA:FALSE`, key usage and extended key usage set here by
+//! policy, an authority key identifier, and a random serial chosen by the inventory. Pure: no
+//! files and no clock — callers pass the validity window.
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyIdMethod, KeyUsagePurpose, SanType, SerialNumber, SubjectPublicKeyInfo,
+};
+use time::OffsetDateTime;
+
+use crate::cert::Cert;
+use crate::error::Error;
+use crate::key::{KeyType, PrivateKey};
+use crate::name::Serial;
+use crate::policy::CheckedCsr;
+
+/// A validity window.
+#[derive(Clone, Copy, Debug)]
+pub struct Validity {
+    /// Start (callers backdate a few minutes to absorb clock skew).
+    pub not_before: OffsetDateTime,
+    /// End.
+    pub not_after: OffsetDateTime,
+}
+
+impl Validity {
+    /// From `now - 5 min` to `now + lifetime`.
+    pub fn starting_now(now: OffsetDateTime, lifetime: time::Duration) -> Self {
+        Self {
+            not_before: now - time::Duration::minutes(5),
+            not_after: now + lifetime,
+        }
+    }
+}
+
+/// What a server certificate is for: the extended key usage it gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServerUsage {
+    /// `serverAuth` only (MariaDB).
+    Server,
+    /// `serverAuth` and `clientAuth` (a Kafka broker also dials its peers and controllers).
+    ServerAndClient,
+}
+
+/// The certificate authority: its certificate and signing key.
+pub struct Ca {
+    cert: Cert,
+    key: PrivateKey,
+}
+
+impl Ca {
+    /// Creates a new self-signed root CA.
+    pub fn create(key_type: KeyType, common_name: &str, validity: Validity) -> Result<Self, Error> {
+        let key = PrivateKey::generate(key_type)?;
+        let mut params = CertificateParams::default();
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::OrganizationName, "shiqi-connect");
+        dn.push(DnType::CommonName, common_name);
+        params.distinguished_name = dn;
+        params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        params.serial_number = Some(SerialNumber::from_slice(Serial::random().as_bytes()));
+        params.not_before = validity.not_before;
+        params.not_after = validity.not_after;
+        params.key_identifier_method = KeyIdMethod::Sha256;
+        let cert = params
+            .self_signed(key.pair())
+            .map_err(|source| Error::Signing {
+                what: "CA certificate",
+                source,
+            })?;
+        Ok(Self {
+            cert: Cert::from_der(cert.der())?,
+            key,
+        })
+    }
+
+    /// Loads a CA from its certificate and key PEM.
+    pub fn from_pem(cert_pem: &str, key_pem: &str) -> Result<Self, Error> {
+        let cert = Cert::from_pem(cert_pem)?;
+        let key = PrivateKey::from_pem(key_pem)?;
+        if !cert.matches_key(&key) {
+            return Err(Error::CaKeyMismatch);
+        }
+        Ok(Self { cert, key })
+    }
+
+    /// The CA certificate.
+    pub fn cert(&self) -> &Cert {
+        &self.cert
+    }
+
+    /// The CA key, for writing to disk (0600) once at `init`.
+    pub fn key_pem(&self) -> crate::Secret<String> {
+        self.key.to_pkcs8_pem()
+    }
+
+    /// An rcgen issuer for this CA (certificates and CRLs).
+    pub fn issuer(&self) -> Result<Issuer<'static, &rcgen::KeyPair>, Error> {
+        Issuer::from_ca_cert_der(&self.cert.der().to_vec().into(), self.key.pair()).map_err(
+            |source| Error::Signing {
+                what: "CA issuer",
+                source,
+            },
+        )
+    }
+
+    /// Issues a client certificate (`clientAuth`) for a CSR that passed the policy.
+    pub fn issue_client(
+        &self,
+        csr: &CheckedCsr,
+        serial: &Serial,
+        validity: Validity,
+    ) -> Result<Cert, Error> {
+        let spki = SubjectPublicKeyInfo::from_der(csr.public_key_der()).map_err(|source| {
+            Error::Signing {
+                what: "client certificate",
+                source,
+            }
+        })?;
+        let params = leaf_params(
+            csr.name().as_str(),
+            serial,
+            validity,
+            vec![ExtendedKeyUsagePurpose::ClientAuth],
+            Vec::new(),
+            csr.key_type(),
+        );
+        self.sign(&params, &spki, "client certificate")
+    }
+
+    /// Issues a client certificate for a key the caller holds (the agent's own admin identity).
+    pub fn issue_for_key(
+        &self,
+        common_name: &str,
+        key: &PrivateKey,
+        serial: &Serial,
+        validity: Validity,
+    ) -> Result<Cert, Error> {
+        let params = leaf_params(
+            common_name,
+            serial,
+            validity,
+            vec![ExtendedKeyUsagePurpose::ClientAuth],
+            Vec::new(),
+            key.key_type(),
+        );
+        self.sign(&params, key.pair(), "admin certificate")
+    }
+
+    /// Issues a server certificate whose SANs cover every name a client verifies (for a broker:
+    /// its advertised host names; Java clients check them by default).
+    pub fn issue_server(
+        &self,
+        common_name: &str,
+        sans: &[String],
+        usage: ServerUsage,
+        key: &PrivateKey,
+        serial: &Serial,
+        validity: Validity,
+    ) -> Result<Cert, Error> {
+        if sans.is_empty() {
+            return Err(Error::NoSans);
+        }
+        let sans = sans
+            .iter()
+            .map(|s| match s.parse::<std::net::IpAddr>() {
+                Ok(ip) => Ok(SanType::IpAddress(ip)),
+                Err(_) => s
+                    .clone()
+                    .try_into()
+                    .map(SanType::DnsName)
+                    .map_err(|_| Error::BadSan { san: s.clone() }),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let eku = match usage {
+            ServerUsage::Server => vec![ExtendedKeyUsagePurpose::ServerAuth],
+            ServerUsage::ServerAndClient => vec![
+                ExtendedKeyUsagePurpose::ServerAuth,
+                ExtendedKeyUsagePurpose::ClientAuth,
+            ],
+        };
+        let params = leaf_params(common_name, serial, validity, eku, sans, key.key_type());
+        self.sign(&params, key.pair(), "server certificate")
+    }
+
+    fn sign(
+        &self,
+        params: &CertificateParams,
+        public_key: &impl rcgen::PublicKeyData,
+        what: &'static str,
+    ) -> Result<Cert, Error> {
+        let issuer = self.issuer()?;
+        let cert = params
+            .signed_by(public_key, &issuer)
+            .map_err(|source| Error::Signing { what, source })?;
+        Cert::from_der(cert.der())
+    }
+}
+
+fn leaf_params(
+    common_name: &str,
+    serial: &Serial,
+    validity: Validity,
+    eku: Vec<ExtendedKeyUsagePurpose>,
+    sans: Vec<SanType>,
+    key_type: KeyType,
+) -> CertificateParams {
+    let mut params = CertificateParams::default();
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, common_name);
+    params.distinguished_name = dn;
+    params.serial_number = Some(SerialNumber::from_slice(serial.as_bytes()));
+    params.not_before = validity.not_before;
+    params.not_after = validity.not_after;
+    params.is_ca = IsCa::ExplicitNoCa;
+    // keyEncipherment only means something for RSA key transport (RFC 5280 §4.2.1.3).
+    params.key_usages = match key_type {
+        KeyType::Rsa2048 | KeyType::Rsa3072 | KeyType::Rsa4096 => vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ],
+        _ => vec![KeyUsagePurpose::DigitalSignature],
+    };
+    params.extended_key_usages = eku;
+    params.subject_alt_names = sans;
+    params.use_authority_key_identifier_extension = true;
+    params.key_identifier_method = KeyIdMethod::Sha256;
+    params
+}
