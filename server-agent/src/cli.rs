@@ -1,0 +1,127 @@
+//! The command line (clap derive only). Each doc comment is the help text.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// The shiqi CA agent: signs client CSRs, provisions MySQL users, reports the Kafka cluster.
+#[derive(Debug, Parser)]
+#[command(name = "shiqi-ca-agent", version, about)]
+pub struct Cli {
+    /// Global options.
+    #[command(flatten)]
+    pub global: Global,
+    /// Log more to stderr (-v debug, -vv trace).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every command takes.
+#[derive(Debug, Args)]
+pub struct Global {
+    /// The CA's state directory (key, certificate, inventory, CRL, audit log).
+    #[arg(
+        long,
+        global = true,
+        env = "SHIQI_CA_DIR",
+        default_value = "/var/lib/shiqi-ca"
+    )]
+    pub state_dir: PathBuf,
+    /// The agent's TOML config [default: <state-dir>/agent.toml; missing = all defaults].
+    #[arg(long, global = true, env = "SHIQI_CA_CONFIG")]
+    pub config: Option<PathBuf>,
+}
+
+/// The agent's commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create the private CA in the state directory (refuses to overwrite one).
+    Init(InitArgs),
+    /// Issue a server certificate and write what that server needs (keystores, config fragment).
+    ServerCert(ServerCertArgs),
+    /// Sign one PEM CSR read from stdin; answer with one JSON document on stdout.
+    Sign(SignArgs),
+    /// Create or update the certificate-only MySQL user for NAME (idempotent).
+    MysqlUser(MysqlUserArgs),
+    /// List every Kafka broker's advertised host:port, from the cluster's metadata.
+    Brokers(BrokersArgs),
+    /// List the issued certificates.
+    List(ListArgs),
+}
+
+/// `init`.
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// The CA key: `p256` (ECDSA P-256) or `rsa3072`.
+    #[arg(long, default_value = "p256", env = "SHIQI_CA_KEY_TYPE")]
+    pub key_type: String,
+    /// The CA certificate's common name.
+    #[arg(long, default_value = "shiqi-connect CA", env = "SHIQI_CA_COMMON_NAME")]
+    pub common_name: String,
+}
+
+/// What a server certificate is for.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ServerKind {
+    /// A Kafka broker: PKCS#12 keystore + truststore + server.properties fragment.
+    Kafka,
+    /// MariaDB/MySQL: PEM files + a [mysqld] fragment.
+    Mysql,
+}
+
+/// `server-cert`.
+#[derive(Debug, Args)]
+pub struct ServerCertArgs {
+    /// The certificate's common name (e.g. `kafka-broker`, `mariadb`).
+    pub name: String,
+    /// The server kind.
+    #[arg(long, value_enum)]
+    pub kind: ServerKind,
+    /// A DNS name or IP address clients verify (repeat for each; for a broker every advertised
+    /// host name).
+    #[arg(long = "san", required = true)]
+    pub sans: Vec<String>,
+    /// Where to write the files (created 0700).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Validity in days [default: config `lifetime.server_days`].
+    #[arg(long)]
+    pub days: Option<u32>,
+}
+
+/// `sign`.
+#[derive(Debug, Args)]
+pub struct SignArgs {
+    /// The name the certificate is for; the CSR's subject must be exactly CN=NAME.
+    #[arg(long)]
+    pub name: String,
+    /// Skip asking Kafka for its brokers (the answer then lists that fact as missing).
+    #[arg(long)]
+    pub no_kafka: bool,
+}
+
+/// `mysql-user`.
+#[derive(Debug, Args)]
+pub struct MysqlUserArgs {
+    /// The user (and certificate) name.
+    pub name: String,
+}
+
+/// `brokers`.
+#[derive(Debug, Args)]
+pub struct BrokersArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}

@@ -1,0 +1,56 @@
+//! `init`: create the CA.
+
+use anyhow::Context as _;
+use shiqi_ca::issue::{Ca, Validity};
+use shiqi_ca::key::KeyType;
+
+use crate::audit;
+use crate::cli::InitArgs;
+use crate::error::AgentError;
+use crate::fsutil;
+use crate::state::Context;
+
+/// Creates the CA key (0600), certificate and inventory in a 0700 state directory.
+pub fn run(ctx: &Context, args: InitArgs) -> anyhow::Result<()> {
+    let key_type: KeyType = args.key_type.parse()?;
+    if !matches!(key_type, KeyType::EcdsaP256 | KeyType::Rsa3072) {
+        anyhow::bail!("the CA key must be `p256` or `rsa3072`, not `{key_type}`");
+    }
+    if ctx.path("ca.key").exists() || ctx.path("ca.crt").exists() {
+        return Err(AgentError::CaExists {
+            dir: ctx.dir.clone(),
+        }
+        .into());
+    }
+    fsutil::create_private_dir(&ctx.dir)?;
+    let lifetime = time::Duration::days(i64::from(ctx.config.lifetime.ca_days));
+    let ca = Ca::create(
+        key_type,
+        &args.common_name,
+        Validity::starting_now(time::OffsetDateTime::now_utc(), lifetime),
+    )?;
+    // The key goes first and only if absent: two racing `init`s cannot both win.
+    if !fsutil::create_new_private(&ctx.path("ca.key"), ca.key_pem().expose().as_bytes())? {
+        return Err(AgentError::CaExists {
+            dir: ctx.dir.clone(),
+        }
+        .into());
+    }
+    fsutil::write_atomic(&ctx.path("ca.crt"), ca.cert().pem().as_bytes(), 0o644)?;
+    ctx.inventory().context("cannot create the inventory")?;
+    audit::record(
+        ctx,
+        &audit::Entry {
+            action: "init",
+            name: &args.common_name,
+            serial: Some(ca.cert().serial().to_hex()),
+            outcome: "ok",
+            reason: None,
+        },
+    );
+    crate::commands::print_text(&format!(
+        "created CA `{}` ({key_type}) in {}\n",
+        ca.cert().subject(),
+        ctx.dir.display()
+    ))
+}

@@ -1,0 +1,25 @@
+//! One module per subcommand. Each resolves its inputs, acts, and prints its one answer.
+
+pub mod brokers;
+pub mod init;
+pub mod list;
+pub mod mysql_user;
+pub mod server_cert;
+pub mod sign;
+
+use std::io::Write as _;
+
+/// Prints a JSON document on stdout (the only thing a command writes there).
+pub(crate) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, value)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+/// Prints text on stdout.
+pub(crate) fn print_text(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    Ok(())
+}

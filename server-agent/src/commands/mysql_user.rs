@@ -1,0 +1,75 @@
+//! `mysql-user NAME`: the certificate-only MySQL account for the latest certificate of NAME.
+
+use shiqi_ca::ProfileName;
+use shiqi_ca::cert::Cert;
+use shiqi_ca::inventory::CertKind;
+use shiqi_ca::protocol::{MysqlUserResponse, PROTOCOL_VERSION};
+
+use crate::audit;
+use crate::cli::MysqlUserArgs;
+use crate::error::AgentError;
+use crate::mysql::{self, Ensured};
+use crate::state::Context;
+
+/// Creates or refreshes the account and prints a `MysqlUserResponse`.
+pub fn run(ctx: &Context, args: MysqlUserArgs) -> anyhow::Result<()> {
+    let result = ensure(ctx, &args);
+    let (outcome, reason) = match &result {
+        Ok(_) => ("ok", None),
+        Err(e) => ("failed", Some(format!("{e:#}"))),
+    };
+    audit::record(
+        ctx,
+        &audit::Entry {
+            action: "mysql-user",
+            name: &args.name,
+            serial: None,
+            outcome,
+            reason,
+        },
+    );
+    crate::commands::print_json(&result?)
+}
+
+fn ensure(ctx: &Context, args: &MysqlUserArgs) -> anyhow::Result<MysqlUserResponse> {
+    let name: ProfileName = args.name.parse()?;
+    if ctx.config.reserved_names().contains(&name.as_str()) {
+        return Err(AgentError::ReservedName {
+            name: name.to_string(),
+        }
+        .into());
+    }
+    let record = ctx
+        .inventory()?
+        .latest_valid(name.as_str(), CertKind::Client)?
+        .ok_or_else(|| AgentError::NoCertificate {
+            name: name.to_string(),
+        })?;
+    let cert = Cert::from_der(&record.der)?;
+    let subject = cert.subject_oneline().to_owned();
+    let issuer = cert.issuer_oneline().to_owned();
+    let host = ctx.config.mysql.user_host.clone();
+    let address = mysql::address(ctx);
+    let grants = ctx.config.mysql.grants.clone();
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let ensured = runtime.block_on(async {
+        let mut conn = mysql::connect(ctx).await?;
+        let ensured = mysql::ensure_user(
+            &mut conn, &address, &name, &host, &subject, &issuer, &grants,
+        )
+        .await;
+        let _ = conn.disconnect().await;
+        ensured
+    })?;
+    Ok(MysqlUserResponse {
+        version: PROTOCOL_VERSION,
+        user: name.to_string(),
+        host,
+        subject,
+        issuer,
+        created: ensured == Ensured::Created,
+    })
+}

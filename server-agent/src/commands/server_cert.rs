@@ -1,0 +1,138 @@
+//! `server-cert`: a server certificate and the files that server needs.
+
+use serde::Serialize;
+use shiqi_ca::inventory::{CertKind, NewCert};
+use shiqi_ca::issue::{ServerUsage, Validity};
+use shiqi_ca::key::{KeyType, PrivateKey};
+use shiqi_ca::keystore::{self, P12Format};
+use shiqi_ca::{Secret, cert::Cert};
+
+use crate::audit;
+use crate::cli::{ServerCertArgs, ServerKind};
+use crate::fsutil;
+use crate::render::render;
+use crate::state::Context;
+
+#[derive(Serialize)]
+struct KafkaCtx<'a> {
+    name: &'a str,
+    sans: &'a [String],
+    serial: String,
+    not_after: String,
+    keystore: String,
+    truststore: String,
+    password: &'a str,
+}
+
+#[derive(Serialize)]
+struct MysqlCtx<'a> {
+    name: &'a str,
+    sans: &'a [String],
+    serial: String,
+    not_after: String,
+    ca: String,
+    cert: String,
+    key: String,
+}
+
+/// Issues the certificate and writes the server's files into `--out`.
+pub fn run(ctx: &Context, args: ServerCertArgs) -> anyhow::Result<()> {
+    let name: shiqi_ca::ProfileName = args.name.parse()?;
+    let ca = ctx.ca()?;
+    let key = PrivateKey::generate(KeyType::EcdsaP256)?;
+    let days = args.days.unwrap_or(ctx.config.lifetime.server_days).max(1);
+    let validity = Validity::starting_now(
+        time::OffsetDateTime::now_utc(),
+        time::Duration::days(i64::from(days)),
+    );
+    let usage = match args.kind {
+        ServerKind::Kafka => ServerUsage::ServerAndClient,
+        ServerKind::Mysql => ServerUsage::Server,
+    };
+    let record = ctx.inventory()?.issue(|serial| {
+        let cert = ca.issue_server(name.as_str(), &args.sans, usage, &key, serial, validity)?;
+        Ok(NewCert {
+            name: name.to_string(),
+            kind: CertKind::Server,
+            subject: cert.subject().to_owned(),
+            not_before: cert.not_before(),
+            not_after: cert.not_after(),
+            der: cert.der().to_vec(),
+        })
+    })?;
+    let cert = Cert::from_der(&record.der)?;
+    fsutil::create_private_dir(&args.out)?;
+    let out = std::fs::canonicalize(&args.out)?;
+    let chain = format!("{}{}", cert.pem(), ca.cert().pem());
+    let not_after = cert
+        .not_after()
+        .format(&time::format_description::well_known::Rfc3339)?;
+    match args.kind {
+        ServerKind::Kafka => {
+            let password = Secret::random_password();
+            let ks = keystore::keystore(&key, &chain, name.as_str(), &password, P12Format::Modern)?;
+            let ts =
+                keystore::truststore(&ca.cert().pem(), "shiqi-ca", &password, P12Format::Modern)?;
+            let (ks_path, ts_path) = (
+                out.join("server.keystore.p12"),
+                out.join("server.truststore.p12"),
+            );
+            fsutil::write_private(&ks_path, &ks)?;
+            fsutil::write_private(&ts_path, &ts)?;
+            fsutil::write_private(&out.join("server.password"), password.expose().as_bytes())?;
+            let fragment = render(
+                "kafka-server.properties",
+                KafkaCtx {
+                    name: name.as_str(),
+                    sans: &args.sans,
+                    serial: cert.serial().to_hex(),
+                    not_after,
+                    keystore: ks_path.display().to_string(),
+                    truststore: ts_path.display().to_string(),
+                    password: password.expose(),
+                },
+            )?;
+            // The fragment holds the keystore password, so it is private too.
+            fsutil::write_private(&out.join("server.properties"), fragment.as_bytes())?;
+        }
+        ServerKind::Mysql => {
+            let (crt, key_path, ca_path) = (
+                out.join("server.crt"),
+                out.join("server.key"),
+                out.join("ca.crt"),
+            );
+            fsutil::write_atomic(&crt, chain.as_bytes(), 0o644)?;
+            fsutil::write_private(&key_path, key.to_pkcs8_pem().expose().as_bytes())?;
+            fsutil::write_atomic(&ca_path, ca.cert().pem().as_bytes(), 0o644)?;
+            let fragment = render(
+                "mysqld.cnf",
+                MysqlCtx {
+                    name: name.as_str(),
+                    sans: &args.sans,
+                    serial: cert.serial().to_hex(),
+                    not_after,
+                    ca: ca_path.display().to_string(),
+                    cert: crt.display().to_string(),
+                    key: key_path.display().to_string(),
+                },
+            )?;
+            fsutil::write_atomic(&out.join("mysqld.cnf"), fragment.as_bytes(), 0o644)?;
+        }
+    }
+    audit::record(
+        ctx,
+        &audit::Entry {
+            action: "server-cert",
+            name: name.as_str(),
+            serial: Some(cert.serial().to_hex()),
+            outcome: "ok",
+            reason: None,
+        },
+    );
+    crate::commands::print_text(&format!(
+        "issued server certificate CN={name} serial {} (SANs {}) into {}\n",
+        cert.serial(),
+        args.sans.join(", "),
+        out.display()
+    ))
+}

@@ -1,0 +1,144 @@
+//! `sign --name NAME`: one PEM CSR on stdin in, one `SignResponse` JSON document out.
+//!
+//! A refusal exits non-zero with one line on stderr and changes no state: the inventory is
+//! written only inside the transaction that also makes the certificate.
+
+use std::io::Read as _;
+
+use shiqi_ca::cert::Cert;
+use shiqi_ca::inventory::{CertKind, NewCert};
+use shiqi_ca::issue::Validity;
+use shiqi_ca::policy::{MAX_CSR_BYTES, check_csr};
+use shiqi_ca::protocol::{MissingFact, MysqlFacts, PROTOCOL_VERSION, ServerFacts, SignResponse};
+use shiqi_ca::{ProfileName, error::CsrRefusal};
+
+use crate::audit;
+use crate::cli::SignArgs;
+use crate::error::AgentError;
+use crate::state::Context;
+
+/// Signs the CSR and prints the answer.
+pub fn run(ctx: &Context, args: SignArgs) -> anyhow::Result<()> {
+    let result = sign(ctx, &args);
+    let (serial, outcome, reason) = match &result {
+        Ok(r) => (Some(r.serial.to_hex()), "ok", None),
+        Err(e) => (None, "refused", Some(e.to_string())),
+    };
+    audit::record(
+        ctx,
+        &audit::Entry {
+            action: "sign",
+            name: &args.name,
+            serial,
+            outcome,
+            reason,
+        },
+    );
+    crate::commands::print_json(&result?)
+}
+
+fn sign(ctx: &Context, args: &SignArgs) -> anyhow::Result<SignResponse> {
+    let name: ProfileName = args.name.parse()?;
+    if ctx.config.reserved_names().contains(&name.as_str()) {
+        return Err(AgentError::ReservedName {
+            name: name.to_string(),
+        }
+        .into());
+    }
+    let mut csr = Vec::new();
+    std::io::stdin()
+        .take(MAX_CSR_BYTES as u64 + 1)
+        .read_to_end(&mut csr)
+        .map_err(AgentError::Stdin)?;
+    if csr.len() > MAX_CSR_BYTES {
+        return Err(shiqi_ca::Error::CsrRefused {
+            reason: CsrRefusal::TooLarge,
+        }
+        .into());
+    }
+    let checked = check_csr(&csr, &name)?;
+    let ca = ctx.ca()?;
+
+    let mut inventory = ctx.inventory()?;
+    // A name that belongs to a server certificate (a broker, MariaDB) is never a client.
+    if inventory
+        .list()?
+        .iter()
+        .any(|r| r.name == name.as_str() && r.kind != CertKind::Client)
+    {
+        return Err(AgentError::ReservedName {
+            name: name.to_string(),
+        }
+        .into());
+    }
+    let lifetime = time::Duration::days(i64::from(ctx.config.lifetime.client_days));
+    let validity = Validity::starting_now(time::OffsetDateTime::now_utc(), lifetime);
+    let record = inventory.issue(|serial| {
+        let cert = ca.issue_client(&checked, serial, validity)?;
+        Ok(NewCert {
+            name: name.to_string(),
+            kind: CertKind::Client,
+            subject: cert.subject().to_owned(),
+            not_before: cert.not_before(),
+            not_after: cert.not_after(),
+            der: cert.der().to_vec(),
+        })
+    })?;
+    let cert = Cert::from_der(&record.der)?;
+    tracing::debug!(serial = %cert.serial(), name = %name, "issued client certificate");
+
+    Ok(SignResponse {
+        version: PROTOCOL_VERSION,
+        name: name.clone(),
+        serial: cert.serial().clone(),
+        not_before: cert.not_before(),
+        not_after: cert.not_after(),
+        certificate_pem: cert.pem(),
+        chain_pem: vec![ca.cert().pem()],
+        ca_pem: ca.cert().pem(),
+        facts: facts(ctx, &ca, &name, args.no_kafka),
+    })
+}
+
+/// What the client needs to know; each fact that cannot be learned is listed with its reason.
+fn facts(
+    ctx: &Context,
+    ca: &shiqi_ca::issue::Ca,
+    name: &ProfileName,
+    no_kafka: bool,
+) -> ServerFacts {
+    let mut facts = ServerFacts::default();
+    if no_kafka {
+        facts.missing.push(MissingFact {
+            fact: "kafka.brokers".to_owned(),
+            reason: "not asked (--no-kafka)".to_owned(),
+        });
+    } else if ctx.config.kafka.bootstrap.is_empty() {
+        facts.missing.push(MissingFact {
+            fact: "kafka.brokers".to_owned(),
+            reason: "Kafka is not configured on the server".to_owned(),
+        });
+    } else {
+        match crate::kafka::brokers(ctx, ca) {
+            Ok(k) => facts.kafka = Some(k),
+            Err(e) => facts.missing.push(MissingFact {
+                fact: "kafka.brokers".to_owned(),
+                reason: format!("{e:#}"),
+            }),
+        }
+    }
+    let m = &ctx.config.mysql;
+    if m.host.is_empty() {
+        facts.missing.push(MissingFact {
+            fact: "mysql".to_owned(),
+            reason: "MySQL is not configured on the server".to_owned(),
+        });
+    } else {
+        facts.mysql = Some(MysqlFacts {
+            host: m.host.clone(),
+            port: m.port,
+            user: name.to_string(),
+        });
+    }
+    facts
+}

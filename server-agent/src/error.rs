@@ -1,0 +1,131 @@
+//! The agent's error type. Messages name the fact; [`AgentError::hint`] names the fix.
+
+use std::path::PathBuf;
+
+/// What can go wrong in the agent outside of X.509 (which is `shiqi_ca::Error`).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AgentError {
+    /// The config file could not be read.
+    #[error("cannot read config `{}`", path.display())]
+    ConfigRead {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The config file is not valid.
+    #[error("invalid config `{}`: {why}", path.display())]
+    ConfigParse {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
+    /// `init` found a CA already there.
+    #[error("a CA already exists in `{}`", dir.display())]
+    CaExists {
+        /// The state directory.
+        dir: PathBuf,
+    },
+    /// No CA in the state directory.
+    #[error("no CA in `{}`", dir.display())]
+    NoCa {
+        /// The state directory.
+        dir: PathBuf,
+    },
+    /// A file in the state directory could not be read or written.
+    #[error("`{}`: {source}", path.display())]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// stdin could not be read.
+    #[error("cannot read the CSR from stdin")]
+    Stdin(#[source] std::io::Error),
+    /// A reserved name (an agent identity, a broker, a system account).
+    #[error("`{name}` is reserved for the server's own identities")]
+    ReservedName {
+        /// The name.
+        name: String,
+    },
+    /// A MySQL account exists that the agent did not create.
+    #[error("MySQL account `{user}` exists and was not created by shiqi-ca-agent")]
+    ForeignAccount {
+        /// The user name.
+        user: String,
+    },
+    /// No valid certificate was issued for a name.
+    #[error("no valid client certificate for `{name}` in the inventory")]
+    NoCertificate {
+        /// The name.
+        name: String,
+    },
+    /// MySQL is not configured.
+    #[error("MySQL is not configured (`[mysql] host` is empty)")]
+    MysqlDisabled,
+    /// Talking to MySQL failed.
+    #[error("MySQL at `{address}`: {why}")]
+    Mysql {
+        /// Where.
+        address: String,
+        /// The server's or driver's message.
+        why: String,
+    },
+    /// Kafka is not configured.
+    #[error("Kafka is not configured (`[kafka] bootstrap` is empty)")]
+    KafkaDisabled,
+    /// Talking to Kafka failed.
+    #[error("Kafka at `{bootstrap}`: {why}")]
+    Kafka {
+        /// The bootstrap address.
+        bootstrap: String,
+        /// librdkafka's message.
+        why: String,
+    },
+    /// A template failed to render (a bug in templates/).
+    #[error("cannot render template `{name}`: {why}")]
+    Template {
+        /// The template.
+        name: &'static str,
+        /// minijinja's message.
+        why: String,
+    },
+}
+
+impl AgentError {
+    /// One next step for the user.
+    pub fn hint(&self) -> Option<String> {
+        Some(match self {
+            Self::CaExists { .. } => {
+                "the existing CA was left untouched; use another `--state-dir` for a new one".into()
+            }
+            Self::NoCa { dir } => format!(
+                "run `shiqi-ca-agent --state-dir {} init` first",
+                dir.display()
+            ),
+            Self::ReservedName { .. } => "choose a personal name such as `saige`".into(),
+            Self::ForeignAccount { .. } => {
+                "pick another name; the agent never takes over accounts it did not make".into()
+            }
+            Self::NoCertificate { name } => format!(
+                "sign a CSR first: `shiqi-connect setup {name}` (or `shiqi-ca-agent sign --name {name}`)"
+            ),
+            Self::Mysql { .. } => {
+                "check that mysqld runs and that `[mysql]` in agent.toml points at it".into()
+            }
+            Self::Kafka { .. } => {
+                "check that the brokers run and that `[kafka] bootstrap` in agent.toml is right"
+                    .into()
+            }
+            Self::ConfigParse { .. } => {
+                "every key is documented in the README's agent.toml section".into()
+            }
+            _ => return None,
+        })
+    }
+}

@@ -1,0 +1,34 @@
+//! The CA agent: runs on the server, by an admin or by `shiqi-connect` through
+//! `ssh server shiqi-ca-agent …`. It reads one request (arguments, and a CSR on stdin for
+//! `sign`), answers with one JSON document on stdout, and writes nothing to stdout otherwise.
+//!
+//! X.509 work is `shiqi-ca`'s; this crate brings the state directory, the config, MySQL
+//! (mysql_async) and Kafka (rdkafka).
+
+pub mod audit;
+pub mod cli;
+pub mod commands;
+pub mod config;
+pub mod error;
+pub mod fsutil;
+pub mod kafka;
+pub mod logging;
+pub mod mysql;
+pub mod render;
+pub mod report;
+pub mod state;
+
+pub use error::AgentError;
+
+/// Runs one command.
+pub fn run(cli: cli::Cli) -> anyhow::Result<()> {
+    let ctx = state::Context::new(&cli.global)?;
+    match cli.command {
+        cli::Command::Init(args) => commands::init::run(&ctx, args),
+        cli::Command::ServerCert(args) => commands::server_cert::run(&ctx, args),
+        cli::Command::Sign(args) => commands::sign::run(&ctx, args),
+        cli::Command::MysqlUser(args) => commands::mysql_user::run(&ctx, args),
+        cli::Command::Brokers(args) => commands::brokers::run(&ctx, args),
+        cli::Command::List(args) => commands::list::run(&ctx, args),
+    }
+}

@@ -1,0 +1,216 @@
+//! MySQL/MariaDB administration through mysql_async: certificate-only users.
+//!
+//! `CREATE USER` cannot take placeholders for its `REQUIRE` clause, so every value that reaches
+//! SQL text is either a validated `ProfileName`, a string built from our own certificates and
+//! quoted here, or a config value checked at load time. Look-ups use placeholders.
+
+use mysql_async::prelude::Queryable as _;
+use mysql_async::{Conn, OptsBuilder};
+use shiqi_ca::ProfileName;
+
+use crate::error::AgentError;
+use crate::state::Context;
+
+/// The server's address as a string, for messages.
+pub fn address(ctx: &Context) -> String {
+    let m = &ctx.config.mysql;
+    match &m.admin_socket {
+        Some(s) => format!("unix:{}", s.display()),
+        None => format!("{}:{}", m.host, m.port),
+    }
+}
+
+/// Connects as the agent's admin account.
+pub async fn connect(ctx: &Context) -> Result<Conn, AgentError> {
+    let m = &ctx.config.mysql;
+    if m.host.is_empty() && m.admin_socket.is_none() {
+        return Err(AgentError::MysqlDisabled);
+    }
+    let pw_path = ctx.dir.join(&m.admin_password_file);
+    let password = std::fs::read_to_string(&pw_path).map_err(|source| AgentError::File {
+        path: pw_path.clone(),
+        source,
+    })?;
+    let password = shiqi_ca::Secret::new(password.trim_end_matches(['\n', '\r']).to_owned());
+    let mut opts = OptsBuilder::default()
+        .user(Some(m.admin_user.clone()))
+        .pass(Some(password.expose().clone()))
+        .prefer_socket(false);
+    opts = match &m.admin_socket {
+        Some(socket) => opts.socket(Some(socket.to_string_lossy().into_owned())),
+        None => opts.ip_or_hostname(m.host.clone()).tcp_port(m.port),
+    };
+    let connect = Conn::new(opts);
+    match tokio::time::timeout(std::time::Duration::from_secs(10), connect).await {
+        Ok(Ok(conn)) => Ok(conn),
+        Ok(Err(e)) => Err(AgentError::Mysql {
+            address: address(ctx),
+            why: e.to_string(),
+        }),
+        Err(_) => Err(AgentError::Mysql {
+            address: address(ctx),
+            why: "no answer within 10 s".to_owned(),
+        }),
+    }
+}
+
+/// The outcome of [`ensure_user`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ensured {
+    /// The account was created.
+    Created,
+    /// The account existed (made by us) and its requirements and grants were refreshed.
+    Updated,
+}
+
+/// Creates or updates `'name'@'host'` so that it logs in only with a certificate whose subject
+/// and issuer are exactly `subject` and `issuer`, and grants it `grants`.
+///
+/// # Errors
+/// [`AgentError::ForeignAccount`] when an account of that name exists that is not tied to our
+/// CA (root, system accounts, anything made by hand).
+pub async fn ensure_user(
+    conn: &mut Conn,
+    address: &str,
+    name: &ProfileName,
+    host: &str,
+    subject: &str,
+    issuer: &str,
+    grants: &[String],
+) -> Result<Ensured, AgentError> {
+    let sql_error = |e: mysql_async::Error| AgentError::Mysql {
+        address: address.to_owned(),
+        why: e.to_string(),
+    };
+    let existing: Vec<(String, Vec<u8>)> = conn
+        .exec(
+            "SELECT Host, x509_issuer FROM mysql.user WHERE User = ?",
+            (name.as_str(),),
+        )
+        .await
+        .map_err(sql_error)?;
+    for (_, their_issuer) in &existing {
+        if their_issuer.as_slice() != issuer.as_bytes() {
+            return Err(AgentError::ForeignAccount {
+                user: name.to_string(),
+            });
+        }
+    }
+    let account = format!("{}@{}", quote(name.as_str()), quote(host));
+    let require = format!(
+        "REQUIRE SUBJECT {} AND ISSUER {}",
+        quote(subject),
+        quote(issuer)
+    );
+    let outcome = if existing.iter().any(|(h, _)| h == host) {
+        conn.query_drop(format!("ALTER USER {account} {require}"))
+            .await
+            .map_err(sql_error)?;
+        Ensured::Updated
+    } else {
+        conn.query_drop(format!("CREATE USER {account} {require}"))
+            .await
+            .map_err(sql_error)?;
+        Ensured::Created
+    };
+    for grant in grants {
+        check_grant(grant).map_err(|why| AgentError::Mysql {
+            address: address.to_owned(),
+            why,
+        })?;
+        let (privileges, target) = grant.split_once(" ON ").ok_or_else(|| AgentError::Mysql {
+            address: address.to_owned(),
+            why: format!("grant `{grant}` has no ` ON `"),
+        })?;
+        conn.query_drop(format!("GRANT {privileges} ON {target} TO {account}"))
+            .await
+            .map_err(sql_error)?;
+    }
+    Ok(outcome)
+}
+
+/// A SQL string literal. Backslashes and quotes are escaped; the inputs here never contain
+/// them (names are validated, DNs are ours), this is the second lock on the door.
+pub fn quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('\'');
+    for c in s.chars() {
+        match c {
+            '\'' => out.push_str("''"),
+            '\\' => out.push_str("\\\\"),
+            '\0' => out.push_str("\\0"),
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// A grant from the config: `PRIVILEGE[, PRIVILEGE…] ON db.table` with plain identifiers,
+/// backquotes and `*` only.
+pub fn check_grant(grant: &str) -> Result<(), String> {
+    let Some((privileges, target)) = grant.split_once(" ON ") else {
+        return Err("expected `PRIVILEGES ON db.table`".to_owned());
+    };
+    let privileges_ok = privileges.split(',').all(|p| {
+        let p = p.trim();
+        !p.is_empty()
+            && p.chars()
+                .all(|c| c.is_ascii_alphabetic() || c == ' ' || c == '_')
+    });
+    if !privileges_ok {
+        return Err("privileges must be words such as `SELECT, INSERT`".to_owned());
+    }
+    let target = target.trim();
+    let target_ok = !target.is_empty()
+        && target.contains('.')
+        && target
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '$' | '`' | '.' | '*' | '-'));
+    if !target_ok || target.matches('`').count() % 2 != 0 {
+        return Err("the target must look like `app`.* or app.table".to_owned());
+    }
+    Ok(())
+}
+
+/// The host part of an account: a host name, an IP address or a `%` pattern, nothing quoted.
+pub fn check_account_part(s: &str) -> Result<(), String> {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '%' | ':'))
+    {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{s}` is not a host name, IP address or `%` pattern"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quotes_literals() {
+        assert_eq!(quote("/CN=saige"), "'/CN=saige'");
+        assert_eq!(quote("a'b\\c"), "'a''b\\\\c'");
+    }
+
+    #[test]
+    fn grants_are_checked() {
+        assert!(check_grant("SELECT, INSERT ON `app`.*").is_ok());
+        assert!(check_grant("ALL PRIVILEGES ON app.t1").is_ok());
+        assert!(check_grant("SELECT ON app.*; DROP TABLE x").is_err());
+        assert!(check_grant("SELECT ON `app`.* TO 'root'@'%'").is_err());
+        assert!(check_grant("SELECT").is_err());
+    }
+
+    #[test]
+    fn account_host_parts_are_checked() {
+        assert!(check_account_part("127.0.0.1").is_ok());
+        assert!(check_account_part("%").is_ok());
+        assert!(check_account_part("x' OR 1").is_err());
+        assert!(check_account_part("").is_err());
+    }
+}
