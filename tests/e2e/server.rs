@@ -1,0 +1,198 @@
+//! The server side on the real stack: brokers and MariaDB accept what the agent signs and
+//! refuse the rest; the signing policy holds over a real process boundary; serials stay unique.
+
+use crate::identity;
+use crate::stack::{stack, unique_name};
+
+const API_VERSIONS: &str = "org.apache.kafka.tools.BrokerApiVersionsCommand";
+
+#[test]
+fn broker_accepts_an_agent_signed_client_and_refuses_no_certificate_and_a_foreign_ca() {
+    let s = stack();
+    let dir = s.scratch();
+    let good = identity::signed(s, &unique_name("e2e-kafka"), dir.path());
+    let bootstrap = s.info("kafka_bootstrap");
+
+    let ok = s
+        .kafka_tool(API_VERSIONS, &["--bootstrap-server", bootstrap, "--command-config", &good.path_str("client.properties")])
+        .ok();
+    for port in ["19094", "29094", "39094"] {
+        assert!(ok.stdout.contains(&format!("localhost:{port}")), "broker {port} not listed:\n{}", ok.stdout);
+    }
+
+    let none = s
+        .kafka_tool(API_VERSIONS, &["--bootstrap-server", bootstrap, "--command-config", &good.path_str("nocert.properties")])
+        .failed();
+    assert!(none.all().contains("SslAuthenticationException"), "{}", none.all());
+
+    let other_dir = s.scratch();
+    let ca_pem = std::fs::read_to_string(good.path("ca.crt")).expect("ca");
+    let foreign = identity::foreign(&unique_name("e2e-foreign"), other_dir.path(), &ca_pem);
+    let refused = s
+        .kafka_tool(API_VERSIONS, &["--bootstrap-server", bootstrap, "--command-config", &foreign.path_str("client.properties")])
+        .failed();
+    assert!(refused.all().contains("SslAuthenticationException"), "{}", refused.all());
+}
+
+fn mariadb(s: &crate::stack::Stack, user: &str, tls: &[String]) -> crate::stack::Out {
+    let (host, port) = s.info("mysql_address").split_once(':').expect("host:port");
+    let mut args = vec!["mariadb", "--no-defaults", "-h", host, "-P", port, "-u", user, "--batch", "--skip-column-names"];
+    args.extend(tls.iter().map(String::as_str));
+    args.extend(["-e", "SELECT CURRENT_USER()"]);
+    s.server(None, &args, None)
+}
+
+#[test]
+fn mariadb_accepts_the_certificate_user_and_refuses_a_wrong_subject_and_no_certificate() {
+    let s = stack();
+    let dir = s.scratch();
+    let name = unique_name("e2e-db");
+    let id = identity::signed(s, &name, dir.path());
+    let created = s.agent(&["mysql-user", &name], None).ok();
+    let reply: serde_json::Value = serde_json::from_str(&created.stdout).expect("json");
+    assert_eq!(reply["subject"], format!("/CN={name}"));
+    assert_eq!(reply["issuer"], "/O=shiqi-connect/CN=shiqi-connect CA");
+    assert_eq!(reply["created"], true);
+    // Idempotent: a second run updates, it does not fail.
+    let again: serde_json::Value = serde_json::from_str(&s.agent(&["mysql-user", &name], None).ok().stdout).expect("json");
+    assert_eq!(again["created"], false);
+
+    let tls = |id: &identity::Identity| {
+        vec![
+            format!("--ssl-ca={}", id.path_str("ca.crt")),
+            format!("--ssl-cert={}", id.path_str("client.crt")),
+            format!("--ssl-key={}", id.path_str("client.key")),
+            "--ssl-verify-server-cert".to_owned(),
+        ]
+    };
+    let ok = mariadb(s, &name, &tls(&id)).ok();
+    assert_eq!(ok.stdout.trim(), format!("{name}@127.0.0.1"));
+
+    // Another valid certificate from the same CA, but its subject is someone else's.
+    let other_dir = s.scratch();
+    let other = identity::signed(s, &unique_name("e2e-dbx"), other_dir.path());
+    let wrong = mariadb(s, &name, &tls(&other)).failed();
+    assert!(wrong.stderr.contains("Access denied"), "{}", wrong.stderr);
+
+    let no_cert = mariadb(s, &name, &[format!("--ssl-ca={}", id.path_str("ca.crt")), "--ssl".to_owned()]).failed();
+    assert!(no_cert.stderr.contains("Access denied"), "{}", no_cert.stderr);
+}
+
+#[test]
+fn mysql_user_refuses_accounts_it_did_not_create() {
+    let s = stack();
+    for name in ["root", "shiqi_agent", "mysql"] {
+        let out = s.agent(&["mysql-user", name], None).failed();
+        assert_eq!(out.code, Some(2));
+        assert!(out.stderr.starts_with("error: "), "{}", out.stderr);
+    }
+    // A hand-made account that happens to have a policy-valid name.
+    let name = unique_name("e2e-hand");
+    let sock = format!("--socket={}", s.info("mysql_socket"));
+    s.server(None, &["mariadb", "--no-defaults", &sock, "-u", "root", "-e", &format!("CREATE USER '{name}'@'%' IDENTIFIED BY 'x'")], None).ok();
+    let dir = s.scratch();
+    identity::signed(s, &name, dir.path());
+    let out = s.agent(&["mysql-user", &name], None).failed();
+    assert!(out.stderr.contains("was not created by shiqi-ca-agent"), "{}", out.stderr);
+}
+
+fn inventory(s: &crate::stack::Stack) -> String {
+    s.agent(&["list", "--json"], None).ok().stdout
+}
+
+fn openssl_csr(dir: &std::path::Path, key_args: &[&str], subj: &str, extra: &[&str]) -> Vec<u8> {
+    let key = dir.join("k.pem");
+    let csr = dir.join("r.csr");
+    let run = |args: Vec<&str>| {
+        let out = std::process::Command::new("openssl").args(&args).output().expect("openssl");
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let key_s = key.display().to_string();
+    let csr_s = csr.display().to_string();
+    run([&["genpkey", "-out", &key_s][..], key_args].concat());
+    run([&["req", "-new", "-key", &key_s, "-subj", subj, "-out", &csr_s][..], extra].concat());
+    std::fs::read(csr).expect("csr")
+}
+
+#[test]
+fn sign_refuses_each_policy_violation_with_its_reason_and_changes_nothing() {
+    let s = stack();
+    let dir = s.scratch();
+    let d = dir.path();
+    let name = unique_name("e2e-policy");
+    let p256 = ["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"];
+    let cases: Vec<(&str, String, Vec<u8>, &str)> = vec![
+        ("wrong CN", name.clone(), openssl_csr(d, &p256, "/CN=mallory", &[]), "is not `CN="),
+        ("bad name", "Root;DROP".to_owned(), openssl_csr(d, &p256, "/CN=root", &[]), "invalid name"),
+        ("reserved", "shiqi-admin".to_owned(), openssl_csr(d, &p256, "/CN=shiqi-admin", &[]), "reserved"),
+        ("broker identity", "kafka-broker".to_owned(), openssl_csr(d, &p256, "/CN=kafka-broker", &[]), "reserved"),
+        ("CA", name.clone(), openssl_csr(d, &p256, &format!("/CN={name}"), &["-addext", "basicConstraints=critical,CA:TRUE"]), "CA basic constraints"),
+        ("SAN", name.clone(), openssl_csr(d, &p256, &format!("/CN={name}"), &["-addext", "subjectAltName=DNS:x.example"]), "subjectAltName"),
+        ("RSA-1024", name.clone(), openssl_csr(d, &["-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:1024"], &format!("/CN={name}"), &[]), "RSA-1024"),
+        ("P-521", name.clone(), openssl_csr(d, &["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-521"], &format!("/CN={name}"), &[]), "is not allowed"),
+        ("garbage", name.clone(), b"not a csr".to_vec(), "not a PEM"),
+        ("too large", name.clone(), vec![b'A'; 70 * 1024], "larger than 64 KiB"),
+    ];
+    let before = inventory(s);
+    for (what, who, csr, reason) in cases {
+        let out = s.agent(&["sign", "--name", &who], Some(&csr)).failed();
+        assert_eq!(out.code, Some(2), "{what}");
+        let first = out.stderr.lines().next().unwrap_or_default();
+        assert!(first.starts_with("error: ") && first.contains(reason), "{what}: {}", out.stderr);
+        assert!(out.stdout.is_empty(), "{what}: refusals print nothing on stdout");
+    }
+    assert_eq!(inventory(s), before, "a refusal must not change the inventory");
+}
+
+#[test]
+fn fifty_concurrent_signs_get_fifty_distinct_serials() {
+    let s = stack();
+    let name = unique_name("e2e-many");
+    let key = shiqi_ca::key::PrivateKey::generate(shiqi_ca::key::KeyType::EcdsaP256).expect("key");
+    let csr = shiqi_ca::csr::build(&key, &name.parse().expect("name")).expect("csr");
+    let serials: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..50)
+            .map(|_| scope.spawn(|| s.agent(&["sign", "--name", &name, "--no-kafka"], Some(csr.as_bytes()))))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                let out = h.join().expect("thread").ok();
+                let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
+                v["serial"].as_str().expect("serial").to_owned()
+            })
+            .collect()
+    });
+    let unique: std::collections::BTreeSet<_> = serials.iter().collect();
+    assert_eq!(unique.len(), 50, "serials repeated: {serials:?}");
+    for serial in &serials {
+        assert!(serial.len() >= 16, "at least 64 bits: {serial}");
+    }
+    let listed: Vec<serde_json::Value> = serde_json::from_str(&inventory(s)).expect("json");
+    let mine = listed.iter().filter(|r| r["name"] == name.as_str()).count();
+    assert_eq!(mine, 50);
+}
+
+#[test]
+fn keytool_reads_every_keystore_and_truststore_written() {
+    let s = stack();
+    let dir = s.scratch();
+    let id = identity::signed(s, &unique_name("e2e-p12"), dir.path());
+    let pw = std::fs::read_to_string(id.path("password")).expect("password");
+    let tls = format!("{}/server/tls/kafka-broker", s.info("stack_dir"));
+    let broker_pw = std::fs::read_to_string(format!("{tls}/server.password")).expect("broker password");
+    let files = [
+        (id.path_str("keystore.p12"), pw.clone(), "PrivateKeyEntry"),
+        (id.path_str("truststore.p12"), pw.clone(), "trustedCertEntry"),
+        (format!("{tls}/server.keystore.p12"), broker_pw.clone(), "PrivateKeyEntry"),
+        (format!("{tls}/server.truststore.p12"), broker_pw, "trustedCertEntry"),
+    ];
+    for (file, password, entry) in files {
+        let out = std::process::Command::new("keytool")
+            .args(["-list", "-v", "-storetype", "PKCS12", "-keystore", &file, "-storepass", password.trim()])
+            .output()
+            .expect("keytool");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && text.contains(&format!("Entry type: {entry}")), "{file}: {text}");
+    }
+}

@@ -1,0 +1,172 @@
+//! The `Stack` helper: the running stack's facts (`scripts/stack info`) and ways to run
+//! commands on its two hosts. Every test gets its own names and temp folders from here.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+/// The running stack.
+pub struct Stack {
+    repo: PathBuf,
+    info: BTreeMap<String, String>,
+}
+
+/// A finished command.
+#[derive(Debug)]
+pub struct Out {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Out {
+    fn from(out: Output) -> Self {
+        Self {
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    pub fn success(&self) -> bool {
+        self.code == Some(0)
+    }
+
+    /// Panics with both streams unless the command succeeded.
+    #[track_caller]
+    pub fn ok(self) -> Self {
+        assert!(self.success(), "command failed ({:?}):\n--- stdout\n{}\n--- stderr\n{}", self.code, self.stdout, self.stderr);
+        self
+    }
+
+    /// Panics unless the command failed.
+    #[track_caller]
+    pub fn failed(self) -> Self {
+        assert!(!self.success(), "command unexpectedly succeeded:\n--- stdout\n{}\n--- stderr\n{}", self.stdout, self.stderr);
+        self
+    }
+
+    pub fn all(&self) -> String {
+        format!("{}{}", self.stdout, self.stderr)
+    }
+}
+
+/// The stack, read once. Fails loudly if it is not up or the binaries are not given.
+pub fn stack() -> &'static Stack {
+    static STACK: OnceLock<Stack> = OnceLock::new();
+    STACK.get_or_init(|| {
+        for var in ["SHIQI_CONNECT_BIN", "SHIQI_AGENT_BIN"] {
+            assert!(
+                std::env::var_os(var).is_some(),
+                "{var} is not set: run the end-to-end tests through `scripts/test`"
+            );
+        }
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("tests/ sits inside the repository")
+            .to_owned();
+        let out = Command::new(repo.join("scripts/stack"))
+            .arg("info")
+            .output()
+            .expect("scripts/stack runs");
+        assert!(out.status.success(), "scripts/stack info failed: is the stack up? (`scripts/stack up`)");
+        let info = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        Stack { repo, info }
+    })
+}
+
+impl Stack {
+    /// One `key=value` fact from `scripts/stack info`.
+    #[track_caller]
+    pub fn info(&self, key: &str) -> &str {
+        self.info
+            .get(key)
+            .unwrap_or_else(|| panic!("`scripts/stack info` has no `{key}`"))
+    }
+
+    pub fn script(&self) -> PathBuf {
+        self.repo.join("scripts/stack")
+    }
+
+    fn run(&self, mut cmd: Command, stdin: Option<&[u8]>) -> Out {
+        cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("command starts");
+        if let Some(input) = stdin {
+            let mut pipe = child.stdin.take().expect("stdin is piped");
+            // The command may refuse early and close stdin; that is its answer, not ours.
+            let _ = pipe.write_all(input);
+        }
+        Out::from(child.wait_with_output().expect("command finishes"))
+    }
+
+    /// Runs a command on the laptop as its user (HOME = the laptop home), with extra env.
+    pub fn laptop(&self, args: &[&str], env: &[(&str, &str)], stdin: Option<&[u8]>) -> Out {
+        let mut cmd = Command::new(self.script());
+        cmd.args(["exec", "laptop"]);
+        for (k, v) in env {
+            cmd.arg("--env").arg(format!("{k}={v}"));
+        }
+        cmd.arg("--").args(args);
+        self.run(cmd, stdin)
+    }
+
+    /// Runs a command on the server, as root or as `user`.
+    pub fn server(&self, user: Option<&str>, args: &[&str], stdin: Option<&[u8]>) -> Out {
+        let mut cmd = Command::new(self.script());
+        cmd.args(["exec", "server"]);
+        if let Some(u) = user {
+            cmd.args(["--user", u]);
+        }
+        cmd.arg("--").args(args);
+        self.run(cmd, stdin)
+    }
+
+    /// Runs `shiqi-ca-agent ARGS` on the server as the login user, as SSH would.
+    pub fn agent(&self, args: &[&str], stdin: Option<&[u8]>) -> Out {
+        let user = self.info("server_user").to_owned();
+        let mut full = vec![self.info("agent_bin")];
+        full.extend_from_slice(args);
+        self.server(Some(&user), &full, stdin)
+    }
+
+    /// Runs a Kafka tool class from the fetched jars on the server, as root.
+    pub fn kafka_tool(&self, class: &str, args: &[&str]) -> Out {
+        let classpath = format!("{}/*", self.info("kafka_libs"));
+        let log4j = format!(
+            "-Dlog4j2.configurationFile={}",
+            self.repo.join("scripts/kafka/log4j2-tools.properties").display()
+        );
+        let mut full = vec!["java", "-Xmx192m", "-XX:TieredStopAtLevel=1", &log4j, "-cp", &classpath, class];
+        full.extend_from_slice(args);
+        self.server(None, &full, None)
+    }
+
+    /// A folder for one test's files, readable by every stack user (certs for tools that run
+    /// as root or as the laptop user). Removed when dropped.
+    pub fn scratch(&self) -> tempfile::TempDir {
+        let dir = tempfile::Builder::new()
+            .prefix("shiqi-e2e-")
+            .tempdir_in(std::env::temp_dir())
+            .expect("temp dir");
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        dir
+    }
+}
+
+/// A name no other test (or earlier run against the same stack) has used.
+pub fn unique_name(prefix: &str) -> String {
+    let n: u32 = std::process::id() ^ (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0));
+    format!("{prefix}-{:06x}", n & 0xff_ffff)
+}
