@@ -4,8 +4,10 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use shiqi_ca::ProfileName;
 
 use crate::error::AgentError;
+use crate::kafka_acl::{AclBinding, Operation, PatternType, Permission, ResourceType};
 
 /// The whole config file.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -31,6 +33,139 @@ pub struct KafkaConfig {
     pub timeout_secs: u64,
     /// Names that must never get a client certificate (broker identities, super users).
     pub reserved_names: Vec<String>,
+    /// The ACLs `kafka-user NAME` gives principal `User:NAME` (allow, from any host). A
+    /// `[[kafka.grants]]` table in the file replaces this whole list.
+    pub grants: Vec<KafkaGrant>,
+}
+
+/// One `[[kafka.grants]]` entry: some operations on the resources a name or prefix matches.
+///
+/// ```toml
+/// [[kafka.grants]]
+/// resource = "topic"     # topic | group | cluster | transactional-id
+/// pattern = "prefixed"   # literal (default) | prefixed
+/// name = "app."          # `{name}` is replaced by the user's name, e.g. "u.{name}."
+/// operations = ["read", "write", "describe", "create", "describe-configs"]
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KafkaGrant {
+    /// The resource type.
+    pub resource: ResourceType,
+    /// How `name` matches.
+    #[serde(default = "literal")]
+    pub pattern: PatternType,
+    /// The resource name or prefix; `{name}` stands for the user's name.
+    pub name: String,
+    /// What the user may do there.
+    pub operations: Vec<Operation>,
+}
+
+fn literal() -> PatternType {
+    PatternType::Literal
+}
+
+/// The user-name placeholder in [`KafkaGrant::name`].
+const NAME_PLACEHOLDER: &str = "{name}";
+
+impl KafkaGrant {
+    fn new(resource: ResourceType, name: &str, operations: &[Operation]) -> Self {
+        Self {
+            resource,
+            pattern: PatternType::Prefixed,
+            name: name.to_owned(),
+            operations: operations.to_vec(),
+        }
+    }
+
+    /// The grants every user gets unless the config says otherwise: produce, consume, create
+    /// and inspect topics under `app.`, and consume in groups under `app.` (a console consumer
+    /// needs READ on its group, so `--group app.NAME`, not the random `console-consumer-…`).
+    /// No IDEMPOTENT_WRITE on the cluster: since Kafka 3.0 WRITE on a topic implies it
+    /// (KIP-679), and the default idempotent producer works with the topic grant alone.
+    pub fn defaults() -> Vec<Self> {
+        use Operation::*;
+        vec![
+            Self::new(
+                ResourceType::Topic,
+                "app.",
+                &[Read, Write, Describe, Create, DescribeConfigs],
+            ),
+            Self::new(ResourceType::Group, "app.", &[Read, Describe]),
+        ]
+    }
+
+    /// The ACLs for principal `User:NAME`, one per operation.
+    pub fn bindings(&self, name: &ProfileName) -> Vec<AclBinding> {
+        let resource_name = self.name.replace(NAME_PLACEHOLDER, name.as_str());
+        self.operations
+            .iter()
+            .map(|&operation| AclBinding {
+                resource: self.resource,
+                name: resource_name.clone(),
+                pattern: self.pattern,
+                principal: format!("User:{name}"),
+                host: "*".to_owned(),
+                operation,
+                permission: Permission::Allow,
+            })
+            .collect()
+    }
+
+    /// Refuses what Kafka would refuse (or silently never match).
+    fn check(&self) -> Result<(), String> {
+        let (resource, name) = (self.resource, self.name.as_str());
+        // The longest user name, so that length checks hold for every user.
+        let longest = name.replace(NAME_PLACEHOLDER, &"x".repeat(shiqi_ca::name::MAX_NAME_LEN));
+        if name.is_empty() {
+            return Err("`name` is empty".to_owned());
+        }
+        if longest.contains(['{', '}']) {
+            return Err(format!(
+                "`{name}`: the only placeholder is `{NAME_PLACEHOLDER}`"
+            ));
+        }
+        if name.chars().any(char::is_control) {
+            return Err("`name` contains a control character".to_owned());
+        }
+        if self.operations.is_empty() {
+            return Err(format!("{resource} `{name}`: `operations` is empty"));
+        }
+        if let Some(op) = self
+            .operations
+            .iter()
+            .find(|op| !resource.operations().contains(op))
+        {
+            let valid: Vec<_> = resource.operations().iter().map(|o| o.as_str()).collect();
+            return Err(format!(
+                "{resource} `{name}`: `{op}` does not apply to a {resource} (valid: {})",
+                valid.join(", ")
+            ));
+        }
+        match resource {
+            ResourceType::Cluster
+                if name != "kafka-cluster" || self.pattern != PatternType::Literal =>
+            {
+                Err(
+                    "a cluster grant must be `pattern = \"literal\"`, `name = \"kafka-cluster\"`"
+                        .to_owned(),
+                )
+            }
+            ResourceType::Topic if name == "*" && self.pattern == PatternType::Literal => Ok(()),
+            // Kafka's topic name rule (`Topic.validate`): [a-zA-Z0-9._-], at most 249 chars.
+            ResourceType::Topic
+                if longest.len() > 249
+                    || !longest
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')) =>
+            {
+                Err(format!(
+                    "topic `{name}`: topic names are at most 249 of a-z, A-Z, 0-9, `.`, `_`, `-`"
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 impl Default for KafkaConfig {
@@ -40,6 +175,7 @@ impl Default for KafkaConfig {
             admin_name: "shiqi-admin".to_owned(),
             timeout_secs: 10,
             reserved_names: vec!["kafka-broker".to_owned()],
+            grants: KafkaGrant::defaults(),
         }
     }
 }
@@ -119,10 +255,19 @@ impl Config {
                 });
             }
         };
-        let config: Self = toml::from_str(&text).map_err(|e| AgentError::ConfigParse {
+        let mut config: Self = toml::from_str(&text).map_err(|e| AgentError::ConfigParse {
             path: path.to_owned(),
             why: e.message().to_owned(),
         })?;
+        // `admin_socket = ""` means "no socket", as an empty `host` means "no MySQL".
+        if config
+            .mysql
+            .admin_socket
+            .as_ref()
+            .is_some_and(|p| p.as_os_str().is_empty())
+        {
+            config.mysql.admin_socket = None;
+        }
         config.validate(path)?;
         Ok(config)
     }
@@ -141,6 +286,11 @@ impl Config {
         }
         crate::mysql::check_account_part(&self.mysql.user_host)
             .map_err(|why| bad(format!("mysql.user_host: {why}")))?;
+        for (i, grant) in self.kafka.grants.iter().enumerate() {
+            grant
+                .check()
+                .map_err(|why| bad(format!("kafka.grants[{i}]: {why}")))?;
+        }
         Ok(())
     }
 
@@ -169,5 +319,144 @@ mod tests {
         assert_eq!(c.kafka.bootstrap, "localhost:19094");
         assert_eq!(c.mysql.user_host, "127.0.0.1");
         assert!(toml::from_str::<Config>("[kafka]\nbootstrp = \"x\"\n").is_err());
+    }
+
+    fn validated(text: &str) -> Result<Config, String> {
+        let config: Config = toml::from_str(text).map_err(|e| e.message().to_owned())?;
+        config
+            .validate(Path::new("agent.toml"))
+            .map_err(|e| e.to_string())?;
+        Ok(config)
+    }
+
+    #[test]
+    fn default_kafka_grants_cover_producing_and_consuming_under_app() {
+        let c = validated("").expect("defaults are valid");
+        let name: ProfileName = "saige".parse().expect("valid name");
+        let acls: Vec<String> = c
+            .kafka
+            .grants
+            .iter()
+            .flat_map(|g| g.bindings(&name))
+            .map(|b| b.to_string())
+            .collect();
+        assert_eq!(
+            acls,
+            [
+                "User:saige allow read on prefixed topic `app.` from *",
+                "User:saige allow write on prefixed topic `app.` from *",
+                "User:saige allow describe on prefixed topic `app.` from *",
+                "User:saige allow create on prefixed topic `app.` from *",
+                "User:saige allow describe-configs on prefixed topic `app.` from *",
+                "User:saige allow read on prefixed group `app.` from *",
+                "User:saige allow describe on prefixed group `app.` from *",
+            ]
+        );
+    }
+
+    #[test]
+    fn kafka_grants_parse_replace_the_defaults_and_expand_the_name() {
+        let c = validated(
+            r#"
+            [[kafka.grants]]
+            resource = "topic"
+            pattern = "prefixed"
+            name = "u.{name}."
+            operations = ["all"]
+
+            [[kafka.grants]]
+            resource = "cluster"
+            name = "kafka-cluster"
+            operations = ["idempotent-write", "describe-configs"]
+
+            [[kafka.grants]]
+            resource = "transactional-id"
+            pattern = "prefixed"
+            name = "{name}-"
+            operations = ["write", "describe"]
+            "#,
+        )
+        .expect("valid grants");
+        assert_eq!(c.kafka.grants.len(), 3);
+        assert_eq!(
+            c.kafka.grants[1].pattern,
+            PatternType::Literal,
+            "literal is the default"
+        );
+        let name: ProfileName = "bo".parse().expect("valid name");
+        let topic = c.kafka.grants[0].bindings(&name);
+        assert_eq!(topic.len(), 1);
+        assert_eq!(topic[0].name, "u.bo.");
+        assert_eq!(topic[0].principal, "User:bo");
+        assert_eq!(c.kafka.grants[2].bindings(&name)[0].name, "bo-");
+        // An empty list is allowed: `kafka-user` then grants nothing.
+        assert!(
+            validated("[kafka]\ngrants = []\n")
+                .expect("valid")
+                .kafka
+                .grants
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn bad_kafka_grants_are_refused_at_load() {
+        let grant = |body: &str| validated(&format!("[[kafka.grants]]\n{body}\n"));
+        let refused = |body: &str| grant(body).expect_err(body);
+        // Unknown keys, types, patterns and operations.
+        assert!(
+            refused("resource = \"topic\"\nname = \"a\"\noperations = [\"read\"]\nhost = \"x\"")
+                .contains("unknown field")
+        );
+        assert!(
+            refused("resource = \"user\"\nname = \"a\"\noperations = [\"read\"]")
+                .contains("unknown variant")
+        );
+        assert!(
+            refused(
+                "resource = \"topic\"\npattern = \"match\"\nname = \"a\"\noperations = [\"read\"]"
+            )
+            .contains("unknown variant")
+        );
+        assert!(
+            refused("resource = \"topic\"\nname = \"a\"\noperations = [\"any\"]")
+                .contains("unknown variant")
+        );
+        assert!(
+            refused("resource = \"topic\"\nname = \"a\"\noperations = [\"unknown\"]")
+                .contains("unknown variant")
+        );
+        // Operations that do not apply to the resource, or none.
+        let e = refused("resource = \"group\"\nname = \"app.\"\noperations = [\"write\"]");
+        assert!(
+            e.contains("kafka.grants[0]") && e.contains("`write` does not apply to a group"),
+            "{e}"
+        );
+        assert!(
+            refused("resource = \"topic\"\nname = \"app.\"\noperations = []").contains("empty")
+        );
+        // Names Kafka would refuse or that would never match.
+        assert!(
+            refused("resource = \"topic\"\nname = \"\"\noperations = [\"read\"]").contains("empty")
+        );
+        assert!(
+            refused("resource = \"topic\"\nname = \"app/x\"\noperations = [\"read\"]")
+                .contains("topic names")
+        );
+        assert!(
+            refused("resource = \"topic\"\nname = \"{user}.\"\noperations = [\"read\"]")
+                .contains("placeholder")
+        );
+        assert!(
+            refused("resource = \"group\"\nname = \"a\\u0000b\"\noperations = [\"read\"]")
+                .contains("control")
+        );
+        assert!(
+            refused("resource = \"cluster\"\nname = \"mine\"\noperations = [\"describe\"]")
+                .contains("kafka-cluster")
+        );
+        assert!(refused("resource = \"cluster\"\npattern = \"prefixed\"\nname = \"kafka-cluster\"\noperations = [\"describe\"]").contains("literal"));
+        // The literal wildcard is a valid topic name for ACLs.
+        assert!(grant("resource = \"topic\"\nname = \"*\"\noperations = [\"describe\"]").is_ok());
     }
 }
