@@ -1,1 +1,33 @@
-fn main() {}
+//! The `shiqi-connect` binary: parse, install the log subscriber, run, report.
+#![forbid(unsafe_code)]
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use shiqi_connect::cli::Cli;
+use shiqi_connect::commands;
+use tracing_subscriber::EnvFilter;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // Quiet by default; `-v` debug, `-vv` trace for our crates; RUST_LOG overrides; all on stderr.
+    let level = match cli.global.verbose {
+        0 => "warn",
+        1 => "warn,shiqi_connect=debug,shiqi_ca=debug",
+        _ => "info,shiqi_connect=trace,shiqi_ca=trace,russh=debug",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+
+    let printer = commands::printer(&cli.global);
+    let result = tokio::runtime::Runtime::new()
+        .map_err(|e| anyhow::Error::new(e).context("cannot start the async runtime"))
+        .and_then(|rt| rt.block_on(commands::run(cli, &printer)));
+    result.unwrap_or_else(|err| {
+        commands::report(&err, &printer);
+        ExitCode::from(commands::EXIT_ERROR)
+    })
+}

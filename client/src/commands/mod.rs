@@ -1,0 +1,69 @@
+//! The subcommands, and the error report every one of them ends with. `anyhow` is allowed here
+//! (and in `main.rs`) only: library modules return [`crate::Error`].
+
+pub mod setup;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use crate::cli::{Cli, Command, GlobalArgs};
+use crate::error::Error;
+use crate::printer::Printer;
+
+/// Exit status for errors and bad input (design.md, STYLE §2).
+pub const EXIT_ERROR: u8 = 2;
+
+/// The printer the flags ask for.
+pub fn printer(global: &GlobalArgs) -> Printer {
+    Printer::new(
+        global.quiet,
+        global.verbose > 0,
+        global.no_progress,
+        global.color,
+    )
+}
+
+/// Runs the chosen subcommand.
+///
+/// # Errors
+/// Whatever the subcommand reports; [`report`] prints it.
+pub async fn run(cli: Cli, printer: &Printer) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Setup(args) => setup::run(&args, &cli.global, printer).await,
+    }
+}
+
+/// Prints `error: …`, one `  caused by: …` per source, and the hint of the first typed error in
+/// the chain that has one.
+pub fn report(err: &anyhow::Error, printer: &Printer) {
+    let mut chain = err.chain();
+    let top = chain.next().map(ToString::to_string).unwrap_or_default();
+    let causes: Vec<String> = chain.map(ToString::to_string).collect();
+    let hint = err.chain().find_map(|e| {
+        e.downcast_ref::<Error>().and_then(Error::hint).or_else(|| {
+            e.downcast_ref::<shiqi_ca::Error>()
+                .and_then(shiqi_ca::Error::hint)
+        })
+    });
+    printer.error(&top, &causes, hint.as_deref());
+}
+
+/// `$HOME`.
+///
+/// # Errors
+/// [`Error::NoHome`] when unset or empty.
+pub fn home() -> Result<PathBuf, Error> {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .ok_or(Error::NoHome)
+}
+
+/// `path` with the home folder shown as `~`, for messages and commands a user retypes.
+pub fn tilde(path: &Path, home: &Path) -> String {
+    match path.strip_prefix(home) {
+        Ok(rest) if rest.as_os_str().is_empty() => "~".to_owned(),
+        Ok(rest) => format!("~/{}", rest.display()),
+        Err(_) => path.display().to_string(),
+    }
+}

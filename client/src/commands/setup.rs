@@ -1,0 +1,608 @@
+//! `shiqi-connect setup NAME`: key and CSR here, certificate and MySQL user from the server over
+//! one SSH connection, then the whole profile written at once. Settles every setting (and asks
+//! its questions) first, then runs the steps and shows each outcome.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use shiqi_ca::key::KeyType;
+use shiqi_ca::keystore::P12Format;
+use shiqi_ca::protocol::MissingFact;
+use shiqi_ca::{ProfileName, Secret};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use crate::cli::{GlobalArgs, SetupArgs};
+use crate::commands::{home, tilde};
+use crate::error::Error;
+use crate::printer::Printer;
+use crate::profile::{self, Profile, files};
+use crate::prompt::Prompter;
+use crate::ssh::Session;
+use crate::ssh::config::{self, Destination, Env, IncludeChange, Target};
+use crate::ssh::known_hosts::{HostKeyOutcome, HostKeyPolicy};
+use crate::steps::sign::{AgentCommand, Signed};
+use crate::steps::write::{Installed, ProfileFile};
+use crate::steps::{keygen, keystore, render, sign, write};
+
+/// Everything `setup` needs, settled before any step runs.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The profile name.
+    pub name: ProfileName,
+    /// `--server` as given.
+    pub destination_text: String,
+    /// `--server`, parsed.
+    pub destination: Destination,
+    /// `--key-type`.
+    pub key_type: KeyType,
+    /// `--p12-legacy`.
+    pub p12_format: P12Format,
+    /// `--accept-new-host-key`.
+    pub accept_new_host_key: bool,
+    /// `--agent-command`.
+    pub agent: AgentCommand,
+    /// `--tunnel-host`.
+    pub tunnel_host: String,
+    /// `--force`.
+    pub force: bool,
+    /// `--install-ssh-include`.
+    pub install_ssh_include: bool,
+    /// `$HOME`.
+    pub home: PathBuf,
+    /// `$SHIQI_HOME` (default `~/.shiqi`).
+    pub shiqi_home: PathBuf,
+    /// `--known-hosts`.
+    pub known_hosts: Option<PathBuf>,
+    /// `--json`: print `profile.json` on stdout instead of the profile path.
+    pub json: bool,
+}
+
+impl Settings {
+    /// Turns flags (and answers) into settings.
+    ///
+    /// # Errors
+    /// A missing `--server` without a terminal, or an invalid value.
+    pub fn resolve(
+        args: &SetupArgs,
+        global: &GlobalArgs,
+        prompter: &Prompter,
+    ) -> Result<Self, Error> {
+        let home = home()?;
+        // Parsed here rather than by clap so the error carries the naming rule as a hint.
+        let name: ProfileName = args.name.parse().map_err(|source| Error::Ca {
+            what: "use that profile name",
+            source,
+        })?;
+        let shiqi_home = absolute(
+            &global
+                .shiqi_home
+                .clone()
+                .unwrap_or_else(|| home.join(".shiqi")),
+        );
+        // Before any question or work: a second run must not cost a certificate (or an answer)
+        // to learn that the profile exists.
+        write::check_free(&shiqi_home, &name, args.force)?;
+        let destination_text = match args
+            .server
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
+            Some(s) => s.to_owned(),
+            None => prompter.server().ok_or(Error::Missing {
+                what: "server",
+                flag: "--server HOST",
+                env: "SHIQI_SERVER",
+            })?,
+        };
+        let destination = destination_text.parse()?;
+        if args.key_type == KeyType::Rsa4096 {
+            // The issue offers five types; RSA-4096 is slow everywhere and buys nothing here.
+            return Err(Error::InvalidValue {
+                what: "key type",
+                given: args.key_type.to_string(),
+                why: "use p256, p384, ed25519, rsa2048 or rsa3072",
+            });
+        }
+        let tunnel_host = args.tunnel_host.trim().to_owned();
+        if tunnel_host.is_empty()
+            || !tunnel_host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+            || tunnel_host.starts_with('-')
+        {
+            return Err(Error::InvalidValue {
+                what: "tunnel host name",
+                given: tunnel_host.chars().take(64).collect(),
+                why: "an ssh `Host` name here uses only letters, digits, `.`, `_` and `-`",
+            });
+        }
+        Ok(Self {
+            name,
+            destination_text,
+            destination,
+            key_type: args.key_type,
+            p12_format: if args.p12_legacy {
+                P12Format::Legacy
+            } else {
+                P12Format::Modern
+            },
+            accept_new_host_key: args.accept_new_host_key,
+            agent: AgentCommand::new(&args.agent_command)?,
+            tunnel_host,
+            force: args.force,
+            install_ssh_include: args.install_ssh_include,
+            shiqi_home,
+            home,
+            known_hosts: args.known_hosts.as_deref().map(absolute),
+            json: global.json,
+        })
+    }
+
+    fn profile_dir(&self) -> PathBuf {
+        profile::dir(&self.shiqi_home, &self.name)
+    }
+
+    fn show(&self, p: &Path) -> String {
+        tilde(p, &self.home)
+    }
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// Runs `setup`; Ctrl-C cancels cleanly (the staging folder is removed on the way out).
+///
+/// # Errors
+/// The failing step's error, with context naming the step.
+pub async fn run(
+    args: &SetupArgs,
+    global: &GlobalArgs,
+    printer: &Printer,
+) -> anyhow::Result<ExitCode> {
+    let prompter = Prompter::new(global.yes);
+    let settings = Settings::resolve(args, global, &prompter)?;
+    tokio::select! {
+        res = execute(&settings, &prompter, printer) => res,
+        _ = tokio::signal::ctrl_c() => anyhow::bail!("interrupted before setup finished"),
+    }
+}
+
+/// The steps, in order.
+///
+/// # Errors
+/// The failing step's error, with context naming the step.
+pub async fn execute(
+    s: &Settings,
+    prompter: &Prompter,
+    printer: &Printer,
+) -> anyhow::Result<ExitCode> {
+    let dir = s.profile_dir();
+    // Checked again: `execute` may be called without `Settings::resolve` (tests).
+    write::check_free(&s.shiqi_home, &s.name, s.force)?;
+
+    let step = printer.step("resolve the server");
+    let env = Env::from_process(s.home.clone(), s.known_hosts.clone());
+    let target = config::resolve(&s.destination, &env)
+        .with_context(|| format!("cannot resolve `{}`", s.destination_text))?;
+    step.done(&format!(
+        "{}@{}:{} (via {})",
+        target.user, target.host, target.port, target.resolved_by
+    ));
+
+    let step = printer.step("generate the key and CSR");
+    let generated =
+        keygen::keygen(&s.name, s.key_type).context("cannot make the key on this machine")?;
+    step.done(&format!("{} key, CN={}", s.key_type, s.name));
+
+    let step = printer.step(&format!("connect to {}", target.host));
+    let session = connect(s, &target, prompter, printer)
+        .await
+        .with_context(|| format!("cannot log in to `{}`", s.destination_text))?;
+    let host_key = match session.host_key() {
+        HostKeyOutcome::Known(f) => format!("host key known in `{}`", s.show(f)),
+        HostKeyOutcome::Learned(f) => format!("host key added to `{}`", s.show(f)),
+    };
+    step.done(&format!(
+        "{host_key}; logged in as {} with {}",
+        target.user,
+        session.auth().used
+    ));
+    for n in &session.auth().notes {
+        printer.note(n);
+    }
+
+    let step = printer.step("get a certificate from the server's agent");
+    let signed = sign::sign(
+        &session,
+        &s.agent,
+        &s.name,
+        &generated.csr_pem,
+        &generated.key,
+    )
+    .await
+    .with_context(|| format!("cannot get a certificate for `{}`", s.name))?;
+    step.done(&format!(
+        "serial {}, valid until {}",
+        signed.response.serial,
+        date(signed.response.not_after)
+    ));
+    for MissingFact { fact, reason } in &signed.response.facts.missing {
+        printer.warn(&format!("the server could not tell `{fact}`: {reason}"));
+    }
+
+    let facts = &signed.response.facts;
+    let brokers = facts
+        .kafka
+        .as_ref()
+        .map(|k| k.brokers.clone())
+        .unwrap_or_default();
+    let (forwards, warnings) = render::forwards(&brokers, facts.mysql.as_ref())
+        .context("cannot plan the tunnel for this cluster")?;
+    for w in &warnings {
+        printer.warn(w);
+    }
+    if facts.kafka.is_none() {
+        printer
+            .warn("no Kafka brokers known: client.properties and librdkafka.conf are not written");
+    }
+
+    let mysql = match &facts.mysql {
+        Some(m) => {
+            let step = printer.step("set up the MySQL user");
+            let user = sign::mysql_user(&session, &s.agent, &s.name)
+                .await
+                .with_context(|| format!("cannot set up the MySQL user `{}`", s.name))?;
+            step.done(&format!(
+                "'{}'@'{}' {} (REQUIRE SUBJECT '{}')",
+                user.user,
+                user.host,
+                if user.created { "created" } else { "updated" },
+                user.subject
+            ));
+            let mut m = m.clone();
+            m.user = user.user;
+            Some(m)
+        }
+        None => {
+            printer.warn("the server has no MySQL configured: my.cnf is not written");
+            None
+        }
+    };
+    let known_hosts = session.host_key().file().to_path_buf();
+    let key_used = session.auth().used.clone();
+    session.close().await;
+
+    let step = printer.step(&format!("write the profile to {}", s.show(&dir)));
+    let created = OffsetDateTime::now_utc();
+    let profile = Profile {
+        version: profile::PROFILE_VERSION,
+        name: s.name.clone(),
+        created,
+        server: profile::Server {
+            destination: s.destination_text.clone(),
+            user: target.user.clone(),
+            host: target.host.clone(),
+            port: target.port,
+            known_hosts: known_hosts.clone(),
+            ssh_key: key_used.clone(),
+            agent_command: s.agent.as_str().to_owned(),
+        },
+        certificate: profile::Certificate {
+            serial: signed.response.serial.clone(),
+            not_before: signed.response.not_before,
+            not_after: signed.response.not_after,
+            key_type: generated.key.key_type(),
+        },
+        brokers: brokers.clone(),
+        mysql: mysql.clone(),
+        tunnel_host: s.tunnel_host.clone(),
+        forwards: forwards.iter().map(render::Forward::record).collect(),
+        p12_format: s.p12_format,
+    };
+    let files = profile_files(s, &target, &generated.key, &signed, &profile, &forwards)
+        .context("cannot build the profile files")?;
+    let count = files.len();
+    let installed = write::install(&s.shiqi_home, &s.name, &files, s.force)
+        .with_context(|| format!("cannot write profile `{}`", s.name))?;
+    step.done(&format!(
+        "{count} files, {}",
+        match installed {
+            Installed::Created(_) => "new",
+            Installed::Replaced(_) => "replaced the old profile",
+        }
+    ));
+
+    if s.install_ssh_include {
+        let step = printer.step("add the Include line to ~/.ssh/config");
+        let include = tilde(&dir.join(files::SSH_CONFIG), &s.home);
+        let change = config::install_include(
+            &s.home.join(".ssh/config"),
+            &include,
+            &format!(
+                "added by `shiqi-connect setup {}`: the tunnel `{}`",
+                s.name, s.tunnel_host
+            ),
+        )
+        .context("cannot update ~/.ssh/config")?;
+        step.done(match change {
+            IncludeChange::AlreadyThere => "already there",
+            IncludeChange::Added => "added at the top",
+            IncludeChange::Moved => {
+                "moved to the top (below a Host block it applied to that host only)"
+            }
+        });
+    }
+
+    let cfg = tilde(&dir.join(files::SSH_CONFIG), &s.home);
+    printer.info("");
+    printer.next(
+        "next: start the tunnel with",
+        &format!("ssh -fN -F {cfg} {}", s.tunnel_host),
+    );
+    if !brokers.is_empty() {
+        printer.next(
+            "then Kafka:",
+            &format!(
+                "kcat -F {} -L",
+                tilde(&dir.join(files::LIBRDKAFKA_CONF), &s.home)
+            ),
+        );
+    }
+    if mysql.is_some() {
+        printer.next(
+            "then MySQL:",
+            // The full path: shells do not expand `~` after `=`.
+            &format!(
+                "mysql --defaults-file={}",
+                dir.join(files::MY_CNF).display()
+            ),
+        );
+    }
+    printer.next(
+        "DataGrip: see",
+        &tilde(&dir.join(files::DATAGRIP_MD), &s.home),
+    );
+
+    let out = if s.json {
+        profile.to_json()
+    } else {
+        format!("{}\n", dir.display())
+    };
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(e).context("cannot write to stdout")?;
+        }
+        _ => {}
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Connects; an unknown host key is shown and asked about on a terminal, then the connection is
+/// retried trusting exactly that key.
+async fn connect(
+    s: &Settings,
+    target: &Target,
+    prompter: &Prompter,
+    printer: &Printer,
+) -> Result<Session, Error> {
+    let policy = if s.accept_new_host_key {
+        HostKeyPolicy::AcceptNew
+    } else {
+        HostKeyPolicy::Strict
+    };
+    match Session::connect(target, policy, prompter).await {
+        Err(Error::HostKeyUnknown {
+            host,
+            algorithm,
+            fingerprint,
+            known_hosts,
+        }) if prompter.is_interactive() => {
+            let trusted = prompter.trust_host_key(&host, &algorithm, &fingerprint, &known_hosts);
+            if !trusted {
+                return Err(Error::HostKeyUnknown {
+                    host,
+                    algorithm,
+                    fingerprint,
+                    known_hosts,
+                });
+            }
+            printer.note(&format!(
+                "trusting {algorithm} key {fingerprint} for `{host}`"
+            ));
+            Session::connect(target, HostKeyPolicy::AcceptKey(fingerprint), prompter).await
+        }
+        other => other,
+    }
+}
+
+fn profile_files(
+    s: &Settings,
+    target: &Target,
+    key: &shiqi_ca::key::PrivateKey,
+    signed: &Signed,
+    profile: &Profile,
+    forwards: &[render::Forward],
+) -> Result<Vec<ProfileFile>, Error> {
+    let password = Secret::random_password();
+    let stores = keystore::stores(
+        key,
+        &signed.chain_pem,
+        &signed.response.ca_pem,
+        &password,
+        s.p12_format,
+    )?;
+    let dir = s.profile_dir();
+    let created = rfc3339(profile.created);
+    let not_after = rfc3339(profile.certificate.not_after);
+    let serial = profile.certificate.serial.to_string();
+    let rendered = render::render(&render::RenderInput {
+        name: &s.name,
+        dir: &dir,
+        destination: &s.destination_text,
+        ssh_host: &target.host,
+        ssh_port: target.port,
+        ssh_user: &target.user,
+        host_key_alias: target.host_key_alias.as_deref(),
+        known_hosts: &profile.server.known_hosts,
+        key_used: &profile.server.ssh_key,
+        tunnel_host: &s.tunnel_host,
+        brokers: &profile.brokers,
+        mysql: profile.mysql.as_ref(),
+        forwards,
+        keystore_password: &password,
+        p12_format: &s.p12_format.to_string(),
+        created: &created,
+        not_after: &not_after,
+        serial: &serial,
+    })?;
+    let mut ca = signed.response.ca_pem.trim_end().to_owned();
+    ca.push('\n');
+    let mut out = vec![
+        ProfileFile {
+            name: files::CLIENT_KEY,
+            bytes: key.to_pkcs8_pem().expose().clone().into_bytes(),
+        },
+        ProfileFile {
+            name: files::CLIENT_CRT,
+            bytes: signed.chain_pem.clone().into_bytes(),
+        },
+        ProfileFile {
+            name: files::CA_CRT,
+            bytes: ca.into_bytes(),
+        },
+        ProfileFile {
+            name: files::KEYSTORE,
+            bytes: stores.keystore,
+        },
+        ProfileFile {
+            name: files::TRUSTSTORE,
+            bytes: stores.truststore,
+        },
+        ProfileFile {
+            name: files::KEYSTORE_PASSWORD,
+            bytes: format!("{}\n", password.expose()).into_bytes(),
+        },
+        ProfileFile {
+            name: files::SSH_CONFIG,
+            bytes: rendered.ssh_config.into_bytes(),
+        },
+        ProfileFile {
+            name: files::DATAGRIP_MD,
+            bytes: rendered.datagrip_md.into_bytes(),
+        },
+    ];
+    if let Some(p) = rendered.client_properties {
+        out.push(ProfileFile {
+            name: files::CLIENT_PROPERTIES,
+            bytes: p.expose().clone().into_bytes(),
+        });
+    }
+    if let Some(c) = rendered.librdkafka_conf {
+        out.push(ProfileFile {
+            name: files::LIBRDKAFKA_CONF,
+            bytes: c.into_bytes(),
+        });
+    }
+    if let Some(c) = rendered.my_cnf {
+        out.push(ProfileFile {
+            name: files::MY_CNF,
+            bytes: c.into_bytes(),
+        });
+    }
+    // Last, so a reader that finds profile.json finds every file it lists.
+    out.push(ProfileFile {
+        name: files::PROFILE_JSON,
+        bytes: profile.to_json().into_bytes(),
+    });
+    Ok(out)
+}
+
+fn rfc3339(t: OffsetDateTime) -> String {
+    t.format(&Rfc3339).unwrap_or_else(|_| t.to_string())
+}
+
+fn date(t: OffsetDateTime) -> String {
+    let d = t.date();
+    format!(
+        "{d} ({} days)",
+        (t - OffsetDateTime::now_utc()).whole_days()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn resolve(argv: &[&str]) -> Result<Settings, Error> {
+        // Never the real ~/.shiqi: an existing profile there would change the outcome.
+        let root = tempfile::tempdir().expect("tempdir");
+        let root = root.path().to_string_lossy().into_owned();
+        let mut full = vec!["shiqi-connect", "--home", &root, "setup"];
+        full.extend_from_slice(argv);
+        let cli = Cli::try_parse_from(full).expect("parses");
+        let Command::Setup(args) = &cli.command;
+        Settings::resolve(args, &cli.global, &Prompter::never())
+    }
+
+    #[test]
+    fn a_missing_server_without_a_terminal_names_the_flag() {
+        let e = resolve(&["saige", "--yes"]).expect_err("missing");
+        assert_eq!(e.to_string(), "no server given");
+        assert_eq!(
+            e.hint().as_deref(),
+            Some("pass `--server HOST` or set `SHIQI_SERVER`")
+        );
+    }
+
+    #[test]
+    fn refuses_bad_values_before_any_work() {
+        let e = resolve(&["Saige", "--server", "h"]).expect_err("name");
+        assert!(
+            e.hint().is_some_and(|h| h.contains("lowercase letter")),
+            "{e}"
+        );
+        assert!(resolve(&["saige", "--server=-oProxyCommand=x"]).is_err());
+        assert!(resolve(&["saige", "--server", "h", "--tunnel-host", "a b"]).is_err());
+        assert!(resolve(&["saige", "--server", "h", "--key-type", "rsa4096"]).is_err());
+        assert!(resolve(&["saige", "--server", "h", "--agent-command", ""]).is_err());
+    }
+
+    #[test]
+    fn settles_defaults() {
+        let s = resolve(&["saige", "--server", "ssh://dev@vm:2222", "--p12-legacy"]).expect("ok");
+        assert_eq!(s.destination.port, Some(2222));
+        assert_eq!(s.p12_format, P12Format::Legacy);
+        assert_eq!(s.key_type, KeyType::EcdsaP256);
+        assert_eq!(s.tunnel_host, "shiqi-tunnel");
+        assert_eq!(s.agent.as_str(), "shiqi-ca-agent");
+        assert!(s.profile_dir().ends_with("saige"));
+    }
+
+    #[test]
+    fn an_existing_profile_is_refused_before_any_question() {
+        let root = tempfile::tempdir().expect("tempdir");
+        crate::fsutil::create_private_dir(&root.path().join("saige")).expect("mkdir");
+        let home = root.path().to_string_lossy().into_owned();
+        let cli = Cli::try_parse_from(["shiqi-connect", "--home", &home, "setup", "saige"])
+            .expect("parses");
+        let Command::Setup(args) = &cli.command;
+        let e = Settings::resolve(args, &cli.global, &Prompter::never()).expect_err("exists");
+        assert!(matches!(e, Error::ProfileExists { .. }), "{e}");
+        assert_eq!(
+            e.hint().as_deref(),
+            Some("pass `--force` to replace it, or pick another name than `saige`")
+        );
+    }
+}

@@ -1,0 +1,356 @@
+//! The one error type of the `shiqi-connect` library. Messages name the fact; [`Error::hint`]
+//! names the next step. Secrets never appear in a message.
+
+use std::path::PathBuf;
+
+/// Which agent subcommand a failure concerns; it picks the wording of the message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AgentOp {
+    /// `shiqi-ca-agent sign --name NAME`.
+    Sign,
+    /// `shiqi-ca-agent mysql-user NAME`.
+    MysqlUser,
+}
+
+impl AgentOp {
+    /// The subcommand as typed on the server.
+    pub fn subcommand(self) -> &'static str {
+        match self {
+            Self::Sign => "sign",
+            Self::MysqlUser => "mysql-user",
+        }
+    }
+
+    fn refusal(self) -> &'static str {
+        match self {
+            Self::Sign => "the server's agent refused the CSR",
+            Self::MysqlUser => "the server's agent could not set up the MySQL user",
+        }
+    }
+}
+
+/// Everything that can go wrong in the client library.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// `$HOME` is not set, so `~/.ssh` and `~/.shiqi` cannot be found.
+    #[error("cannot find the home directory: `HOME` is not set")]
+    NoHome,
+
+    /// A required value was neither given nor could be asked for.
+    #[error("no {what} given")]
+    Missing {
+        /// What is missing, in words.
+        what: &'static str,
+        /// The flag that sets it.
+        flag: &'static str,
+        /// The environment variable that sets it.
+        env: &'static str,
+    },
+
+    /// A destination that is not `user@host`, `ssh://user@host:port` or a Host alias.
+    #[error("invalid SSH destination `{given}`: {why}")]
+    InvalidDestination {
+        /// What was given (truncated).
+        given: String,
+        /// Which rule it breaks.
+        why: &'static str,
+    },
+
+    /// A value for an `ssh_config` keyword we write that ssh would misread.
+    #[error("invalid {what} `{given}`: {why}")]
+    InvalidValue {
+        /// Which setting.
+        what: &'static str,
+        /// What was given (truncated).
+        given: String,
+        /// Which rule it breaks.
+        why: &'static str,
+    },
+
+    /// `ssh -G DEST` failed.
+    #[error("`ssh -G {destination}` failed: {why}")]
+    SshConfig {
+        /// The destination as given.
+        destination: String,
+        /// What ssh said (first line).
+        why: String,
+    },
+
+    /// The TCP connection to the SSH server failed.
+    #[error("cannot connect to `{host}:{port}`")]
+    Connect {
+        /// Host name or address dialled.
+        host: String,
+        /// Port dialled.
+        port: u16,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A step took longer than allowed.
+    #[error("timed out after {secs}s while {what}")]
+    Timeout {
+        /// What was being waited for.
+        what: &'static str,
+        /// The limit.
+        secs: u64,
+    },
+
+    /// The SSH protocol failed (handshake, channel, disconnect).
+    #[error("SSH to `{host}` failed while {what}")]
+    Ssh {
+        /// The server.
+        host: String,
+        /// What was being done.
+        what: &'static str,
+        /// What russh said.
+        #[source]
+        source: russh::Error,
+    },
+
+    /// The server's host key is not in known_hosts and may not be learned.
+    #[error("the host key of `{host}` is not known: {algorithm} key fingerprint is {fingerprint}")]
+    HostKeyUnknown {
+        /// The known_hosts name (`host` or `[host]:port`).
+        host: String,
+        /// Key algorithm, e.g. `ssh-ed25519`.
+        algorithm: String,
+        /// `SHA256:…`.
+        fingerprint: String,
+        /// Where it was looked up.
+        known_hosts: PathBuf,
+    },
+
+    /// The server's host key differs from the one recorded: possibly a man-in-the-middle.
+    #[error(
+        "REMOTE HOST IDENTIFICATION HAS CHANGED for `{host}`: it now offers {algorithm} key \
+         {fingerprint}, which differs from `{}` line {line}",
+        known_hosts.display()
+    )]
+    HostKeyChanged {
+        /// The known_hosts name.
+        host: String,
+        /// Key algorithm.
+        algorithm: String,
+        /// The fingerprint the server offered now.
+        fingerprint: String,
+        /// The file holding the old key.
+        known_hosts: PathBuf,
+        /// Its line.
+        line: usize,
+    },
+
+    /// A known_hosts file could not be read or updated.
+    #[error("cannot use known_hosts file `{}`", path.display())]
+    KnownHosts {
+        /// The file.
+        path: PathBuf,
+        /// What russh said.
+        #[source]
+        source: russh::keys::Error,
+    },
+
+    /// No identity was accepted by the server.
+    #[error("the server `{host}` accepted none of the SSH keys for user `{user}` (tried: {tried})")]
+    AuthFailed {
+        /// The remote user.
+        user: String,
+        /// The server.
+        host: String,
+        /// What was offered, comma-separated (paths and agent key comments, never key material).
+        tried: String,
+    },
+
+    /// A remote command exited 127: the shell did not find it.
+    #[error("`{command}` is not installed on the server (not on PATH)")]
+    AgentNotInstalled {
+        /// The agent command as sent.
+        command: String,
+    },
+
+    /// The agent exited non-zero.
+    #[error("{}: {message}", op.refusal())]
+    AgentRefused {
+        /// Which subcommand.
+        op: AgentOp,
+        /// Its exit status.
+        status: u32,
+        /// Its `error:` line (or the last stderr line).
+        message: String,
+        /// Its `hint:` line, if it printed one.
+        agent_hint: Option<String>,
+    },
+
+    /// The channel closed without an exit status: the connection or the agent died.
+    #[error("the connection closed before `shiqi-ca-agent {}` finished", op.subcommand())]
+    AgentVanished {
+        /// Which subcommand.
+        op: AgentOp,
+    },
+
+    /// The agent's output is not what this client understands.
+    #[error("unexpected reply from `shiqi-ca-agent {}`: {why}", op.subcommand())]
+    AgentReply {
+        /// Which subcommand.
+        op: AgentOp,
+        /// What is wrong with it.
+        why: String,
+    },
+
+    /// The agent speaks another protocol version.
+    #[error("the server's agent speaks protocol version {found}, this client speaks {expected}")]
+    ProtocolVersion {
+        /// The version in the reply.
+        found: u32,
+        /// [`shiqi_ca::protocol::PROTOCOL_VERSION`].
+        expected: u32,
+    },
+
+    /// The certificate the agent returned does not fit the request.
+    #[error("the certificate returned by the server does not fit the request: {why}")]
+    CertMismatch {
+        /// What does not fit.
+        why: String,
+    },
+
+    /// The CA library failed (key generation, CSR, keystore).
+    #[error("cannot {what}")]
+    Ca {
+        /// What was being done.
+        what: &'static str,
+        /// What the CA library said.
+        #[source]
+        source: shiqi_ca::Error,
+    },
+
+    /// Two brokers advertise the same port: one local forward cannot serve both.
+    #[error(
+        "{first} and {second} both use port {port} (`{first_host}:{port}`, \
+         `{second_host}:{port}`): one local port cannot forward to two servers"
+    )]
+    DuplicatePort {
+        /// The clashing port.
+        port: u16,
+        /// The first user of the port (`broker 1`, `MySQL`).
+        first: String,
+        /// Its advertised host.
+        first_host: String,
+        /// The second user.
+        second: String,
+        /// Its advertised host.
+        second_host: String,
+    },
+
+    /// A template failed to render (a bug in a template, not in the input).
+    #[error("cannot render `{template}`")]
+    Template {
+        /// The template file name.
+        template: &'static str,
+        /// What minijinja said.
+        #[source]
+        source: minijinja::Error,
+    },
+
+    /// A profile of this name exists and `--force` was not given.
+    #[error("profile `{name}` already exists at `{}`; keeping it", path.display())]
+    ProfileExists {
+        /// The profile name.
+        name: String,
+        /// Its folder.
+        path: PathBuf,
+    },
+
+    /// `profile.json` cannot be read.
+    #[error("cannot read profile `{}`: {why}", path.display())]
+    ProfileRead {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
+
+    /// A file-system operation failed.
+    #[error("cannot {action} `{}`", path.display())]
+    Io {
+        /// What was being done (`write`, `create folder`, `rename into place`).
+        action: &'static str,
+        /// The path concerned.
+        path: PathBuf,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// One next step for the user, rendered by the CLI as `hint: …`.
+    pub fn hint(&self) -> Option<String> {
+        Some(match self {
+            Self::NoHome => "set `HOME`, or pass `--home DIR` (env `SHIQI_HOME`)".to_owned(),
+            Self::Missing { flag, env, .. } => format!("pass `{flag}` or set `{env}`"),
+            Self::InvalidDestination { .. } => {
+                "use `user@host`, `ssh://user@host:port` or a `Host` alias from `~/.ssh/config`"
+                    .to_owned()
+            }
+            Self::SshConfig { .. } => {
+                "check `~/.ssh/config` with `ssh -G DEST`; the destination must work with plain `ssh`"
+                    .to_owned()
+            }
+            Self::Connect { host, port, .. } => format!(
+                "check that the server is up and sshd listens there: `ssh -p {port} {host} true`"
+            ),
+            Self::Timeout { .. } => "check the network path to the server, then run it again".to_owned(),
+            Self::Ssh { host, .. } => format!("try `ssh -v {host} true` to see where it breaks"),
+            Self::HostKeyUnknown { .. } => "compare the fingerprint with the server's \
+                (`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` on it), then run again on a \
+                terminal to confirm it, or pass `--accept-new-host-key`"
+                .to_owned(),
+            Self::HostKeyChanged { known_hosts, line, .. } => format!(
+                "if the server was really reinstalled, ask its admin for the new fingerprint, then \
+                 remove line {line} from `{}` (`ssh-keygen -R HOST`); otherwise someone may be \
+                 intercepting the connection",
+                known_hosts.display()
+            ),
+            Self::KnownHosts { path, .. } => format!(
+                "check that `{}` is readable and its lines are `host key-type base64`",
+                path.display()
+            ),
+            Self::AuthFailed { user, host, .. } => format!(
+                "add your public key to `~{user}/.ssh/authorized_keys` on the server \
+                 (`ssh-copy-id {user}@{host}`), or load it into ssh-agent (`ssh-add`)"
+            ),
+            Self::AgentNotInstalled { .. } => "install `shiqi-ca-agent` on the server's PATH, or \
+                pass `--agent-command /path/to/shiqi-ca-agent` (env `SHIQI_AGENT_COMMAND`)"
+                .to_owned(),
+            Self::AgentRefused { agent_hint: Some(h), .. } => h.clone(),
+            Self::AgentRefused { .. } => {
+                "the server's admin can read the agent's audit log for details".to_owned()
+            }
+            Self::AgentVanished { .. } => {
+                "check that the server is up (sshd, disk, memory), then run setup again".to_owned()
+            }
+            Self::AgentReply { .. } | Self::ProtocolVersion { .. } => {
+                "install the same shiqi-connect version on the laptop and the server".to_owned()
+            }
+            Self::CertMismatch { .. } => {
+                "this is a bug or a misconfigured agent; report it with `-v` output".to_owned()
+            }
+            Self::Ca { source, .. } => return source.hint(),
+            Self::DuplicatePort { .. } => "give every broker its own port in \
+                `advertised.listeners` (e.g. `localhost:19094`, `localhost:29094`), restart the \
+                brokers, then run setup again"
+                .to_owned(),
+            Self::Template { .. } => "this is a bug in shiqi-connect's templates".to_owned(),
+            Self::ProfileExists { name, .. } => {
+                format!("pass `--force` to replace it, or pick another name than `{name}`")
+            }
+            Self::ProfileRead { .. } => {
+                "rebuild it with `shiqi-connect setup NAME --force`".to_owned()
+            }
+            Self::Io { .. } => "check the path's permissions and free space".to_owned(),
+            _ => return None,
+        })
+    }
+}

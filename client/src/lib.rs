@@ -1,0 +1,20 @@
+//! `shiqi-connect`: the laptop side. One SSH connection to the server's `shiqi-ca-agent` turns a
+//! key made here into a certificate, a MySQL user and a ready profile in `~/.shiqi/NAME/`
+//! (Kafka and MySQL configs, a tunnel that forwards every broker, DataGrip notes).
+//!
+//! Layout: [`cli`] (clap only) → [`commands`] (settle settings, run steps, print) →
+//! [`steps`] (pure-ish work, no printing) → [`ssh`], [`profile`], [`fsutil`]. X.509 is
+//! `shiqi-ca`'s business.
+#![forbid(unsafe_code)]
+
+pub mod cli;
+pub mod commands;
+pub mod error;
+pub mod fsutil;
+pub mod printer;
+pub mod profile;
+pub mod prompt;
+pub mod ssh;
+pub mod steps;
+
+pub use error::Error;

@@ -1,0 +1,227 @@
+//! A profile on disk: `$SHIQI_HOME/NAME/`, its file names, and `profile.json`, which later
+//! commands (`tunnel`, `doctor`, `rotate`, `status`) read instead of asking the server again.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use shiqi_ca::key::KeyType;
+use shiqi_ca::keystore::P12Format;
+use shiqi_ca::protocol::{Broker, MysqlFacts};
+use shiqi_ca::{ProfileName, Serial};
+use time::OffsetDateTime;
+
+use crate::error::Error;
+use crate::ssh::auth::KeyUsed;
+
+/// The `profile.json` format version this build writes and reads.
+pub const PROFILE_VERSION: u32 = 1;
+
+/// The files of a profile folder.
+pub mod files {
+    /// The private key, PKCS#8 PEM.
+    pub const CLIENT_KEY: &str = "client.key";
+    /// Leaf certificate then chain, PEM.
+    pub const CLIENT_CRT: &str = "client.crt";
+    /// The CA certificate, PEM.
+    pub const CA_CRT: &str = "ca.crt";
+    /// Key and chain, PKCS#12, alias `client`.
+    pub const KEYSTORE: &str = "keystore.p12";
+    /// The CA as a trusted entry, PKCS#12, alias `shiqi-ca`.
+    pub const TRUSTSTORE: &str = "truststore.p12";
+    /// The password of both PKCS#12 files.
+    pub const KEYSTORE_PASSWORD: &str = "keystore.password";
+    /// Java Kafka client settings.
+    pub const CLIENT_PROPERTIES: &str = "client.properties";
+    /// librdkafka (kcat) settings.
+    pub const LIBRDKAFKA_CONF: &str = "librdkafka.conf";
+    /// MySQL/MariaDB client option file.
+    pub const MY_CNF: &str = "my.cnf";
+    /// The tunnel's ssh config.
+    pub const SSH_CONFIG: &str = "ssh_config";
+    /// How to set up DataGrip.
+    pub const DATAGRIP_MD: &str = "DATAGRIP.md";
+    /// This profile's facts.
+    pub const PROFILE_JSON: &str = "profile.json";
+}
+
+/// The alias of the key entry in `keystore.p12`.
+pub const KEYSTORE_ALIAS: &str = "client";
+/// The alias of the CA entry in `truststore.p12`.
+pub const TRUSTSTORE_ALIAS: &str = "shiqi-ca";
+
+/// The folder of profile `name` under `root`.
+pub fn dir(root: &Path, name: &ProfileName) -> PathBuf {
+    root.join(name.as_str())
+}
+
+/// `profile.json`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Profile {
+    /// [`PROFILE_VERSION`].
+    pub version: u32,
+    /// The profile (and certificate CN, MySQL user) name.
+    pub name: ProfileName,
+    /// When setup wrote it.
+    #[serde(with = "time::serde::rfc3339")]
+    pub created: OffsetDateTime,
+    /// Where the server is and how we got in.
+    pub server: Server,
+    /// The certificate.
+    pub certificate: Certificate,
+    /// The brokers as they advertise themselves (empty when the agent could not list them).
+    pub brokers: Vec<Broker>,
+    /// The MySQL server and user, if the server has one.
+    pub mysql: Option<MysqlFacts>,
+    /// The `Host` name in `ssh_config`.
+    pub tunnel_host: String,
+    /// The local ports the tunnel forwards, with their targets on the server.
+    pub forwards: Vec<ForwardRecord>,
+    /// Encryption of the PKCS#12 files.
+    pub p12_format: P12Format,
+}
+
+/// The SSH side of a profile.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Server {
+    /// `--server` as given.
+    pub destination: String,
+    /// The remote user.
+    pub user: String,
+    /// The host dialled (`HostName`).
+    pub host: String,
+    /// The port dialled.
+    pub port: u16,
+    /// The known_hosts file that vouches for the host key.
+    pub known_hosts: PathBuf,
+    /// The key that authenticated.
+    pub ssh_key: KeyUsed,
+    /// The agent command used on the server.
+    pub agent_command: String,
+}
+
+/// The issued certificate.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Certificate {
+    /// Serial number (hex).
+    pub serial: Serial,
+    /// Start of validity.
+    #[serde(with = "time::serde::rfc3339")]
+    pub not_before: OffsetDateTime,
+    /// End of validity.
+    #[serde(with = "time::serde::rfc3339")]
+    pub not_after: OffsetDateTime,
+    /// The key algorithm.
+    pub key_type: KeyType,
+}
+
+/// One `LocalForward` of the tunnel.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ForwardRecord {
+    /// Port on the laptop's 127.0.0.1.
+    pub local_port: u16,
+    /// Host as the server resolves it.
+    pub remote_host: String,
+    /// Port on that host.
+    pub remote_port: u16,
+    /// `kafka broker 1`, `mysql`.
+    pub purpose: String,
+}
+
+impl Profile {
+    /// Reads `profile.json` from a profile folder.
+    ///
+    /// # Errors
+    /// [`Error::ProfileRead`] when it is missing, malformed, or from a newer version.
+    pub fn load(dir: &Path) -> Result<Self, Error> {
+        let path = dir.join(files::PROFILE_JSON);
+        let bad = |why: String| Error::ProfileRead {
+            path: path.clone(),
+            why,
+        };
+        let text = std::fs::read_to_string(&path).map_err(|e| bad(e.to_string()))?;
+        let value: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        match value.get("version").and_then(serde_json::Value::as_u64) {
+            Some(v) if v == u64::from(PROFILE_VERSION) => {}
+            Some(v) => {
+                return Err(bad(format!(
+                    "it is version {v}; this build reads {PROFILE_VERSION}"
+                )));
+            }
+            None => return Err(bad("it has no `version`".to_owned())),
+        }
+        serde_json::from_value(value).map_err(|e| bad(e.to_string()))
+    }
+
+    /// Pretty JSON with a trailing newline.
+    pub fn to_json(&self) -> String {
+        // Serializing plain structs of strings and numbers cannot fail.
+        let mut s = serde_json::to_string_pretty(self).unwrap_or_default();
+        s.push('\n');
+        s
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn sample() -> Profile {
+        Profile {
+            version: PROFILE_VERSION,
+            name: "saige".parse().expect("name"),
+            created: time::macros::datetime!(2026-10-10 08:00 UTC),
+            server: Server {
+                destination: "shiqi-dev@10.231.0.1".into(),
+                user: "shiqi-dev".into(),
+                host: "10.231.0.1".into(),
+                port: 22,
+                known_hosts: "/home/saige/.ssh/known_hosts".into(),
+                ssh_key: KeyUsed::File {
+                    path: "/home/saige/.ssh/id_ed25519".into(),
+                    fingerprint: "SHA256:abc".into(),
+                },
+                agent_command: "shiqi-ca-agent".into(),
+            },
+            certificate: Certificate {
+                serial: "0a1b".parse().expect("serial"),
+                not_before: time::macros::datetime!(2026-10-10 07:59 UTC),
+                not_after: time::macros::datetime!(2026-11-09 07:59 UTC),
+                key_type: KeyType::EcdsaP256,
+            },
+            brokers: (1..=3)
+                .map(|id| Broker {
+                    id,
+                    host: "localhost".into(),
+                    port: (id * 10000 + 9094) as u16,
+                })
+                .collect(),
+            mysql: Some(MysqlFacts {
+                host: "127.0.0.1".into(),
+                port: 3306,
+                user: "saige".into(),
+            }),
+            tunnel_host: "shiqi-tunnel".into(),
+            forwards: vec![],
+            p12_format: P12Format::Modern,
+        }
+    }
+
+    #[test]
+    fn round_trips_and_refuses_newer_versions() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = sample();
+        crate::fsutil::write_private(
+            &dir.path().join(files::PROFILE_JSON),
+            p.to_json().as_bytes(),
+        )
+        .expect("write");
+        assert_eq!(Profile::load(dir.path()).expect("load"), p);
+
+        let newer = p.to_json().replace("\"version\": 1", "\"version\": 2");
+        crate::fsutil::write_private(&dir.path().join(files::PROFILE_JSON), newer.as_bytes())
+            .expect("write");
+        let e = Profile::load(dir.path()).expect_err("newer");
+        assert!(e.to_string().contains("version 2"), "{e}");
+    }
+}

@@ -1,0 +1,766 @@
+//! Where to connect: destination parsing, resolving it like OpenSSH does, and the `Include`
+//! line in `~/.ssh/config`.
+//!
+//! Resolution asks `ssh -G` when the `ssh` binary exists, so `Include`, `Match`, `HostName`,
+//! `User`, `Port`, `IdentityFile` and `UserKnownHostsFile` mean exactly what they mean to ssh.
+//! Without it, russh-config reads `~/.ssh/config` (no `Include`, no `Match`). No network here.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::str::FromStr;
+
+use crate::error::Error;
+use crate::fsutil;
+
+/// What the user typed after `--server`: `user@host`, `ssh://user@host:port` or a Host alias.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Destination {
+    /// `user@` part, if given.
+    pub user: Option<String>,
+    /// Host name, address (IPv6 without brackets) or `Host` alias.
+    pub host: String,
+    /// `:port` part (URI form only), if given.
+    pub port: Option<u16>,
+}
+
+impl FromStr for Destination {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Error> {
+        let bad = |why: &'static str| Error::InvalidDestination {
+            given: s.chars().take(100).collect(),
+            why,
+        };
+        if s.is_empty() {
+            return Err(bad("it is empty"));
+        }
+        if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(bad("it contains spaces or control characters"));
+        }
+        let (rest, uri) = match s.strip_prefix("ssh://") {
+            Some(rest) => (rest.strip_suffix('/').unwrap_or(rest), true),
+            None => (s, false),
+        };
+        let (user, hostport) = match rest.rsplit_once('@') {
+            Some(("", _)) => return Err(bad("the user before `@` is empty")),
+            Some((u, h)) => (Some(u.to_owned()), h),
+            None => (None, rest),
+        };
+        let (host, port) = if let Some(inner) = hostport.strip_prefix('[') {
+            // `[::1]` or `[::1]:2222` (the port only in the URI form, as in OpenSSH).
+            let (h, after) = inner
+                .split_once(']')
+                .ok_or_else(|| bad("`[` without a closing `]`"))?;
+            let port = match after {
+                "" => None,
+                p => match p.strip_prefix(':') {
+                    Some(p) if uri => Some(parse_port(p).ok_or_else(|| bad("invalid port"))?),
+                    _ => return Err(bad("only `ssh://` destinations may carry a `:port`")),
+                },
+            };
+            (h.to_owned(), port)
+        } else if uri {
+            match hostport.rsplit_once(':') {
+                Some((h, p)) if !h.contains(':') => (
+                    h.to_owned(),
+                    Some(parse_port(p).ok_or_else(|| bad("invalid port"))?),
+                ),
+                Some(_) => return Err(bad("write IPv6 addresses in brackets: `[::1]`")),
+                None => (hostport.to_owned(), None),
+            }
+        } else {
+            (hostport.to_owned(), None)
+        };
+        if host.is_empty() {
+            return Err(bad("the host is empty"));
+        }
+        if host.starts_with('-') {
+            // ssh would read it as an option.
+            return Err(bad("the host may not start with `-`"));
+        }
+        if host.contains(['/', '\'', '"', '\\', '`', '$', ';', '&', '|']) {
+            return Err(bad("the host contains characters no host name has"));
+        }
+        if user
+            .as_deref()
+            .is_some_and(|u| u.starts_with('-') || u.contains(['/', ':']))
+        {
+            return Err(bad("the user contains characters ssh does not accept"));
+        }
+        Ok(Self { user, host, port })
+    }
+}
+
+fn parse_port(p: &str) -> Option<u16> {
+    p.parse::<u16>().ok().filter(|p| *p != 0)
+}
+
+impl fmt::Display for Destination {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        let user = self
+            .user
+            .as_deref()
+            .map(|u| format!("{u}@"))
+            .unwrap_or_default();
+        match self.port {
+            Some(p) => write!(f, "ssh://{user}{host}:{p}"),
+            None => write!(f, "{user}{host}"),
+        }
+    }
+}
+
+/// A destination resolved the way OpenSSH would: where to dial, as whom, with which keys.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    /// The destination as given.
+    pub destination: Destination,
+    /// The host to dial (`HostName`).
+    pub host: String,
+    /// The port to dial.
+    pub port: u16,
+    /// The remote user.
+    pub user: String,
+    /// Identity files in the order to try; not filtered by existence.
+    pub identity_files: Vec<PathBuf>,
+    /// `IdentitiesOnly yes`: agent keys only when they match an identity file.
+    pub identities_only: bool,
+    /// `IdentityAgent none` turns the agent off.
+    pub use_agent: bool,
+    /// Files to look the host key up in; the first one is where new keys are learned.
+    pub known_hosts: Vec<PathBuf>,
+    /// System-wide known_hosts files (read only).
+    pub global_known_hosts: Vec<PathBuf>,
+    /// `HostKeyAlias`: the name the host key is recorded under, if not the host.
+    pub host_key_alias: Option<String>,
+    /// `ProxyCommand` / `ProxyJump`, which this client cannot follow yet.
+    pub proxy: Option<String>,
+    /// How the destination was resolved (`ssh -G` or `russh-config`), for `-v` output.
+    pub resolved_by: &'static str,
+}
+
+impl Target {
+    /// The name the host key is recorded under in known_hosts.
+    pub fn host_key_name(&self) -> &str {
+        self.host_key_alias.as_deref().unwrap_or(&self.host)
+    }
+}
+
+/// Environment facts resolution depends on, gathered once so the logic stays testable.
+#[derive(Clone, Debug)]
+pub struct Env {
+    /// `$HOME`.
+    pub home: PathBuf,
+    /// The local user name (`%u`, and the default remote user without ssh).
+    pub local_user: String,
+    /// The `ssh` binary, when it exists and sees the same home as we do.
+    pub ssh: Option<PathBuf>,
+    /// `--known-hosts`: use this file instead of the configured ones.
+    pub known_hosts_override: Option<PathBuf>,
+}
+
+impl Env {
+    /// Reads `$HOME`, `$USER` and `$PATH`.
+    pub fn from_process(home: PathBuf, known_hosts_override: Option<PathBuf>) -> Self {
+        let passwd = passwd_entry();
+        let local_user = std::env::var("USER")
+            .or_else(|_| std::env::var("LOGNAME"))
+            .ok()
+            .or_else(|| passwd.as_ref().map(|(name, _)| name.clone()))
+            .unwrap_or_else(|| "root".to_owned());
+        // ssh reads `~/.ssh/config` from the passwd entry, not from `$HOME`. When the two differ
+        // (a test with its own HOME), `ssh -G` would answer for another user's config, so the
+        // fallback reads `$HOME/.ssh/config` instead.
+        let ssh = find_in_path("ssh").filter(|_| passwd.as_ref().is_none_or(|(_, h)| *h == home));
+        Self {
+            home,
+            local_user,
+            ssh,
+            known_hosts_override,
+        }
+    }
+}
+
+/// Resolves a destination with `ssh -G`, or with russh-config when ssh is not there.
+///
+/// # Errors
+/// When `ssh -G` rejects the destination or `~/.ssh/config` cannot be read.
+pub fn resolve(dest: &Destination, env: &Env) -> Result<Target, Error> {
+    let mut target = match &env.ssh {
+        Some(ssh) => {
+            let mut cmd = Command::new(ssh);
+            cmd.arg("-G");
+            if let Some(u) = &dest.user {
+                cmd.arg("-l").arg(u);
+            }
+            if let Some(p) = dest.port {
+                cmd.arg("-p").arg(p.to_string());
+            }
+            cmd.arg("--").arg(&dest.host);
+            tracing::debug!(?cmd, "resolving the destination with ssh -G");
+            let out = cmd.output().map_err(|e| Error::SshConfig {
+                destination: dest.to_string(),
+                why: e.to_string(),
+            })?;
+            if !out.status.success() {
+                let err = String::from_utf8_lossy(&out.stderr);
+                return Err(Error::SshConfig {
+                    destination: dest.to_string(),
+                    why: first_line(&err).unwrap_or("no output").to_owned(),
+                });
+            }
+            parse_ssh_g(&String::from_utf8_lossy(&out.stdout), dest, env)
+        }
+        None => resolve_with_russh_config(dest, env)?,
+    };
+    if let Some(kh) = &env.known_hosts_override {
+        target.known_hosts = vec![kh.clone()];
+    }
+    Ok(target)
+}
+
+fn first_line(s: &str) -> Option<&str> {
+    s.lines().map(str::trim).find(|l| !l.is_empty())
+}
+
+/// The identity files ssh tries when none is configured, as `ssh -G` lists them.
+const SSH_DEFAULT_IDENTITIES: &[&str] = &[
+    "~/.ssh/id_rsa",
+    "~/.ssh/id_ecdsa",
+    "~/.ssh/id_ecdsa_sk",
+    "~/.ssh/id_ed25519",
+    "~/.ssh/id_ed25519_sk",
+    "~/.ssh/id_xmss",
+    "~/.ssh/id_dsa",
+];
+
+/// The keys tried after the configured ones, newest kind first.
+const OUR_DEFAULT_IDENTITIES: &[&str] = &["~/.ssh/id_ed25519", "~/.ssh/id_ecdsa", "~/.ssh/id_rsa"];
+
+/// Reads `ssh -G` output (`keyword value` lines, keywords lowercase).
+fn parse_ssh_g(text: &str, dest: &Destination, env: &Env) -> Target {
+    let mut host = dest.host.clone();
+    let mut port = 22;
+    let mut user = env.local_user.clone();
+    let mut identity_raw = Vec::new();
+    let mut known_hosts = Vec::new();
+    let mut global_known_hosts = Vec::new();
+    let mut identities_only = false;
+    let mut use_agent = true;
+    let mut host_key_alias = None;
+    let mut proxy = None;
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once(' ') else {
+            continue;
+        };
+        let value = value.trim();
+        match key {
+            "hostname" => host = value.to_owned(),
+            "user" => user = value.to_owned(),
+            "port" => port = value.parse().unwrap_or(22),
+            "identityfile" => identity_raw.push(value.to_owned()),
+            "identitiesonly" => identities_only = value == "yes",
+            "identityagent" => use_agent = value != "none",
+            "userknownhostsfile" => known_hosts.extend(
+                value
+                    .split_whitespace()
+                    .filter(|v| *v != "none")
+                    .map(String::from),
+            ),
+            "globalknownhostsfile" => {
+                global_known_hosts.extend(value.split_whitespace().map(String::from));
+            }
+            "hostkeyalias" => host_key_alias = Some(value.to_owned()),
+            "proxycommand" | "proxyjump" if value != "none" => {
+                proxy = Some(format!("{key} {value}"));
+            }
+            _ => {}
+        }
+    }
+    let configured = if identity_raw
+        .iter()
+        .map(String::as_str)
+        .eq(SSH_DEFAULT_IDENTITIES.iter().copied())
+    {
+        Vec::new()
+    } else {
+        identity_raw
+    };
+    let tokens = Tokens {
+        home: &env.home,
+        local_user: &env.local_user,
+        remote_user: &user,
+        host: &host,
+    };
+    Target {
+        destination: dest.clone(),
+        identity_files: identity_list(&configured, identities_only, &tokens),
+        known_hosts: if known_hosts.is_empty() {
+            vec![env.home.join(".ssh/known_hosts")]
+        } else {
+            known_hosts.iter().map(|p| tokens.expand(p)).collect()
+        },
+        global_known_hosts: global_known_hosts
+            .iter()
+            .map(|p| tokens.expand(p))
+            .collect(),
+        host,
+        port,
+        user,
+        identities_only,
+        use_agent,
+        host_key_alias,
+        proxy,
+        resolved_by: "ssh -G",
+    }
+}
+
+fn identity_list(
+    configured: &[String],
+    identities_only: bool,
+    tokens: &Tokens<'_>,
+) -> Vec<PathBuf> {
+    let defaults = if identities_only && !configured.is_empty() {
+        &[][..]
+    } else {
+        OUR_DEFAULT_IDENTITIES
+    };
+    let mut out: Vec<PathBuf> = Vec::new();
+    for raw in configured
+        .iter()
+        .map(String::as_str)
+        .chain(defaults.iter().copied())
+    {
+        let p = tokens.expand(raw);
+        if !out.contains(&p) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// ssh_config(5) TOKENS that matter for file names: `~`, `%d`, `%u`, `%r`, `%h`, `%%`.
+struct Tokens<'a> {
+    home: &'a Path,
+    local_user: &'a str,
+    remote_user: &'a str,
+    host: &'a str,
+}
+
+impl Tokens<'_> {
+    fn expand(&self, raw: &str) -> PathBuf {
+        let raw = raw.trim_matches('"');
+        let home = self.home.to_string_lossy();
+        let mut out = String::new();
+        let rest = if raw == "~" {
+            out.push_str(&home);
+            ""
+        } else if let Some(r) = raw.strip_prefix("~/") {
+            out.push_str(&home);
+            out.push('/');
+            r
+        } else {
+            raw
+        };
+        let mut chars = rest.chars();
+        while let Some(c) = chars.next() {
+            if c != '%' {
+                out.push(c);
+                continue;
+            }
+            match chars.next() {
+                Some('d') => out.push_str(&home),
+                Some('u') => out.push_str(self.local_user),
+                Some('r') => out.push_str(self.remote_user),
+                Some('h') => out.push_str(self.host),
+                Some('%') => out.push('%'),
+                Some(other) => {
+                    out.push('%');
+                    out.push(other);
+                }
+                None => out.push('%'),
+            }
+        }
+        PathBuf::from(out)
+    }
+}
+
+fn resolve_with_russh_config(dest: &Destination, env: &Env) -> Result<Target, Error> {
+    let path = env.home.join(".ssh/config");
+    let text = fsutil::read_optional(&path)?.unwrap_or_default();
+    let cfg = russh_config::parse(&simplify_for_russh_config(&text, &env.home), &dest.host)
+        .map_err(|e| Error::SshConfig {
+            destination: dest.to_string(),
+            why: format!("cannot parse `{}`: {e}", path.display()),
+        })?;
+    let hc = &cfg.host_config;
+    let host = hc.hostname.clone().unwrap_or_else(|| dest.host.clone());
+    let user = dest
+        .user
+        .clone()
+        .or_else(|| hc.user.clone())
+        .unwrap_or_else(|| env.local_user.clone());
+    let tokens = Tokens {
+        home: &env.home,
+        local_user: &env.local_user,
+        remote_user: &user,
+        host: &host,
+    };
+    // russh-config already expanded `~` in these.
+    let configured: Vec<String> = hc
+        .identity_file
+        .iter()
+        .flatten()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    let known_hosts = match &hc.user_known_hosts_file {
+        Some(p) => vec![tokens.expand(&p.to_string_lossy())],
+        None => vec![
+            env.home.join(".ssh/known_hosts"),
+            env.home.join(".ssh/known_hosts2"),
+        ],
+    };
+    let proxy = hc
+        .proxy_command
+        .as_ref()
+        .map(|p| format!("proxycommand {p}"))
+        .or_else(|| hc.proxy_jump.as_ref().map(|p| format!("proxyjump {p}")))
+        .filter(|p| !p.ends_with(" none"));
+    Ok(Target {
+        destination: dest.clone(),
+        identity_files: identity_list(&configured, false, &tokens),
+        known_hosts,
+        global_known_hosts: vec![PathBuf::from("/etc/ssh/ssh_known_hosts")],
+        port: dest.port.or(hc.port).unwrap_or(22),
+        host,
+        user,
+        identities_only: false,
+        use_agent: true,
+        host_key_alias: None,
+        proxy,
+        resolved_by: "russh-config",
+    })
+}
+
+/// Makes a config digestible for russh-config, which splits on one space, rejects directives
+/// before the first `Host` (such as our own `Include` line) and knows no `Match`: normalises
+/// `Key=Value` and tabs, drops top-level directives and `Match` blocks, and expands `~` with
+/// our `$HOME` (russh-config would use the process's).
+fn simplify_for_russh_config(text: &str, home: &Path) -> String {
+    let mut out = String::new();
+    let mut in_host = false;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (key, value) = split_directive(line);
+        match key.to_ascii_lowercase().as_str() {
+            "host" => in_host = true,
+            "match" => {
+                in_host = false;
+                continue;
+            }
+            _ if !in_host => continue,
+            _ => {}
+        }
+        out.push_str(key);
+        out.push(' ');
+        let is_path =
+            ["identityfile", "userknownhostsfile"].contains(&key.to_ascii_lowercase().as_str());
+        match value.trim_matches('"').strip_prefix("~/") {
+            Some(rest) if is_path => out.push_str(&home.join(rest).to_string_lossy()),
+            _ => out.push_str(value),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Splits `Key value`, `Key=value` or `Key = value`.
+fn split_directive(line: &str) -> (&str, &str) {
+    let end = line
+        .find(|c: char| c.is_whitespace() || c == '=')
+        .unwrap_or(line.len());
+    let (key, rest) = line.split_at(end);
+    let rest = rest.trim_start();
+    let rest = rest.strip_prefix('=').unwrap_or(rest).trim_start();
+    (key, rest)
+}
+
+/// Finds an executable on `$PATH`.
+pub fn find_in_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// The name and home directory of the current uid in `/etc/passwd`, if listed there.
+fn passwd_entry() -> Option<(String, PathBuf)> {
+    let uid = rustix::process::getuid().as_raw().to_string();
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.len() >= 6 && f[2] == uid).then(|| (f[0].to_owned(), PathBuf::from(f[5])))
+    })
+}
+
+/// What [`install_include`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IncludeChange {
+    /// The line was already at the top.
+    AlreadyThere,
+    /// The line was added.
+    Added,
+    /// The line was found below a `Host`/`Match` block (where it is conditional) and moved up.
+    Moved,
+}
+
+/// Puts `Include <include>` at the top of the ssh config `text`: ssh applies an `Include` to every
+/// host only when it stands before the first `Host` or `Match` line. `None` when already there.
+pub fn add_include(text: &str, include: &str, comment: &str) -> (Option<String>, IncludeChange) {
+    let is_ours = |line: &str| {
+        let (k, v) = split_directive(line.trim());
+        k.eq_ignore_ascii_case("include") && v.trim_matches('"') == include
+    };
+    let mut seen_block = false;
+    let mut misplaced = false;
+    for line in text.lines() {
+        let (k, _) = split_directive(line.trim());
+        if k.eq_ignore_ascii_case("host") || k.eq_ignore_ascii_case("match") {
+            seen_block = true;
+        } else if is_ours(line) {
+            if !seen_block {
+                return (None, IncludeChange::AlreadyThere);
+            }
+            misplaced = true;
+        }
+    }
+    let mut out = format!("# {comment}\nInclude {include}\n\n");
+    for line in text.lines().filter(|l| !is_ours(l)) {
+        out.push_str(line);
+        out.push('\n');
+    }
+    let change = if misplaced {
+        IncludeChange::Moved
+    } else {
+        IncludeChange::Added
+    };
+    (Some(out), change)
+}
+
+/// Adds the `Include` line to the ssh config at `config` (usually `~/.ssh/config`), creating it
+/// (and `~/.ssh`, 0700) when missing. A symlinked config is written through to its target.
+///
+/// # Errors
+/// When the file cannot be read or written.
+pub fn install_include(
+    config: &Path,
+    include: &str,
+    comment: &str,
+) -> Result<IncludeChange, Error> {
+    let real = std::fs::canonicalize(config).unwrap_or_else(|_| config.to_path_buf());
+    if let Some(dir) = real.parent()
+        && !dir.exists()
+    {
+        fsutil::create_private_dir(dir)?;
+    }
+    let text = fsutil::read_optional(&real)?.unwrap_or_default();
+    let (new, change) = add_include(&text, include, comment);
+    if let Some(new) = new {
+        fsutil::write_private(&real, new.as_bytes())?;
+    }
+    Ok(change)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dest(s: &str) -> Destination {
+        s.parse().expect("valid destination")
+    }
+
+    #[test]
+    fn parses_the_openssh_destination_forms() {
+        assert_eq!(
+            dest("shiqi-dev@10.231.0.1"),
+            Destination {
+                user: Some("shiqi-dev".into()),
+                host: "10.231.0.1".into(),
+                port: None
+            }
+        );
+        assert_eq!(
+            dest("ssh://bob@example.org:2222"),
+            Destination {
+                user: Some("bob".into()),
+                host: "example.org".into(),
+                port: Some(2222)
+            }
+        );
+        assert_eq!(
+            dest("ssh://[::1]:2222/"),
+            Destination {
+                user: None,
+                host: "::1".into(),
+                port: Some(2222)
+            }
+        );
+        assert_eq!(dest("root@[::1]").host, "::1");
+        assert_eq!(dest("vm").host, "vm");
+        assert_eq!(dest("ssh://host").port, None);
+        // The last `@` separates the user, as in OpenSSH.
+        assert_eq!(dest("a@b@host").user.as_deref(), Some("a@b"));
+    }
+
+    #[test]
+    fn refuses_what_ssh_would_misread() {
+        for bad in [
+            "",
+            "@host",
+            "user@",
+            "-oProxyCommand=x",
+            "ssh://h:0",
+            "ssh://h:99999",
+            "[::1",
+            "[::1]:22",
+            "a b",
+            "host;rm",
+            "ssh://::1:22",
+            "u@h\n",
+        ] {
+            assert!(bad.parse::<Destination>().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn displays_round_trip() {
+        for s in ["bob@host", "ssh://bob@[::1]:2222", "vm"] {
+            assert_eq!(dest(s).to_string(), s);
+        }
+    }
+
+    fn env() -> Env {
+        Env {
+            home: PathBuf::from("/home/saige"),
+            local_user: "saige".into(),
+            ssh: None,
+            known_hosts_override: None,
+        }
+    }
+
+    #[test]
+    fn reads_ssh_g_output() {
+        let out = "user shiqi-dev\nhostname 10.231.0.1\nport 2222\nidentitiesonly yes\n\
+            identityfile ~/.ssh/work_%r\nidentityfile %d/.ssh/id_ed25519\n\
+            userknownhostsfile /home/saige/.ssh/known_hosts /home/saige/.ssh/known_hosts2\n\
+            globalknownhostsfile /etc/ssh/ssh_known_hosts\nproxycommand none\n";
+        let t = parse_ssh_g(out, &dest("vm"), &env());
+        assert_eq!(
+            (t.host.as_str(), t.port, t.user.as_str()),
+            ("10.231.0.1", 2222, "shiqi-dev")
+        );
+        assert_eq!(
+            t.identity_files,
+            [
+                PathBuf::from("/home/saige/.ssh/work_shiqi-dev"),
+                PathBuf::from("/home/saige/.ssh/id_ed25519")
+            ]
+        );
+        assert!(t.identities_only && t.proxy.is_none());
+        assert_eq!(t.known_hosts[0], Path::new("/home/saige/.ssh/known_hosts"));
+    }
+
+    #[test]
+    fn ssh_defaults_become_our_order() {
+        let mut out = String::from("user x\nhostname h\nport 22\n");
+        for f in SSH_DEFAULT_IDENTITIES {
+            out.push_str(&format!("identityfile {f}\n"));
+        }
+        let t = parse_ssh_g(&out, &dest("h"), &env());
+        let names: Vec<_> = t
+            .identity_files
+            .iter()
+            .map(|p| p.file_name().expect("name"))
+            .collect();
+        assert_eq!(names, ["id_ed25519", "id_ecdsa", "id_rsa"]);
+    }
+
+    #[test]
+    fn configured_identity_comes_before_defaults() {
+        let out = "hostname h\nidentityfile ~/.ssh/work\n";
+        let t = parse_ssh_g(out, &dest("h"), &env());
+        assert_eq!(t.identity_files[0], Path::new("/home/saige/.ssh/work"));
+        assert_eq!(t.identity_files.len(), 4);
+    }
+
+    #[test]
+    fn falls_back_to_russh_config_despite_include_and_match() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ssh = dir.path().join(".ssh");
+        fsutil::create_private_dir(&ssh).expect("mkdir");
+        fsutil::write_private(
+            &ssh.join("config"),
+            b"Include ~/.shiqi/saige/ssh_config\n\nMatch exec true\n  User nobody\n\
+              Host vm\n\tHostName=10.0.0.9\n  User dev\n  Port 2200\n  IdentityFile ~/.ssh/vm_key\n",
+        )
+        .expect("write");
+        let env = Env {
+            home: dir.path().to_path_buf(),
+            ..env()
+        };
+        let t = resolve(&dest("vm"), &env).expect("resolves");
+        assert_eq!(
+            (t.host.as_str(), t.port, t.user.as_str()),
+            ("10.0.0.9", 2200, "dev")
+        );
+        assert_eq!(t.identity_files[0], ssh.join("vm_key"));
+        assert_eq!(t.known_hosts[0], ssh.join("known_hosts"));
+        let t = resolve(&dest("ssh://root@vm:22"), &env).expect("resolves");
+        assert_eq!((t.port, t.user.as_str()), (22, "root"));
+    }
+
+    #[test]
+    fn include_goes_on_top_once() {
+        let inc = "~/.shiqi/saige/ssh_config";
+        let (text, change) = add_include("Host a\n  User b\n", inc, "added by shiqi-connect");
+        let text = text.expect("added");
+        assert_eq!(change, IncludeChange::Added);
+        assert_eq!(
+            text,
+            "# added by shiqi-connect\nInclude ~/.shiqi/saige/ssh_config\n\nHost a\n  User b\n"
+        );
+        assert_eq!(
+            add_include(&text, inc, "x"),
+            (None, IncludeChange::AlreadyThere)
+        );
+
+        let (moved, change) = add_include("Host a\nInclude ~/.shiqi/saige/ssh_config\n", inc, "c");
+        assert_eq!(change, IncludeChange::Moved);
+        assert_eq!(moved.expect("moved").matches("Include").count(), 1);
+    }
+
+    #[test]
+    fn installs_include_idempotently_on_a_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cfg = dir.path().join(".ssh/config");
+        let inc = "~/.shiqi/saige/ssh_config";
+        assert_eq!(
+            install_include(&cfg, inc, "c").expect("first"),
+            IncludeChange::Added
+        );
+        assert_eq!(
+            install_include(&cfg, inc, "c").expect("again"),
+            IncludeChange::AlreadyThere
+        );
+        let text = std::fs::read_to_string(&cfg).expect("read");
+        assert_eq!(text.matches("Include").count(), 1);
+    }
+}

@@ -1,0 +1,263 @@
+//! SSH with russh: one authenticated connection ([`Session`]) that later commands reuse —
+//! `setup` runs the agent over it, `tunnel` will open `direct-tcpip` channels on
+//! [`Session::handle`]. Host keys are checked in [`known_hosts`], keys tried in [`auth`], and
+//! where to connect is settled in [`config`]. Nothing here prints or prompts.
+
+pub mod auth;
+pub mod config;
+pub mod known_hosts;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use russh::ChannelMsg;
+use russh::client::{self, Handle};
+use russh::keys::PublicKeyOrCertificate;
+
+use crate::error::Error;
+use auth::{AuthOutcome, Passphrase};
+use config::Target;
+use known_hosts::{HostKeyOutcome, HostKeyPolicy};
+
+/// How long the TCP connect plus SSH handshake may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The russh handler: checks the host key and remembers the verdict for [`Session::connect`].
+pub struct Client {
+    target: Target,
+    policy: HostKeyPolicy,
+    verdict: Arc<Mutex<Option<Result<HostKeyOutcome, Error>>>>,
+}
+
+impl client::Handler for Client {
+    type Error = russh::Error;
+
+    async fn check_server_key(
+        &mut self,
+        key: &PublicKeyOrCertificate,
+    ) -> Result<bool, Self::Error> {
+        let PublicKeyOrCertificate::PublicKey { key, .. } = key else {
+            // We advertise no certificate algorithms, so a certificate here is a protocol oddity.
+            return Ok(false);
+        };
+        let t = &self.target;
+        let outcome = known_hosts::check(
+            t.host_key_name(),
+            t.port,
+            key,
+            &t.known_hosts,
+            &t.global_known_hosts,
+            &self.policy,
+        );
+        let ok = outcome.is_ok();
+        if let Ok(mut v) = self.verdict.lock() {
+            *v = Some(outcome);
+        }
+        Ok(ok)
+    }
+}
+
+/// Output of a remote command.
+#[derive(Debug, Default)]
+pub struct Output {
+    /// Exit status (`None` if the server sent none, e.g. killed by a signal).
+    pub status: Option<u32>,
+    /// The signal that ended it, if any.
+    pub signal: Option<String>,
+    /// Captured stdout.
+    pub stdout: Vec<u8>,
+    /// Captured stderr.
+    pub stderr: Vec<u8>,
+}
+
+/// An authenticated SSH connection.
+pub struct Session {
+    handle: Handle<Client>,
+    target: Target,
+    host_key: HostKeyOutcome,
+    auth: AuthOutcome,
+}
+
+impl Session {
+    /// Connects, checks the host key under `policy`, and authenticates.
+    ///
+    /// # Errors
+    /// [`Error::HostKeyUnknown`] (the caller may ask and retry with
+    /// [`HostKeyPolicy::AcceptKey`]), [`Error::HostKeyChanged`], [`Error::Connect`],
+    /// [`Error::AuthFailed`], [`Error::Timeout`].
+    #[tracing::instrument(skip_all, fields(host = %target.host, port = target.port, user = %target.user))]
+    pub async fn connect(
+        target: &Target,
+        policy: HostKeyPolicy,
+        passphrase: &dyn Passphrase,
+    ) -> Result<Self, Error> {
+        if let Some(proxy) = &target.proxy {
+            return Err(Error::SshConfig {
+                destination: target.destination.to_string(),
+                why: format!("`{proxy}` is not supported yet; connect to the server directly"),
+            });
+        }
+        let verdict = Arc::new(Mutex::new(None));
+        let handler = Client {
+            target: target.clone(),
+            policy,
+            verdict: verdict.clone(),
+        };
+        let mut config = client::Config {
+            // Detect a dead server instead of hanging on it (like ServerAliveInterval).
+            keepalive_interval: Some(Duration::from_secs(15)),
+            keepalive_max: 3,
+            nodelay: true,
+            ..Default::default()
+        };
+        let recorded = known_hosts::recorded_algorithms(
+            target.host_key_name(),
+            target.port,
+            &target.known_hosts,
+        );
+        if !recorded.is_empty() {
+            // Same family: a recorded `ssh-rsa` key is also verified with rsa-sha2-512/256.
+            use russh::keys::Algorithm;
+            let rsa = |a: &Algorithm| matches!(a, Algorithm::Rsa { .. });
+            let known = |a: &Algorithm| recorded.iter().any(|r| r == a || (rsa(r) && rsa(a)));
+            let (first, rest): (Vec<_>, Vec<_>) =
+                config.preferred.key.iter().cloned().partition(|a| known(a));
+            config.preferred.key = first.into_iter().chain(rest).collect::<Vec<_>>().into();
+        }
+        let addr = (target.host.as_str(), target.port);
+        tracing::debug!("connecting");
+        let connecting = client::connect(Arc::new(config), addr, handler);
+        let res = tokio::time::timeout(CONNECT_TIMEOUT, connecting)
+            .await
+            .map_err(|_| Error::Timeout {
+                what: "connecting to the SSH server",
+                secs: CONNECT_TIMEOUT.as_secs(),
+            })?;
+        let taken = verdict.lock().ok().and_then(|mut v| v.take());
+        let (mut handle, host_key) = match (res, taken) {
+            (Ok(h), Some(Ok(outcome))) => (h, outcome),
+            (_, Some(Err(e))) => return Err(e),
+            (Err(russh::Error::IO(source)), _) => {
+                return Err(Error::Connect {
+                    host: target.host.clone(),
+                    port: target.port,
+                    source,
+                });
+            }
+            (Err(source), _) => {
+                return Err(Error::Ssh {
+                    host: target.host.clone(),
+                    what: "connecting",
+                    source,
+                });
+            }
+            (Ok(_), None) => {
+                // russh calls check_server_key before handing out a handle; keep the invariant.
+                return Err(Error::Ssh {
+                    host: target.host.clone(),
+                    what: "checking the host key",
+                    source: russh::Error::UnknownKey,
+                });
+            }
+        };
+        let auth = auth::authenticate(&mut handle, target, passphrase).await?;
+        Ok(Self {
+            handle,
+            target: target.clone(),
+            host_key,
+            auth,
+        })
+    }
+
+    /// The russh handle, for opening more channels (`channel_open_direct_tcpip`).
+    pub fn handle(&self) -> &Handle<Client> {
+        &self.handle
+    }
+
+    /// Where this session is connected.
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// How the server's host key was vouched for.
+    pub fn host_key(&self) -> &HostKeyOutcome {
+        &self.host_key
+    }
+
+    /// Which key authenticated, and notes from trying.
+    pub fn auth(&self) -> &AuthOutcome {
+        &self.auth
+    }
+
+    /// Runs `command` through the remote shell, feeding `stdin` and collecting at most
+    /// `max_output` bytes of each of stdout and stderr, for at most `timeout`.
+    ///
+    /// # Errors
+    /// [`Error::Ssh`] when the channel breaks, [`Error::Timeout`] when it takes too long.
+    pub async fn exec(
+        &self,
+        command: &str,
+        stdin: &[u8],
+        max_output: usize,
+        timeout: Duration,
+    ) -> Result<Output, Error> {
+        let ssh_err = |what, source| Error::Ssh {
+            host: self.target.host.clone(),
+            what,
+            source,
+        };
+        let run = async {
+            let mut ch = self
+                .handle
+                .channel_open_session()
+                .await
+                .map_err(|e| ssh_err("opening a session channel", e))?;
+            tracing::debug!(%command, stdin_bytes = stdin.len(), "exec");
+            ch.exec(true, command)
+                .await
+                .map_err(|e| ssh_err("starting the remote command", e))?;
+            if !stdin.is_empty() {
+                ch.data(stdin)
+                    .await
+                    .map_err(|e| ssh_err("sending input to the remote command", e))?;
+            }
+            ch.eof()
+                .await
+                .map_err(|e| ssh_err("sending input to the remote command", e))?;
+            let mut out = Output::default();
+            while let Some(msg) = ch.wait().await {
+                match msg {
+                    ChannelMsg::Data { data } => append(&mut out.stdout, &data, max_output),
+                    ChannelMsg::ExtendedData { data, ext: 1 } => {
+                        append(&mut out.stderr, &data, max_output);
+                    }
+                    ChannelMsg::ExitStatus { exit_status } => out.status = Some(exit_status),
+                    ChannelMsg::ExitSignal { signal_name, .. } => {
+                        out.signal = Some(format!("{signal_name:?}"));
+                    }
+                    _ => {}
+                }
+            }
+            Ok(out)
+        };
+        tokio::time::timeout(timeout, run)
+            .await
+            .map_err(|_| Error::Timeout {
+                what: "waiting for the remote command",
+                secs: timeout.as_secs(),
+            })?
+    }
+
+    /// Says goodbye to the server.
+    pub async fn close(self) {
+        let _ = self
+            .handle
+            .disconnect(russh::Disconnect::ByApplication, "", "en")
+            .await;
+    }
+}
+
+fn append(buf: &mut Vec<u8>, data: &[u8], max: usize) {
+    let room = max.saturating_sub(buf.len());
+    buf.extend_from_slice(&data[..data.len().min(room)]);
+}

@@ -1,0 +1,549 @@
+//! Step 4a: the text files of a profile, rendered from `templates/` (minijinja, embedded).
+//! Pure: no network, no filesystem. Also builds the tunnel's forward list, which is where a
+//! cluster that cannot work through a tunnel (two brokers on one port) is refused.
+
+use std::path::Path;
+
+use minijinja::syntax::SyntaxConfig;
+use minijinja::value::Serde;
+use minijinja::{Environment, UndefinedBehavior, context};
+use serde::Serialize;
+use shiqi_ca::protocol::{Broker, MysqlFacts};
+use shiqi_ca::{ProfileName, Secret};
+
+use crate::error::Error;
+use crate::profile::{ForwardRecord, files};
+use crate::ssh::auth::KeyUsed;
+
+const CLIENT_PROPERTIES: &str = include_str!("../../../templates/client.properties.j2");
+const LIBRDKAFKA_CONF: &str = include_str!("../../../templates/librdkafka.conf.j2");
+const MY_CNF: &str = include_str!("../../../templates/my.cnf.j2");
+const SSH_CONFIG: &str = include_str!("../../../templates/ssh_config.j2");
+const DATAGRIP_MD: &str = include_str!("../../../templates/DATAGRIP.md.j2");
+
+/// One `LocalForward 127.0.0.1:local remote_host:remote_port`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Forward {
+    /// Port on the laptop's 127.0.0.1.
+    pub local_port: u16,
+    /// Host as the server resolves it.
+    pub remote_host: String,
+    /// Port there.
+    pub remote_port: u16,
+    /// What it carries, for comments (`Kafka broker 1 (advertised localhost:19094)`).
+    pub purpose: String,
+}
+
+impl Forward {
+    /// The record kept in `profile.json`.
+    pub fn record(&self) -> ForwardRecord {
+        ForwardRecord {
+            local_port: self.local_port,
+            remote_host: self.remote_host.clone(),
+            remote_port: self.remote_port,
+            purpose: self.purpose.clone(),
+        }
+    }
+}
+
+/// The tunnel's forwards: one per advertised broker (after bootstrap a Kafka client dials every
+/// broker at its advertised address, so each needs its own local port), then MySQL.
+/// Warnings name brokers the laptop would not reach through the tunnel.
+///
+/// # Errors
+/// [`Error::DuplicatePort`] when two brokers (or a broker and MySQL) share a port.
+// Seed: kafka-day-journal — a one-port tunnel hangs on brokers 2 and 3.
+pub fn forwards(
+    brokers: &[Broker],
+    mysql: Option<&MysqlFacts>,
+) -> Result<(Vec<Forward>, Vec<String>), Error> {
+    let mut out: Vec<Forward> = Vec::new();
+    let mut claimed: Vec<(u16, String, String)> = Vec::new();
+    let mut warnings = Vec::new();
+    let mut claim = |f: Forward, who: String| -> Result<(), Error> {
+        if let Some((_, first, first_host)) = claimed.iter().find(|c| c.0 == f.local_port) {
+            return Err(Error::DuplicatePort {
+                port: f.local_port,
+                first: first.clone(),
+                first_host: first_host.clone(),
+                second: who,
+                second_host: f.remote_host.clone(),
+            });
+        }
+        claimed.push((f.local_port, who, f.remote_host.clone()));
+        out.push(f);
+        Ok(())
+    };
+    let mut sorted: Vec<&Broker> = brokers.iter().collect();
+    sorted.sort_by_key(|b| b.id);
+    for b in sorted {
+        if !is_loopback_name(&b.host) {
+            // Seed: wasted-weekend-on-kafka — advertised names that resolve differently on each
+            // side of the tunnel send clients around it.
+            warnings.push(format!(
+                "broker {} advertises `{}:{}`; the laptop resolves `{}` itself, so its \
+                 connections will not use the tunnel unless that name points to 127.0.0.1 \
+                 (advertise `localhost:{}` instead)",
+                b.id, b.host, b.port, b.host, b.port
+            ));
+        }
+        let who = format!("broker {}", b.id);
+        let f = Forward {
+            local_port: b.port,
+            remote_host: b.host.clone(),
+            remote_port: b.port,
+            purpose: format!("Kafka broker {} (advertised {}:{})", b.id, b.host, b.port),
+        };
+        claim(f, who)?;
+    }
+    if let Some(m) = mysql {
+        let f = Forward {
+            local_port: m.port,
+            remote_host: m.host.clone(),
+            remote_port: m.port,
+            purpose: format!("MySQL (on the server's {}:{})", m.host, m.port),
+        };
+        claim(f, "MySQL".to_owned())?;
+    }
+    Ok((out, warnings))
+}
+
+fn is_loopback_name(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host.to_ascii_lowercase().ends_with(".localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Everything the templates need; all paths are the profile's final (not staging) paths.
+pub struct RenderInput<'a> {
+    /// The profile.
+    pub name: &'a ProfileName,
+    /// The profile folder.
+    pub dir: &'a Path,
+    /// `--server` as given.
+    pub destination: &'a str,
+    /// SSH host dialled.
+    pub ssh_host: &'a str,
+    /// SSH port.
+    pub ssh_port: u16,
+    /// SSH user.
+    pub ssh_user: &'a str,
+    /// `HostKeyAlias`, if the user's config has one.
+    pub host_key_alias: Option<&'a str>,
+    /// The known_hosts file that vouches for the server.
+    pub known_hosts: &'a Path,
+    /// The key that logged in.
+    pub key_used: &'a KeyUsed,
+    /// The `Host` name for the tunnel.
+    pub tunnel_host: &'a str,
+    /// Brokers (may be empty).
+    pub brokers: &'a [Broker],
+    /// MySQL facts and the account the agent set up.
+    pub mysql: Option<&'a MysqlFacts>,
+    /// The forwards from [`forwards`].
+    pub forwards: &'a [Forward],
+    /// The PKCS#12 password (goes into `client.properties`, which Java reads).
+    pub keystore_password: &'a Secret<String>,
+    /// `legacy` or `modern`.
+    pub p12_format: &'a str,
+    /// RFC 3339 time of setup.
+    pub created: &'a str,
+    /// RFC 3339 end of the certificate's validity.
+    pub not_after: &'a str,
+    /// Certificate serial.
+    pub serial: &'a str,
+}
+
+/// The rendered text files. Kafka files are `None` without brokers, `my.cnf` without MySQL.
+pub struct Rendered {
+    /// `client.properties` (holds the keystore password).
+    pub client_properties: Option<Secret<String>>,
+    /// `librdkafka.conf`.
+    pub librdkafka_conf: Option<String>,
+    /// `my.cnf`.
+    pub my_cnf: Option<String>,
+    /// `ssh_config`.
+    pub ssh_config: String,
+    /// `DATAGRIP.md`.
+    pub datagrip_md: String,
+}
+
+fn env() -> Environment<'static> {
+    let mut env = Environment::new();
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    let syntax = SyntaxConfig::builder()
+        .trim_blocks(true)
+        .lstrip_blocks(true)
+        .keep_trailing_newline(true)
+        .build();
+    // The default delimiters always build.
+    if let Ok(syntax) = syntax {
+        env.set_syntax(syntax);
+    }
+    env.add_filter("ssh_quote", ssh_quote);
+    env.add_filter("cnf_quote", cnf_quote);
+    env.add_filter("prop_escape", prop_escape);
+    env.add_filter("hostport", |host: String, port: u16| hostport(&host, port));
+    env
+}
+
+/// ssh_config values with spaces must be double-quoted.
+fn ssh_quote(s: String) -> String {
+    if s.contains(char::is_whitespace) {
+        format!("\"{s}\"")
+    } else {
+        s
+    }
+}
+
+/// Option-file values with spaces or `#` must be quoted.
+fn cnf_quote(s: String) -> String {
+    if s.contains(|c: char| c.is_whitespace() || c == '#' || c == '"' || c == '\'') {
+        format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+    } else {
+        s
+    }
+}
+
+/// java.util.Properties treats `\` as an escape (a Windows path needs doubled backslashes).
+fn prop_escape(s: String) -> String {
+    s.replace('\\', "\\\\")
+}
+
+/// `host:port`, with IPv6 literals in brackets.
+fn hostport(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// Renders every text file of the profile.
+///
+/// # Errors
+/// [`Error::Template`] only on a template bug.
+pub fn render(input: &RenderInput<'_>) -> Result<Rendered, Error> {
+    let env = env();
+    let path = |f: &str| input.dir.join(f).display().to_string();
+    let bootstrap = input
+        .brokers
+        .iter()
+        .map(|b| hostport(&b.host, b.port))
+        .collect::<Vec<_>>()
+        .join(",");
+    let (key_file, agent_key) = match input.key_used {
+        KeyUsed::File { path, .. } => (Some(path.display().to_string()), None),
+        KeyUsed::Agent {
+            comment,
+            fingerprint,
+            file,
+        } => (
+            file.as_ref().map(|p| p.display().to_string()),
+            Some(format!("{comment} {fingerprint}").trim().to_owned()),
+        ),
+    };
+    let tunnel_cmd = format!(
+        "ssh -fN -F {} {}",
+        ssh_quote(path(files::SSH_CONFIG)),
+        input.tunnel_host
+    );
+    let ctx = context! {
+        name => input.name.as_str(),
+        dir => input.dir.display().to_string(),
+        destination => input.destination,
+        ssh_host => input.ssh_host,
+        ssh_port => input.ssh_port,
+        ssh_user => input.ssh_user,
+        host_key_alias => input.host_key_alias,
+        known_hosts => input.known_hosts.display().to_string(),
+        key_file => key_file,
+        agent_key => agent_key,
+        tunnel_host => input.tunnel_host,
+        tunnel_cmd => tunnel_cmd,
+        brokers => Serde(input.brokers),
+        bootstrap => bootstrap,
+        mysql => Serde(input.mysql),
+        forwards => Serde(input.forwards),
+        password => input.keystore_password.expose(),
+        p12_format => input.p12_format,
+        created => input.created,
+        not_after => input.not_after,
+        serial => input.serial,
+        client_key => path(files::CLIENT_KEY),
+        client_crt => path(files::CLIENT_CRT),
+        ca_crt => path(files::CA_CRT),
+        keystore => path(files::KEYSTORE),
+        truststore => path(files::TRUSTSTORE),
+        keystore_password_file => path(files::KEYSTORE_PASSWORD),
+        client_properties => path(files::CLIENT_PROPERTIES),
+        librdkafka_conf => path(files::LIBRDKAFKA_CONF),
+        my_cnf => path(files::MY_CNF),
+        ssh_config => path(files::SSH_CONFIG),
+        control_path => path("tunnel.sock"),
+    };
+    let one = |template: &'static str, source: &str| {
+        env.render_str(source, &ctx)
+            .map_err(|source| Error::Template { template, source })
+    };
+    let has_kafka = !input.brokers.is_empty();
+    Ok(Rendered {
+        client_properties: has_kafka
+            .then(|| one("client.properties.j2", CLIENT_PROPERTIES))
+            .transpose()?
+            .map(Secret::new),
+        librdkafka_conf: has_kafka
+            .then(|| one("librdkafka.conf.j2", LIBRDKAFKA_CONF))
+            .transpose()?,
+        my_cnf: input.mysql.map(|_| one("my.cnf.j2", MY_CNF)).transpose()?,
+        ssh_config: one("ssh_config.j2", SSH_CONFIG)?,
+        datagrip_md: one("DATAGRIP.md.j2", DATAGRIP_MD)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    fn brokers(ports: &[u16]) -> Vec<Broker> {
+        ports
+            .iter()
+            .enumerate()
+            .map(|(i, p)| Broker {
+                id: i as i32 + 1,
+                host: "localhost".into(),
+                port: *p,
+            })
+            .collect()
+    }
+
+    fn mysql() -> MysqlFacts {
+        MysqlFacts {
+            host: "127.0.0.1".into(),
+            port: 3306,
+            user: "saige".into(),
+        }
+    }
+
+    #[test]
+    // Seed: kafka-day-journal, one-port tunnel hangs on broker 2
+    fn forwards_every_advertised_broker_and_mysql() {
+        let m = mysql();
+        let (f, warnings) = forwards(&brokers(&[39094, 19094, 29094]), Some(&m)).expect("ok");
+        let ports: Vec<_> = f.iter().map(|f| f.local_port).collect();
+        assert_eq!(ports, [39094, 19094, 29094, 3306]);
+        assert!(warnings.is_empty());
+        assert_eq!(f[3].remote_host, "127.0.0.1");
+    }
+
+    #[test]
+    fn refuses_two_brokers_on_one_port() {
+        let e = forwards(&brokers(&[19094, 19094]), None).expect_err("dup");
+        assert_eq!(
+            e.to_string(),
+            "broker 1 and broker 2 both use port 19094 (`localhost:19094`, `localhost:19094`): \
+             one local port cannot forward to two servers"
+        );
+        let e = forwards(&brokers(&[3306]), Some(&mysql())).expect_err("mysql clash");
+        assert!(matches!(e, Error::DuplicatePort { port: 3306, .. }));
+    }
+
+    #[test]
+    fn warns_about_brokers_the_laptop_resolves_itself() {
+        let b = vec![Broker {
+            id: 2,
+            host: "kafka-2.internal".into(),
+            port: 9093,
+        }];
+        let (_, w) = forwards(&b, None).expect("ok");
+        assert_eq!(w.len(), 1);
+        assert!(w[0].contains("kafka-2.internal:9093"), "{}", w[0]);
+    }
+
+    fn input<'a>(
+        name: &'a ProfileName,
+        b: &'a [Broker],
+        m: Option<&'a MysqlFacts>,
+        f: &'a [Forward],
+        key: &'a KeyUsed,
+        pw: &'a Secret<String>,
+        dir: &'a Path,
+    ) -> RenderInput<'a> {
+        RenderInput {
+            name,
+            dir,
+            destination: "shiqi-dev@10.231.0.1",
+            ssh_host: "10.231.0.1",
+            ssh_port: 22,
+            ssh_user: "shiqi-dev",
+            host_key_alias: None,
+            known_hosts: Path::new("/home/saige/.ssh/known_hosts"),
+            key_used: key,
+            tunnel_host: "shiqi-tunnel",
+            brokers: b,
+            mysql: m,
+            forwards: f,
+            keystore_password: pw,
+            p12_format: "modern",
+            created: "2026-10-10T08:00:00Z",
+            not_after: "2026-11-09T08:00:00Z",
+            serial: "0a1b",
+        }
+    }
+
+    #[test]
+    fn renders_the_whole_profile() {
+        let name: ProfileName = "saige".parse().expect("name");
+        let b = brokers(&[19094, 29094, 39094]);
+        let m = mysql();
+        let (f, _) = forwards(&b, Some(&m)).expect("forwards");
+        let key = KeyUsed::File {
+            path: PathBuf::from("/home/saige/.ssh/id_ed25519"),
+            fingerprint: "SHA256:x".into(),
+        };
+        let pw = Secret::new("pw123".to_owned());
+        let dir = PathBuf::from("/home/saige/.shiqi/saige");
+        let r = render(&input(&name, &b, Some(&m), &f, &key, &pw, &dir)).expect("render");
+
+        let props = r.client_properties.expect("kafka");
+        let props = props.expose();
+        assert!(
+            props.contains("\nbootstrap.servers=localhost:19094,localhost:29094,localhost:39094\n")
+        );
+        assert!(props.contains("\nsecurity.protocol=SSL\n"));
+        assert!(props.contains("\nssl.keystore.location=/home/saige/.shiqi/saige/keystore.p12\n"));
+        assert!(props.contains("\nssl.keystore.password=pw123\n"));
+        assert!(props.contains("\nssl.truststore.type=PKCS12\n"));
+        assert!(!props.contains("\nssl.endpoint.identification.algorithm"));
+
+        let rdk = r.librdkafka_conf.expect("kafka");
+        assert!(rdk.contains("\nsecurity.protocol=ssl\n"));
+        assert!(rdk.contains("\nssl.key.location=/home/saige/.shiqi/saige/client.key\n"));
+
+        let cnf = r.my_cnf.expect("mysql");
+        assert!(cnf.contains("[client]\n"));
+        assert!(cnf.contains("\nhost=127.0.0.1\nport=3306\n"));
+        assert!(cnf.contains("\nuser=saige\n"));
+        assert!(cnf.contains("\nssl-verify-server-cert\n"));
+
+        let ssh = &r.ssh_config;
+        assert!(ssh.contains("\nHost shiqi-tunnel\n"));
+        for line in [
+            "    HostName 10.231.0.1",
+            "    User shiqi-dev",
+            "    Port 22",
+            "    IdentityFile /home/saige/.ssh/id_ed25519",
+            "    IdentitiesOnly yes",
+            "    UserKnownHostsFile /home/saige/.ssh/known_hosts",
+            "    LocalForward 127.0.0.1:19094 localhost:19094",
+            "    LocalForward 127.0.0.1:29094 localhost:29094",
+            "    LocalForward 127.0.0.1:39094 localhost:39094",
+            "    LocalForward 127.0.0.1:3306 127.0.0.1:3306",
+            "    ExitOnForwardFailure yes",
+            "    ServerAliveInterval 15",
+            "    ServerAliveCountMax 3",
+        ] {
+            assert!(ssh.lines().any(|l| l == line), "missing {line:?} in\n{ssh}");
+        }
+        assert!(
+            !r.datagrip_md.contains("pw123"),
+            "the password stays in keystore.password"
+        );
+        assert!(
+            r.datagrip_md
+                .contains("/home/saige/.shiqi/saige/client.properties")
+        );
+        assert!(!props.contains("{{") && !ssh.contains("{%") && !r.datagrip_md.contains("{{"));
+    }
+
+    #[test]
+    fn agent_login_and_no_kafka() {
+        let name: ProfileName = "bob".parse().expect("name");
+        let m = mysql();
+        let (f, _) = forwards(&[], Some(&m)).expect("forwards");
+        let key = KeyUsed::Agent {
+            comment: "bob@laptop".into(),
+            fingerprint: "SHA256:y".into(),
+            file: None,
+        };
+        let pw = Secret::new("pw".to_owned());
+        let dir = PathBuf::from("/home/bob/my profiles/bob");
+        let r = render(&input(&name, &[], Some(&m), &f, &key, &pw, &dir)).expect("render");
+        assert!(r.client_properties.is_none() && r.librdkafka_conf.is_none());
+        assert!(!r.ssh_config.contains("IdentityFile"));
+        assert!(r.ssh_config.contains("ssh-agent"));
+        assert!(
+            r.ssh_config
+                .contains("ControlPath \"/home/bob/my profiles/bob/tunnel.sock\"")
+        );
+        assert!(
+            r.my_cnf
+                .expect("mysql")
+                .contains("ssl-key=\"/home/bob/my profiles/bob/client.key\"")
+        );
+    }
+
+    #[test]
+    fn ssh_config_snapshot() {
+        let name: ProfileName = "saige".parse().expect("name");
+        let b = brokers(&[19094, 29094, 39094]);
+        let m = mysql();
+        let (f, _) = forwards(&b, Some(&m)).expect("forwards");
+        let key = KeyUsed::Agent {
+            comment: "saige@laptop".into(),
+            fingerprint: "SHA256:x".into(),
+            file: Some(PathBuf::from("/home/saige/.ssh/id_ed25519")),
+        };
+        let pw = Secret::new("pw123".to_owned());
+        let dir = PathBuf::from("/home/saige/.shiqi/saige");
+        let r = render(&input(&name, &b, Some(&m), &f, &key, &pw, &dir)).expect("render");
+        insta::assert_snapshot!(r.ssh_config, @r#"
+# SSH tunnel for profile `saige`, written by `shiqi-connect setup saige` at 2026-10-10T08:00:00Z.
+#
+# Start:  ssh -fN -F /home/saige/.shiqi/saige/ssh_config shiqi-tunnel
+# Check:  ssh -F /home/saige/.shiqi/saige/ssh_config -O check shiqi-tunnel
+# Stop:   ssh -F /home/saige/.shiqi/saige/ssh_config -O exit shiqi-tunnel
+# Or add `Include /home/saige/.shiqi/saige/ssh_config` at the top of ~/.ssh/config and use `ssh -fN shiqi-tunnel`.
+
+Host shiqi-tunnel
+    # The server, as `shiqi-dev@10.231.0.1` resolved during setup.
+    HostName 10.231.0.1
+    User shiqi-dev
+    Port 22
+    # Setup logged in with this key through ssh-agent (saige@laptop SHA256:x); ssh takes it from the
+    # agent when loaded, else from the file.
+    # IdentitiesOnly stops ssh from offering other keys first (servers allow only a few tries).
+    IdentityFile /home/saige/.ssh/id_ed25519
+    IdentitiesOnly yes
+    # The server's host key was checked against this file during setup; refuse any other.
+    UserKnownHostsFile /home/saige/.ssh/known_hosts
+    StrictHostKeyChecking yes
+
+    # Kafka: one forward per broker. After bootstrap the client connects to every broker at its
+    # advertised address, so a tunnel with only the bootstrap port hangs on the others. Each
+    # target is the advertised host as the server resolves it.
+    # Kafka broker 1 (advertised localhost:19094)
+    LocalForward 127.0.0.1:19094 localhost:19094
+    # Kafka broker 2 (advertised localhost:29094)
+    LocalForward 127.0.0.1:29094 localhost:29094
+    # Kafka broker 3 (advertised localhost:39094)
+    LocalForward 127.0.0.1:39094 localhost:39094
+
+    # MySQL on the server's 127.0.0.1:3306 (it listens there only).
+    LocalForward 127.0.0.1:3306 127.0.0.1:3306
+
+    # Fail at once if a local port is taken, instead of running a tunnel with a hole in it.
+    ExitOnForwardFailure yes
+    # Notice a dead connection within about 45 s and exit, rather than hang.
+    ServerAliveInterval 15
+    ServerAliveCountMax 3
+    # Lets `-O check` / `-O exit` above find the running tunnel.
+    ControlMaster auto
+    ControlPath /home/saige/.shiqi/saige/tunnel.sock
+"#);
+    }
+}

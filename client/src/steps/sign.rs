@@ -1,0 +1,341 @@
+//! Steps 2-3 on the server: `shiqi-ca-agent sign` (CSR on stdin → certificate and server facts)
+//! and `shiqi-ca-agent mysql-user`, over the one SSH session. Checks every reply against the
+//! request through `shiqi-ca` (no X.509 parsing here).
+
+use std::time::Duration;
+
+use shiqi_ca::ProfileName;
+use shiqi_ca::cert::Cert;
+use shiqi_ca::key::PrivateKey;
+use shiqi_ca::protocol::{MysqlUserResponse, PROTOCOL_VERSION, SignResponse};
+
+use crate::error::{AgentOp, Error};
+use crate::ssh::{Output, Session};
+
+/// Replies larger than this are not a certificate: refuse them instead of buffering them.
+const MAX_REPLY: usize = 1024 * 1024;
+/// The agent asks the Kafka cluster for its brokers (10 s timeout by default) before answering.
+const AGENT_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// How to start the agent on the server: a shell command prefix, `shiqi-ca-agent` by default.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AgentCommand(String);
+
+impl AgentCommand {
+    /// Takes the admin's `--agent-command`, e.g. `/opt/shiqi/bin/shiqi-ca-agent` or
+    /// `sudo -n -u shiqi shiqi-ca-agent`. It is passed to the remote shell as written.
+    ///
+    /// # Errors
+    /// When it is empty or spans lines.
+    pub fn new(s: &str) -> Result<Self, Error> {
+        let s = s.trim();
+        if s.is_empty() || s.chars().any(char::is_control) {
+            return Err(Error::InvalidValue {
+                what: "agent command",
+                given: s.chars().take(100).collect(),
+                why: "it must be one non-empty line",
+            });
+        }
+        Ok(Self(s.to_owned()))
+    }
+
+    /// The command as configured.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// `… sign --name NAME`; a [`ProfileName`] is a safe shell word by construction.
+    fn sign(&self, name: &ProfileName) -> String {
+        format!("{} sign --name {name}", self.0)
+    }
+
+    /// `… mysql-user NAME`.
+    fn mysql_user(&self, name: &ProfileName) -> String {
+        format!("{} mysql-user {name}", self.0)
+    }
+}
+
+impl Default for AgentCommand {
+    fn default() -> Self {
+        Self("shiqi-ca-agent".to_owned())
+    }
+}
+
+/// A certificate the server issued, checked against the key and name it was asked for.
+#[derive(Debug)]
+pub struct Signed {
+    /// The agent's reply.
+    pub response: SignResponse,
+    /// The leaf, parsed.
+    pub cert: Cert,
+    /// Leaf then chain, PEM: `client.crt` and the keystore's chain.
+    pub chain_pem: String,
+}
+
+/// Sends the CSR to `agent sign --name NAME` and checks the certificate that comes back.
+///
+/// # Errors
+/// [`Error::AgentNotInstalled`], [`Error::AgentRefused`], [`Error::AgentReply`],
+/// [`Error::ProtocolVersion`], [`Error::CertMismatch`], or an SSH error.
+#[tracing::instrument(skip_all, fields(profile = %name))]
+pub async fn sign(
+    session: &Session,
+    agent: &AgentCommand,
+    name: &ProfileName,
+    csr_pem: &str,
+    key: &PrivateKey,
+) -> Result<Signed, Error> {
+    tracing::debug!(bytes = csr_pem.len(), "sending CSR to shiqi-ca-agent");
+    let command = agent.sign(name);
+    let out = session
+        .exec(&command, csr_pem.as_bytes(), MAX_REPLY, AGENT_TIMEOUT)
+        .await?;
+    let stdout = successful(AgentOp::Sign, agent, out)?;
+    let response: SignResponse = parse_reply(AgentOp::Sign, &stdout)?;
+    check_sign_response(response, name, key)
+}
+
+/// Asks `agent mysql-user NAME` to create or update the certificate-only MySQL account.
+///
+/// # Errors
+/// As [`sign`].
+#[tracing::instrument(skip_all, fields(profile = %name))]
+pub async fn mysql_user(
+    session: &Session,
+    agent: &AgentCommand,
+    name: &ProfileName,
+) -> Result<MysqlUserResponse, Error> {
+    let out = session
+        .exec(&agent.mysql_user(name), b"", MAX_REPLY, AGENT_TIMEOUT)
+        .await?;
+    let stdout = successful(AgentOp::MysqlUser, agent, out)?;
+    let response: MysqlUserResponse = parse_reply(AgentOp::MysqlUser, &stdout)?;
+    if response.version != PROTOCOL_VERSION {
+        return Err(Error::ProtocolVersion {
+            found: response.version,
+            expected: PROTOCOL_VERSION,
+        });
+    }
+    Ok(response)
+}
+
+/// Turns a finished remote command into its stdout, or the error its status and stderr name.
+fn successful(op: AgentOp, agent: &AgentCommand, out: Output) -> Result<Vec<u8>, Error> {
+    match out.status {
+        Some(0) => Ok(out.stdout),
+        // POSIX shells exit 127 for "command not found" and 126 for "not executable".
+        Some(127) => Err(Error::AgentNotInstalled {
+            command: agent.as_str().to_owned(),
+        }),
+        None if out.signal.is_none() => Err(Error::AgentVanished { op }),
+        status => {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let (message, agent_hint) = read_stderr(&stderr);
+            let message = match (message, &out.signal, status) {
+                (Some(m), _, _) => m,
+                (None, Some(sig), _) => format!("it was killed by signal {sig}"),
+                (None, None, s) => format!(
+                    "it exited with status {} and printed no error",
+                    s.unwrap_or_default()
+                ),
+            };
+            Err(Error::AgentRefused {
+                op,
+                status: status.unwrap_or(255),
+                message,
+                agent_hint,
+            })
+        }
+    }
+}
+
+/// The agent prints `error: …` and `hint: …` lines (design.md); older or foreign tools print
+/// something else, so fall back to the last non-empty line.
+fn read_stderr(stderr: &str) -> (Option<String>, Option<String>) {
+    let clip = |s: &str| s.trim().chars().take(300).collect::<String>();
+    let lines: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let error = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("error:"))
+        .or_else(|| lines.last().copied())
+        .map(clip);
+    let hint = lines.iter().find_map(|l| l.strip_prefix("hint:")).map(clip);
+    (error, hint)
+}
+
+fn parse_reply<T: serde::de::DeserializeOwned>(op: AgentOp, stdout: &[u8]) -> Result<T, Error> {
+    // Check the version before the shape, so a newer agent gets the clearer error.
+    let value: serde_json::Value =
+        serde_json::from_slice(stdout).map_err(|e| Error::AgentReply {
+            op,
+            why: format!("not JSON ({e})"),
+        })?;
+    if let Some(v) = value.get("version").and_then(serde_json::Value::as_u64)
+        && v != u64::from(PROTOCOL_VERSION)
+    {
+        return Err(Error::ProtocolVersion {
+            found: u32::try_from(v).unwrap_or(u32::MAX),
+            expected: PROTOCOL_VERSION,
+        });
+    }
+    serde_json::from_value(value).map_err(|e| Error::AgentReply {
+        op,
+        why: e.to_string(),
+    })
+}
+
+fn check_sign_response(
+    response: SignResponse,
+    name: &ProfileName,
+    key: &PrivateKey,
+) -> Result<Signed, Error> {
+    let mismatch = |why: String| Error::CertMismatch { why };
+    if response.version != PROTOCOL_VERSION {
+        return Err(Error::ProtocolVersion {
+            found: response.version,
+            expected: PROTOCOL_VERSION,
+        });
+    }
+    if &response.name != name {
+        return Err(mismatch(format!(
+            "it was issued for `{}`, not `{name}`",
+            response.name
+        )));
+    }
+    let ca_err = |what| move |source| Error::Ca { what, source };
+    let cert = Cert::from_pem(&response.certificate_pem).map_err(ca_err("read the certificate"))?;
+    let ca = Cert::from_pem(&response.ca_pem).map_err(ca_err("read the CA certificate"))?;
+    if !cert.matches_key(key) {
+        return Err(mismatch(
+            "it certifies another public key than the CSR's".to_owned(),
+        ));
+    }
+    if cert.common_name() != Some(name.as_str()) {
+        return Err(mismatch(format!("its subject is `{}`", cert.subject())));
+    }
+    if cert.serial() != &response.serial {
+        return Err(mismatch(format!(
+            "its serial `{}` differs from the reply's `{}`",
+            cert.serial(),
+            response.serial
+        )));
+    }
+    let issuer = match response.chain_pem.first() {
+        Some(pem) => Cert::from_pem(pem).map_err(ca_err("read the issuing certificate"))?,
+        None => ca.clone(),
+    };
+    if !cert.is_signed_by(&issuer) {
+        return Err(mismatch(
+            "it is not signed by the chain the server sent".to_owned(),
+        ));
+    }
+    let mut chain_pem = ensure_newline(&response.certificate_pem);
+    for c in &response.chain_pem {
+        chain_pem.push_str(&ensure_newline(c));
+    }
+    if response.chain_pem.is_empty() {
+        chain_pem.push_str(&ensure_newline(&response.ca_pem));
+    }
+    Ok(Signed {
+        response,
+        cert,
+        chain_pem,
+    })
+}
+
+fn ensure_newline(pem: &str) -> String {
+    let mut s = pem.trim_end().to_owned();
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn out(status: Option<u32>, stderr: &str) -> Output {
+        Output {
+            status,
+            stderr: stderr.as_bytes().to_vec(),
+            stdout: b"{}".to_vec(),
+            signal: None,
+        }
+    }
+
+    #[test]
+    fn reads_agent_failures() {
+        let a = AgentCommand::default();
+        assert!(successful(AgentOp::Sign, &a, out(Some(0), "")).is_ok());
+
+        let e = successful(
+            AgentOp::Sign,
+            &a,
+            out(Some(127), "sh: shiqi-ca-agent: not found"),
+        )
+        .expect_err("127");
+        assert_eq!(
+            e.to_string(),
+            "`shiqi-ca-agent` is not installed on the server (not on PATH)"
+        );
+
+        let e = successful(
+            AgentOp::Sign,
+            &a,
+            out(
+                Some(2),
+                "error: CSR subject `bob` does not match profile `saige`\nhint: use CN=saige\n",
+            ),
+        )
+        .expect_err("refused");
+        assert_eq!(
+            e.to_string(),
+            "the server's agent refused the CSR: CSR subject `bob` does not match profile `saige`"
+        );
+        assert_eq!(e.hint().as_deref(), Some("use CN=saige"));
+
+        let e = successful(AgentOp::Sign, &a, out(None, "")).expect_err("gone");
+        assert!(matches!(e, Error::AgentVanished { .. }), "{e}");
+
+        let e = successful(AgentOp::MysqlUser, &a, out(Some(1), "")).expect_err("silent");
+        assert!(
+            e.to_string()
+                .ends_with("it exited with status 1 and printed no error"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn refuses_other_protocol_versions_and_junk() {
+        let e = parse_reply::<MysqlUserResponse>(AgentOp::MysqlUser, br#"{"version":7}"#)
+            .expect_err("version");
+        assert!(matches!(
+            e,
+            Error::ProtocolVersion {
+                found: 7,
+                expected: 1
+            }
+        ));
+        let e = parse_reply::<MysqlUserResponse>(AgentOp::MysqlUser, b"Welcome to the server!\n{")
+            .expect_err("junk");
+        assert!(e.to_string().contains("not JSON"), "{e}");
+    }
+
+    #[test]
+    fn builds_command_lines_from_validated_names() {
+        let name: ProfileName = "saige".parse().expect("name");
+        let a = AgentCommand::new(" /opt/shiqi/bin/shiqi-ca-agent ").expect("valid");
+        assert_eq!(
+            a.sign(&name),
+            "/opt/shiqi/bin/shiqi-ca-agent sign --name saige"
+        );
+        assert_eq!(
+            AgentCommand::default().mysql_user(&name),
+            "shiqi-ca-agent mysql-user saige"
+        );
+        assert!(AgentCommand::new("a\nb").is_err() && AgentCommand::new("  ").is_err());
+    }
+}

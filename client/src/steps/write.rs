@@ -1,0 +1,237 @@
+//! Step 4b: putting a profile on disk all at once. The files go into a staging folder next to
+//! the target (`$SHIQI_HOME/.NAME.tmp-XXXX`), which is then renamed into place — swapped with
+//! the old profile under `--force` — so a failure at any point leaves either the old profile or
+//! none, never half of one.
+
+use std::path::{Path, PathBuf};
+
+use shiqi_ca::ProfileName;
+
+use crate::error::Error;
+use crate::fsutil;
+
+/// One file of a profile: its name in the folder and its bytes.
+pub struct ProfileFile {
+    /// File name, e.g. `client.key`.
+    pub name: &'static str,
+    /// Content (may be a secret; never logged).
+    pub bytes: Vec<u8>,
+}
+
+impl std::fmt::Debug for ProfileFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ProfileFile({}, {} bytes)", self.name, self.bytes.len())
+    }
+}
+
+/// What [`install`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Installed {
+    /// A new profile folder.
+    Created(PathBuf),
+    /// An existing profile was replaced (`--force`).
+    Replaced(PathBuf),
+}
+
+/// Checks, before any work, that `name` may be written under `root`.
+///
+/// # Errors
+/// [`Error::ProfileExists`] when it exists and `force` is off.
+pub fn check_free(root: &Path, name: &ProfileName, force: bool) -> Result<(), Error> {
+    let dir = crate::profile::dir(root, name);
+    if !force && dir.symlink_metadata().is_ok() {
+        return Err(Error::ProfileExists {
+            name: name.to_string(),
+            path: dir,
+        });
+    }
+    Ok(())
+}
+
+/// Writes `files` as profile `name` under `root` (created 0700 if missing).
+///
+/// # Errors
+/// [`Error::ProfileExists`] without `force`; [`Error::Io`] on any file-system failure, after
+/// which the staging folder is gone and the previous profile (if any) is untouched.
+#[tracing::instrument(skip_all, fields(profile = %name))]
+pub fn install(
+    root: &Path,
+    name: &ProfileName,
+    files: &[ProfileFile],
+    force: bool,
+) -> Result<Installed, Error> {
+    fsutil::create_private_dir(root)?;
+    check_free(root, name, force)?;
+    let target = crate::profile::dir(root, name);
+    let staging = tempfile::Builder::new()
+        .prefix(&format!(".{name}.tmp-"))
+        .tempdir_in(root)
+        .map_err(|source| Error::Io {
+            action: "create a staging folder in",
+            path: root.to_path_buf(),
+            source,
+        })?;
+    fsutil::set_mode(staging.path(), 0o700)?;
+    for f in files {
+        fsutil::write_private(&staging.path().join(f.name), &f.bytes)?;
+    }
+    fsutil::sync_dir(staging.path())?;
+    tracing::debug!(staging = %staging.path().display(), files = files.len(), "profile staged");
+
+    let installed = if target.symlink_metadata().is_ok() {
+        swap(staging.path(), &target)?;
+        // The staging path now holds the old profile; dropping the TempDir removes it.
+        drop(staging);
+        Installed::Replaced(target)
+    } else {
+        std::fs::rename(staging.path(), &target).map_err(|source| Error::Io {
+            action: "move the new profile into place at",
+            path: target.clone(),
+            source,
+        })?;
+        // Renamed away: nothing left for the TempDir to delete.
+        let _ = staging.keep();
+        Installed::Created(target)
+    };
+    fsutil::sync_dir(root)?;
+    Ok(installed)
+}
+
+/// Exchanges two folders atomically (`renameat2(RENAME_EXCHANGE)`); where the file system does
+/// not support that, moves the old one aside first and restores it if the second rename fails.
+fn swap(staging: &Path, target: &Path) -> Result<(), Error> {
+    let io = |action, path: &Path| {
+        let path = path.to_path_buf();
+        move |source| Error::Io {
+            action,
+            path,
+            source,
+        }
+    };
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::fs::{CWD, RenameFlags, renameat_with};
+        match renameat_with(CWD, staging, CWD, target, RenameFlags::EXCHANGE) {
+            Ok(()) => return Ok(()),
+            Err(e) => tracing::debug!(error = %e, "RENAME_EXCHANGE unavailable, moving aside"),
+        }
+    }
+    let aside = target.with_file_name(format!(
+        ".{}.old-{}",
+        target
+            .file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default(),
+        std::process::id()
+    ));
+    std::fs::rename(target, &aside).map_err(io("move the old profile aside", target))?;
+    if let Err(source) = std::fs::rename(staging, target) {
+        let _ = std::fs::rename(&aside, target);
+        return Err(Error::Io {
+            action: "move the new profile into place at",
+            path: target.to_path_buf(),
+            source,
+        });
+    }
+    // The staging path is now free; put the old profile there so the caller's cleanup removes it.
+    std::fs::rename(&aside, staging).map_err(io("clean up the old profile at", &aside))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    fn files(content: &str) -> Vec<ProfileFile> {
+        vec![
+            ProfileFile {
+                name: "client.key",
+                bytes: content.as_bytes().to_vec(),
+            },
+            ProfileFile {
+                name: "profile.json",
+                bytes: b"{}".to_vec(),
+            },
+        ]
+    }
+
+    fn listing(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(dir)
+            .expect("ls")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn creates_then_refuses_then_replaces_atomically() {
+        let home = tempfile::tempdir().expect("tempdir");
+        let root = home.path().join(".shiqi");
+        let name: ProfileName = "saige".parse().expect("name");
+
+        let first = install(&root, &name, &files("one"), false).expect("create");
+        let dir = root.join("saige");
+        assert_eq!(first, Installed::Created(dir.clone()));
+        assert_eq!(
+            fs::metadata(&root).expect("stat").permissions().mode() & 0o777,
+            0o700
+        );
+        assert_eq!(
+            fs::metadata(&dir).expect("stat").permissions().mode() & 0o777,
+            0o700
+        );
+        assert_eq!(listing(&dir), ["client.key", "profile.json"]);
+
+        let e = install(&root, &name, &files("two"), false).expect_err("exists");
+        assert!(matches!(e, Error::ProfileExists { .. }));
+        assert_eq!(
+            fs::read_to_string(dir.join("client.key")).expect("read"),
+            "one"
+        );
+
+        let again = install(&root, &name, &files("two"), true).expect("replace");
+        assert_eq!(again, Installed::Replaced(dir.clone()));
+        assert_eq!(
+            fs::read_to_string(dir.join("client.key")).expect("read"),
+            "two"
+        );
+        // No staging or old folder is left next to the profile.
+        assert_eq!(listing(&root), ["saige"]);
+    }
+
+    #[test]
+    fn a_failed_write_leaves_the_old_profile_and_no_staging() {
+        let home = tempfile::tempdir().expect("tempdir");
+        let root = home.path().to_path_buf();
+        let name: ProfileName = "saige".parse().expect("name");
+        install(&root, &name, &files("one"), false).expect("create");
+        // A file name with a missing sub-folder cannot be written.
+        let bad = vec![ProfileFile {
+            name: "no/such/dir",
+            bytes: vec![],
+        }];
+        assert!(install(&root, &name, &bad, true).is_err());
+        assert_eq!(
+            fs::read_to_string(root.join("saige/client.key")).expect("read"),
+            "one"
+        );
+        assert_eq!(listing(&root), ["saige"]);
+    }
+
+    #[test]
+    fn swap_fallback_restores_on_failure_free_path() {
+        let home = tempfile::tempdir().expect("tempdir");
+        let a = home.path().join("a");
+        let b = home.path().join("b");
+        fsutil::create_private_dir(&a).expect("a");
+        fsutil::create_private_dir(&b).expect("b");
+        fsutil::write_private(&a.join("f"), b"new").expect("write");
+        fsutil::write_private(&b.join("f"), b"old").expect("write");
+        swap(&a, &b).expect("swap");
+        assert_eq!(fs::read_to_string(b.join("f")).expect("read"), "new");
+        assert_eq!(fs::read_to_string(a.join("f")).expect("read"), "old");
+    }
+}
