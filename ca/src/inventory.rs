@@ -571,11 +571,9 @@ mod tests {
         }
     }
 
-    fn temp_inventory() -> Result<(tempfile::TempDir, PathBuf, Inventory), Error> {
-        let dir = tempfile::tempdir().map_err(|source| Error::InventoryCreate {
-            path: PathBuf::from("tempdir"),
-            source,
-        })?;
+    fn temp_inventory()
+    -> Result<(tempfile::TempDir, PathBuf, Inventory), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
         let path = dir.path().join("inventory.sqlite");
         let inv = Inventory::open(&path)?;
         Ok((dir, path, inv))

@@ -2,6 +2,7 @@
 //! PKCS#12 keystores and the certificate inventory.
 //!
 //! It knows nothing of SSH, MySQL or Kafka: the agent and the client bring the transport.
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod cert;

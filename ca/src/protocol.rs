@@ -108,6 +108,42 @@ pub struct MysqlUserResponse {
     pub created: bool,
 }
 
+/// The reply to `shiqi-ca-agent kafka-user NAME [--revoke]`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct KafkaUserResponse {
+    /// Always [`PROTOCOL_VERSION`].
+    pub version: u32,
+    /// The Kafka principal, `User:NAME` (the brokers map `CN=NAME` to it).
+    pub principal: String,
+    /// Every ACL the principal holds after the call (none after `--revoke`), sorted.
+    pub acls: Vec<KafkaAcl>,
+    /// The ACLs this call created (empty when they all existed already).
+    #[serde(default)]
+    pub created: Vec<KafkaAcl>,
+    /// The ACLs this call deleted (`--revoke`).
+    #[serde(default)]
+    pub deleted: Vec<KafkaAcl>,
+}
+
+/// One Kafka ACL, in the spellings of the agent's `[[kafka.grants]]` config.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+pub struct KafkaAcl {
+    /// `User:NAME`.
+    pub principal: String,
+    /// `topic`, `group`, `cluster`, `transactional-id` (or `unknown`).
+    pub resource: String,
+    /// `literal` or `prefixed`.
+    pub pattern: String,
+    /// The resource name or prefix.
+    pub name: String,
+    /// `read`, `write`, `describe`, `describe-configs`, …
+    pub operation: String,
+    /// `allow` or `deny`.
+    pub permission: String,
+    /// The client host the ACL applies to, `*` for any.
+    pub host: String,
+}
+
 /// The reply to `shiqi-ca-agent brokers --json`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct BrokersResponse {

@@ -1,5 +1,6 @@
 //! The CA's output read back by the real consumers: OpenSSL verifies chains and parses CSRs,
 //! keytool opens the PKCS#12 files. Fixtures are generated at run time, never committed.
+#![forbid(unsafe_code)]
 
 use std::path::Path;
 use std::process::Command;

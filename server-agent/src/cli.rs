@@ -46,6 +46,9 @@ pub enum Command {
     Sign(SignArgs),
     /// Create or update the certificate-only MySQL user for NAME (idempotent).
     MysqlUser(MysqlUserArgs),
+    /// Give Kafka principal `User:NAME` the ACLs of `[kafka] grants` (idempotent), or delete
+    /// all of its ACLs with `--revoke`.
+    KafkaUser(KafkaUserArgs),
     /// List every Kafka broker's advertised host:port, from the cluster's metadata.
     Brokers(BrokersArgs),
     /// List the issued certificates.
@@ -108,6 +111,17 @@ pub struct SignArgs {
 pub struct MysqlUserArgs {
     /// The user (and certificate) name.
     pub name: String,
+}
+
+/// `kafka-user`.
+#[derive(Debug, Args)]
+pub struct KafkaUserArgs {
+    /// The user (and certificate) name; the principal is `User:NAME`.
+    pub name: String,
+    /// Delete every ACL of `User:NAME` instead (no certificate needed), and list what was
+    /// deleted.
+    #[arg(long)]
+    pub revoke: bool,
 }
 
 /// `brokers`.

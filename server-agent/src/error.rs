@@ -87,6 +87,22 @@ pub enum AgentError {
         /// librdkafka's message.
         why: String,
     },
+    /// A Kafka ACL could not be built (a NUL byte in a name, an unknown type); nothing was sent.
+    #[error("invalid Kafka ACL: {why}")]
+    InvalidAcl {
+        /// What is wrong.
+        why: String,
+    },
+    /// An ACL request failed or the cluster refused (part of) it.
+    #[error("Kafka {request} failed: {why} ({code})")]
+    KafkaAcl {
+        /// `CreateAcls`, `DescribeAcls` or `DeleteAcls`.
+        request: &'static str,
+        /// librdkafka's error name, e.g. `CLUSTER_AUTHORIZATION_FAILED`, `_TIMED_OUT`.
+        code: String,
+        /// librdkafka's or the broker's message.
+        why: String,
+    },
     /// A template failed to render (a bug in templates/).
     #[error("cannot render template `{name}`: {why}")]
     Template {
@@ -119,6 +135,20 @@ impl AgentError {
                 "check that mysqld runs and that `[mysql]` in agent.toml points at it".into()
             }
             Self::Kafka { .. } => {
+                "check that the brokers run and that `[kafka] bootstrap` in agent.toml is right"
+                    .into()
+            }
+            Self::KafkaAcl { code, .. } if code == "CLUSTER_AUTHORIZATION_FAILED" => {
+                "the agent's admin identity (`[kafka] admin_name`, `User:shiqi-admin` by default) \
+                 must be listed in the brokers' `super.users`"
+                    .into()
+            }
+            Self::KafkaAcl { code, .. } if code == "SECURITY_DISABLED" => {
+                "the brokers run without an authorizer: set `authorizer.class.name` \
+                 (org.apache.kafka.metadata.authorizer.StandardAuthorizer) on every broker"
+                    .into()
+            }
+            Self::KafkaAcl { .. } => {
                 "check that the brokers run and that `[kafka] bootstrap` in agent.toml is right"
                     .into()
             }

@@ -4,6 +4,9 @@
 //!
 //! X.509 work is `shiqi-ca`'s; this crate brings the state directory, the config, MySQL
 //! (mysql_async) and Kafka (rdkafka).
+//!
+//! No `unsafe` except in [`kafka_acl`], which owns librdkafka's ACL FFI.
+#![deny(unsafe_code)]
 
 pub mod audit;
 pub mod cli;
@@ -12,6 +15,8 @@ pub mod config;
 pub mod error;
 pub mod fsutil;
 pub mod kafka;
+#[allow(unsafe_code, reason = "librdkafka's ACL API; see the module docs")]
+pub mod kafka_acl;
 pub mod logging;
 pub mod mysql;
 pub mod render;
@@ -28,6 +33,7 @@ pub fn run(cli: cli::Cli) -> anyhow::Result<()> {
         cli::Command::ServerCert(args) => commands::server_cert::run(&ctx, args),
         cli::Command::Sign(args) => commands::sign::run(&ctx, args),
         cli::Command::MysqlUser(args) => commands::mysql_user::run(&ctx, args),
+        cli::Command::KafkaUser(args) => commands::kafka_user::run(&ctx, args),
         cli::Command::Brokers(args) => commands::brokers::run(&ctx, args),
         cli::Command::List(args) => commands::list::run(&ctx, args),
     }

@@ -1,4 +1,5 @@
 //! `shiqi-ca-agent`: the server side of shiqi-connect. All work is in the library.
+#![forbid(unsafe_code)]
 
 use std::process::ExitCode;
 

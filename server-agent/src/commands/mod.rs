@@ -2,6 +2,7 @@
 
 pub mod brokers;
 pub mod init;
+pub mod kafka_user;
 pub mod list;
 pub mod mysql_user;
 pub mod server_cert;

@@ -1,0 +1,138 @@
+//! `kafka-user NAME [--revoke]`: the Kafka ACLs of principal `User:NAME` (the brokers map a
+//! client certificate's `CN=NAME` to it).
+//!
+//! Granting is idempotent and additive: it creates the `[kafka] grants` ACLs the principal lacks
+//! and never removes others (an admin's extra ACLs stay; to reset, `--revoke` then grant).
+//! `--revoke` deletes every ACL of the principal, whatever made it; the certificate lifecycle
+//! uses it when a name is revoked.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use rdkafka::admin::AdminClient;
+use rdkafka::client::DefaultClientContext;
+use shiqi_ca::ProfileName;
+use shiqi_ca::inventory::CertKind;
+use shiqi_ca::protocol::{KafkaUserResponse, PROTOCOL_VERSION};
+
+use crate::audit;
+use crate::cli::KafkaUserArgs;
+use crate::error::AgentError;
+use crate::kafka_acl::{self, AclBinding, AclFilter};
+use crate::state::Context;
+
+/// Grants or revokes and prints a `KafkaUserResponse`.
+pub fn run(ctx: &Context, args: KafkaUserArgs) -> anyhow::Result<()> {
+    let result = if args.revoke {
+        revoke(ctx, &args)
+    } else {
+        grant(ctx, &args)
+    };
+    let (outcome, reason) = match &result {
+        Ok(_) => ("ok", None),
+        Err(e) => ("failed", Some(format!("{e:#}"))),
+    };
+    audit::record(
+        ctx,
+        &audit::Entry {
+            action: if args.revoke {
+                "kafka-user-revoke"
+            } else {
+                "kafka-user"
+            },
+            name: &args.name,
+            serial: None,
+            outcome,
+            reason,
+        },
+    );
+    crate::commands::print_json(&result?)
+}
+
+fn grant(ctx: &Context, args: &KafkaUserArgs) -> anyhow::Result<KafkaUserResponse> {
+    let name = user_name(ctx, &args.name)?;
+    ctx.inventory()?
+        .latest_valid(name.as_str(), CertKind::Client)?
+        .ok_or_else(|| AgentError::NoCertificate {
+            name: name.to_string(),
+        })?;
+    let principal = principal(&name);
+    let wanted: BTreeSet<AclBinding> = ctx
+        .config
+        .kafka
+        .grants
+        .iter()
+        .flat_map(|g| g.bindings(&name))
+        .collect();
+
+    let (admin, timeout) = connect(ctx)?;
+    let bootstrap = &ctx.config.kafka.bootstrap;
+    let held: BTreeSet<AclBinding> =
+        kafka_acl::describe_acls(&admin, &AclFilter::principal(&principal), timeout)
+            .with_context(|| format!("Kafka at `{bootstrap}`"))?
+            .into_iter()
+            .collect();
+    let missing: Vec<AclBinding> = wanted.difference(&held).cloned().collect();
+    kafka_acl::create_acls(&admin, &missing, timeout)
+        .with_context(|| format!("Kafka at `{bootstrap}`"))?;
+    tracing::debug!(%principal, created = missing.len(), held = held.len(), "kafka-user");
+    // Not a second describe: brokers apply new ACLs a moment after the controller commits
+    // them, so a describe now could miss what was just created.
+    let now: BTreeSet<&AclBinding> = held.iter().chain(&missing).collect();
+    Ok(KafkaUserResponse {
+        version: PROTOCOL_VERSION,
+        principal,
+        acls: now.into_iter().map(AclBinding::to_wire).collect(),
+        created: missing.iter().map(AclBinding::to_wire).collect(),
+        deleted: Vec::new(),
+    })
+}
+
+fn revoke(ctx: &Context, args: &KafkaUserArgs) -> anyhow::Result<KafkaUserResponse> {
+    let name = user_name(ctx, &args.name)?;
+    let principal = principal(&name);
+    let (admin, timeout) = connect(ctx)?;
+    let bootstrap = &ctx.config.kafka.bootstrap;
+    let deleted = kafka_acl::delete_acls(&admin, &[AclFilter::principal(&principal)], timeout)
+        .with_context(|| format!("Kafka at `{bootstrap}`"))?;
+    Ok(KafkaUserResponse {
+        version: PROTOCOL_VERSION,
+        principal,
+        acls: Vec::new(),
+        created: Vec::new(),
+        deleted: deleted.iter().map(AclBinding::to_wire).collect(),
+    })
+}
+
+/// A valid profile name that is not one of the server's own identities (the super users
+/// `kafka-broker` and `shiqi-admin` among them).
+fn user_name(ctx: &Context, raw: &str) -> anyhow::Result<ProfileName> {
+    let name: ProfileName = raw.parse()?;
+    if ctx.config.reserved_names().contains(&name.as_str()) {
+        return Err(AgentError::ReservedName {
+            name: name.to_string(),
+        }
+        .into());
+    }
+    Ok(name)
+}
+
+fn principal(name: &ProfileName) -> String {
+    format!("User:{name}")
+}
+
+/// An admin client with the agent's own short-lived admin certificate (a super user).
+fn connect(ctx: &Context) -> anyhow::Result<(AdminClient<DefaultClientContext>, Duration)> {
+    let ca = ctx.ca()?;
+    let admin = crate::kafka::admin_client_config(ctx, &ca)?
+        .create()
+        .map_err(|e| AgentError::Kafka {
+            bootstrap: ctx.config.kafka.bootstrap.clone(),
+            why: e.to_string(),
+        })?;
+    Ok((
+        admin,
+        Duration::from_secs(ctx.config.kafka.timeout_secs.max(1)),
+    ))
+}
