@@ -10,6 +10,8 @@ pub enum AgentOp {
     Sign,
     /// `shiqi-ca-agent mysql-user NAME`.
     MysqlUser,
+    /// `shiqi-ca-agent kafka-user NAME`.
+    KafkaUser,
 }
 
 impl AgentOp {
@@ -18,6 +20,7 @@ impl AgentOp {
         match self {
             Self::Sign => "sign",
             Self::MysqlUser => "mysql-user",
+            Self::KafkaUser => "kafka-user",
         }
     }
 
@@ -25,6 +28,7 @@ impl AgentOp {
         match self {
             Self::Sign => "the server's agent refused the CSR",
             Self::MysqlUser => "the server's agent could not set up the MySQL user",
+            Self::KafkaUser => "the server's agent could not grant the Kafka permissions",
         }
     }
 }

@@ -80,6 +80,7 @@ impl Context {
             std::fs::read_to_string(&key_path),
             std::fs::read_to_string(&cert_path),
         ) && let (Ok(key), Ok(cert)) = (PrivateKey::from_pem(&k), Cert::from_pem(&c))
+            && cert.common_name() == Some(self.config.kafka.admin_name.as_str())
             && cert.matches_key(&key)
             && cert.is_signed_by(ca.cert())
             && cert.not_after() - now > lifetime / 4

@@ -251,6 +251,34 @@ pub async fn execute(
             .warn("no Kafka brokers known: client.properties and librdkafka.conf are not written");
     }
 
+    if let Some(kafka) = &facts.kafka {
+        let step = printer.step("grant the Kafka permissions");
+        let granted = sign::kafka_user(&session, &s.agent, &s.name)
+            .await
+            .with_context(|| format!("cannot grant Kafka permissions to `User:{}`", s.name))?;
+        let mut scopes: Vec<String> = granted
+            .acls
+            .iter()
+            .map(|a| {
+                format!(
+                    "{} {}{}",
+                    a.resource,
+                    a.name,
+                    if a.pattern == "prefixed" { "*" } else { "" }
+                )
+            })
+            .collect();
+        scopes.dedup();
+        step.done(&format!(
+            "{} on {} ({} ACLs, {} new) across {} brokers",
+            granted.principal,
+            scopes.join(", "),
+            granted.acls.len(),
+            granted.created.len(),
+            kafka.brokers.len()
+        ));
+    }
+
     let mysql = match &facts.mysql {
         Some(m) => {
             let step = printer.step("set up the MySQL user");

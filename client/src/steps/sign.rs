@@ -7,7 +7,7 @@ use std::time::Duration;
 use shiqi_ca::ProfileName;
 use shiqi_ca::cert::Cert;
 use shiqi_ca::key::PrivateKey;
-use shiqi_ca::protocol::{MysqlUserResponse, PROTOCOL_VERSION, SignResponse};
+use shiqi_ca::protocol::{KafkaUserResponse, MysqlUserResponse, PROTOCOL_VERSION, SignResponse};
 
 use crate::error::{AgentOp, Error};
 use crate::ssh::{Output, Session};
@@ -52,6 +52,11 @@ impl AgentCommand {
     /// `… mysql-user NAME`.
     fn mysql_user(&self, name: &ProfileName) -> String {
         format!("{} mysql-user {name}", self.0)
+    }
+
+    /// `… kafka-user NAME`.
+    fn kafka_user(&self, name: &ProfileName) -> String {
+        format!("{} kafka-user {name}", self.0)
     }
 }
 
@@ -110,6 +115,31 @@ pub async fn mysql_user(
         .await?;
     let stdout = successful(AgentOp::MysqlUser, agent, out)?;
     let response: MysqlUserResponse = parse_reply(AgentOp::MysqlUser, &stdout)?;
+    if response.version != PROTOCOL_VERSION {
+        return Err(Error::ProtocolVersion {
+            found: response.version,
+            expected: PROTOCOL_VERSION,
+        });
+    }
+    Ok(response)
+}
+
+/// Asks `agent kafka-user NAME` to grant the principal `User:NAME` the ACLs the server's config
+/// names (idempotent), so that it can use topics and groups with the broker's authorizer on.
+///
+/// # Errors
+/// As [`sign`].
+#[tracing::instrument(skip_all, fields(profile = %name))]
+pub async fn kafka_user(
+    session: &Session,
+    agent: &AgentCommand,
+    name: &ProfileName,
+) -> Result<KafkaUserResponse, Error> {
+    let out = session
+        .exec(&agent.kafka_user(name), b"", MAX_REPLY, AGENT_TIMEOUT)
+        .await?;
+    let stdout = successful(AgentOp::KafkaUser, agent, out)?;
+    let response: KafkaUserResponse = parse_reply(AgentOp::KafkaUser, &stdout)?;
     if response.version != PROTOCOL_VERSION {
         return Err(Error::ProtocolVersion {
             found: response.version,
