@@ -11,25 +11,23 @@ use shiqi_ca::{ProfileName, Secret};
 use crate::stack::Stack;
 
 /// One client identity's files.
-pub struct Identity {
-    pub name: String,
-    pub dir: PathBuf,
-    pub serial: String,
-    pub response: Option<SignResponse>,
+pub(crate) struct Identity {
+    pub(crate) dir: PathBuf,
+    pub(crate) serial: String,
 }
 
 impl Identity {
-    pub fn path(&self, file: &str) -> PathBuf {
+    pub(crate) fn path(&self, file: &str) -> PathBuf {
         self.dir.join(file)
     }
 
-    pub fn path_str(&self, file: &str) -> String {
+    pub(crate) fn path_str(&self, file: &str) -> String {
         self.path(file).display().to_string()
     }
 }
 
 /// Signs a fresh P-256 key for `name` through the agent and writes its files into `dir`.
-pub fn signed(stack: &Stack, name: &str, dir: &Path) -> Identity {
+pub(crate) fn signed(stack: &Stack, name: &str, dir: &Path) -> Identity {
     let key = PrivateKey::generate(KeyType::EcdsaP256).expect("key");
     let profile: ProfileName = name.parse().expect("valid test name");
     let csr = shiqi_ca::csr::build(&key, &profile).expect("csr");
@@ -37,37 +35,45 @@ pub fn signed(stack: &Stack, name: &str, dir: &Path) -> Identity {
         .agent(&["sign", "--name", name], Some(csr.as_bytes()))
         .ok();
     let response: SignResponse = serde_json::from_str(&out.stdout).expect("sign answers JSON");
-    let chain = format!("{}{}", response.certificate_pem, response.chain_pem.join(""));
+    let chain = format!(
+        "{}{}",
+        response.certificate_pem,
+        response.chain_pem.join("")
+    );
     write_files(name, dir, &key, &chain, &response.ca_pem);
     Identity {
-        name: name.to_owned(),
         dir: dir.to_owned(),
         serial: response.serial.to_hex(),
-        response: Some(response),
     }
 }
 
 /// An identity from a CA of its own: the brokers and MariaDB must refuse it.
-pub fn foreign(name: &str, dir: &Path, server_ca_pem: &str) -> Identity {
+pub(crate) fn foreign(name: &str, dir: &Path, server_ca_pem: &str) -> Identity {
     use shiqi_ca::issue::{Ca, Validity};
     let now = time::OffsetDateTime::now_utc();
-    let other = Ca::create(KeyType::EcdsaP256, "shiqi-connect CA", Validity::starting_now(now, time::Duration::days(1)))
-        .expect("other CA");
+    let other = Ca::create(
+        KeyType::EcdsaP256,
+        "shiqi-connect CA",
+        Validity::starting_now(now, time::Duration::days(1)),
+    )
+    .expect("other CA");
     let key = PrivateKey::generate(KeyType::EcdsaP256).expect("key");
     let profile: ProfileName = name.parse().expect("valid test name");
     let csr = shiqi_ca::csr::build(&key, &profile).expect("csr");
     let checked = shiqi_ca::policy::check_csr(csr.as_bytes(), &profile).expect("policy");
     let cert = other
-        .issue_client(&checked, &shiqi_ca::Serial::random(), Validity::starting_now(now, time::Duration::days(1)))
+        .issue_client(
+            &checked,
+            &shiqi_ca::Serial::random(),
+            Validity::starting_now(now, time::Duration::days(1)),
+        )
         .expect("issue");
     let chain = format!("{}{}", cert.pem(), other.cert().pem());
     // Trust the real server CA so that only the client side is wrong.
     write_files(name, dir, &key, &chain, server_ca_pem);
     Identity {
-        name: name.to_owned(),
         dir: dir.to_owned(),
         serial: cert.serial().to_hex(),
-        response: None,
     }
 }
 
@@ -83,7 +89,8 @@ fn write_files(name: &str, dir: &Path, key: &PrivateKey, chain: &str, ca_pem: &s
     );
     write(
         "truststore.p12",
-        &keystore::truststore(ca_pem, "shiqi-ca", &password, P12Format::Modern).expect("truststore"),
+        &keystore::truststore(ca_pem, "shiqi-ca", &password, P12Format::Modern)
+            .expect("truststore"),
     );
     let d = dir.display();
     let pw = password.expose();

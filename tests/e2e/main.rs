@@ -1,8 +1,10 @@
 //! End-to-end tests against the real stack: OpenSSH, three Kafka brokers, MariaDB, in network
 //! namespaces made by `scripts/stack`. Run them with `scripts/test`, which builds the binaries,
 //! starts the stack and sets `SHIQI_CONNECT_BIN` / `SHIQI_AGENT_BIN`.
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, reason = "tests fail loudly by design")]
 
 mod identity;
 mod server;
+mod setup;
 mod stack;

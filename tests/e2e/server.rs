@@ -14,29 +14,76 @@ fn broker_accepts_an_agent_signed_client_and_refuses_no_certificate_and_a_foreig
     let bootstrap = s.info("kafka_bootstrap");
 
     let ok = s
-        .kafka_tool(API_VERSIONS, &["--bootstrap-server", bootstrap, "--command-config", &good.path_str("client.properties")])
+        .kafka_tool(
+            API_VERSIONS,
+            &[
+                "--bootstrap-server",
+                bootstrap,
+                "--command-config",
+                &good.path_str("client.properties"),
+            ],
+        )
         .ok();
     for port in ["19094", "29094", "39094"] {
-        assert!(ok.stdout.contains(&format!("localhost:{port}")), "broker {port} not listed:\n{}", ok.stdout);
+        assert!(
+            ok.stdout.contains(&format!("localhost:{port}")),
+            "broker {port} not listed:\n{}",
+            ok.stdout
+        );
     }
 
     let none = s
-        .kafka_tool(API_VERSIONS, &["--bootstrap-server", bootstrap, "--command-config", &good.path_str("nocert.properties")])
+        .kafka_tool(
+            API_VERSIONS,
+            &[
+                "--bootstrap-server",
+                bootstrap,
+                "--command-config",
+                &good.path_str("nocert.properties"),
+            ],
+        )
         .failed();
-    assert!(none.all().contains("SslAuthenticationException"), "{}", none.all());
+    assert!(
+        none.all().contains("SslAuthenticationException"),
+        "{}",
+        none.all()
+    );
 
     let other_dir = s.scratch();
     let ca_pem = std::fs::read_to_string(good.path("ca.crt")).expect("ca");
     let foreign = identity::foreign(&unique_name("e2e-foreign"), other_dir.path(), &ca_pem);
     let refused = s
-        .kafka_tool(API_VERSIONS, &["--bootstrap-server", bootstrap, "--command-config", &foreign.path_str("client.properties")])
+        .kafka_tool(
+            API_VERSIONS,
+            &[
+                "--bootstrap-server",
+                bootstrap,
+                "--command-config",
+                &foreign.path_str("client.properties"),
+            ],
+        )
         .failed();
-    assert!(refused.all().contains("SslAuthenticationException"), "{}", refused.all());
+    assert!(
+        refused.all().contains("SslAuthenticationException"),
+        "{}",
+        refused.all()
+    );
 }
 
 fn mariadb(s: &crate::stack::Stack, user: &str, tls: &[String]) -> crate::stack::Out {
     let (host, port) = s.info("mysql_address").split_once(':').expect("host:port");
-    let mut args = vec!["mariadb", "--no-defaults", "-h", host, "-P", port, "-u", user, "--batch", "--skip-column-names"];
+    let mut args = vec![
+        "mariadb",
+        "--no-defaults",
+        "-h",
+        host,
+        "-P",
+        port,
+        "-u",
+        user,
+        "--batch",
+        "--skip-column-names",
+    ];
     args.extend(tls.iter().map(String::as_str));
     args.extend(["-e", "SELECT CURRENT_USER()"]);
     s.server(None, &args, None)
@@ -54,7 +101,8 @@ fn mariadb_accepts_the_certificate_user_and_refuses_a_wrong_subject_and_no_certi
     assert_eq!(reply["issuer"], "/O=shiqi-connect/CN=shiqi-connect CA");
     assert_eq!(reply["created"], true);
     // Idempotent: a second run updates, it does not fail.
-    let again: serde_json::Value = serde_json::from_str(&s.agent(&["mysql-user", &name], None).ok().stdout).expect("json");
+    let again: serde_json::Value =
+        serde_json::from_str(&s.agent(&["mysql-user", &name], None).ok().stdout).expect("json");
     assert_eq!(again["created"], false);
 
     let tls = |id: &identity::Identity| {
@@ -74,8 +122,20 @@ fn mariadb_accepts_the_certificate_user_and_refuses_a_wrong_subject_and_no_certi
     let wrong = mariadb(s, &name, &tls(&other)).failed();
     assert!(wrong.stderr.contains("Access denied"), "{}", wrong.stderr);
 
-    let no_cert = mariadb(s, &name, &[format!("--ssl-ca={}", id.path_str("ca.crt")), "--ssl".to_owned()]).failed();
-    assert!(no_cert.stderr.contains("Access denied"), "{}", no_cert.stderr);
+    let no_cert = mariadb(
+        s,
+        &name,
+        &[
+            format!("--ssl-ca={}", id.path_str("ca.crt")),
+            "--ssl".to_owned(),
+        ],
+    )
+    .failed();
+    assert!(
+        no_cert.stderr.contains("Access denied"),
+        "{}",
+        no_cert.stderr
+    );
 }
 
 #[test]
@@ -89,11 +149,28 @@ fn mysql_user_refuses_accounts_it_did_not_create() {
     // A hand-made account that happens to have a policy-valid name.
     let name = unique_name("e2e-hand");
     let sock = format!("--socket={}", s.info("mysql_socket"));
-    s.server(None, &["mariadb", "--no-defaults", &sock, "-u", "root", "-e", &format!("CREATE USER '{name}'@'%' IDENTIFIED BY 'x'")], None).ok();
+    s.server(
+        None,
+        &[
+            "mariadb",
+            "--no-defaults",
+            &sock,
+            "-u",
+            "root",
+            "-e",
+            &format!("CREATE USER '{name}'@'%' IDENTIFIED BY 'x'"),
+        ],
+        None,
+    )
+    .ok();
     let dir = s.scratch();
     identity::signed(s, &name, dir.path());
     let out = s.agent(&["mysql-user", &name], None).failed();
-    assert!(out.stderr.contains("was not created by shiqi-ca-agent"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("was not created by shiqi-ca-agent"),
+        "{}",
+        out.stderr
+    );
 }
 
 fn inventory(s: &crate::stack::Stack) -> String {
@@ -104,13 +181,24 @@ fn openssl_csr(dir: &std::path::Path, key_args: &[&str], subj: &str, extra: &[&s
     let key = dir.join("k.pem");
     let csr = dir.join("r.csr");
     let run = |args: Vec<&str>| {
-        let out = std::process::Command::new("openssl").args(&args).output().expect("openssl");
-        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let out = std::process::Command::new("openssl")
+            .args(&args)
+            .output()
+            .expect("openssl");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     };
     let key_s = key.display().to_string();
     let csr_s = csr.display().to_string();
     run([&["genpkey", "-out", &key_s][..], key_args].concat());
-    run([&["req", "-new", "-key", &key_s, "-subj", subj, "-out", &csr_s][..], extra].concat());
+    run([
+        &["req", "-new", "-key", &key_s, "-subj", subj, "-out", &csr_s][..],
+        extra,
+    ]
+    .concat());
     std::fs::read(csr).expect("csr")
 }
 
@@ -122,26 +210,102 @@ fn sign_refuses_each_policy_violation_with_its_reason_and_changes_nothing() {
     let name = unique_name("e2e-policy");
     let p256 = ["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"];
     let cases: Vec<(&str, String, Vec<u8>, &str)> = vec![
-        ("wrong CN", name.clone(), openssl_csr(d, &p256, "/CN=mallory", &[]), "is not `CN="),
-        ("bad name", "Root;DROP".to_owned(), openssl_csr(d, &p256, "/CN=root", &[]), "invalid name"),
-        ("reserved", "shiqi-admin".to_owned(), openssl_csr(d, &p256, "/CN=shiqi-admin", &[]), "reserved"),
-        ("broker identity", "kafka-broker".to_owned(), openssl_csr(d, &p256, "/CN=kafka-broker", &[]), "reserved"),
-        ("CA", name.clone(), openssl_csr(d, &p256, &format!("/CN={name}"), &["-addext", "basicConstraints=critical,CA:TRUE"]), "CA basic constraints"),
-        ("SAN", name.clone(), openssl_csr(d, &p256, &format!("/CN={name}"), &["-addext", "subjectAltName=DNS:x.example"]), "subjectAltName"),
-        ("RSA-1024", name.clone(), openssl_csr(d, &["-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:1024"], &format!("/CN={name}"), &[]), "RSA-1024"),
-        ("P-521", name.clone(), openssl_csr(d, &["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-521"], &format!("/CN={name}"), &[]), "is not allowed"),
+        (
+            "wrong CN",
+            name.clone(),
+            openssl_csr(d, &p256, "/CN=mallory", &[]),
+            "is not `CN=",
+        ),
+        (
+            "bad name",
+            "Root;DROP".to_owned(),
+            openssl_csr(d, &p256, "/CN=root", &[]),
+            "invalid name",
+        ),
+        (
+            "reserved",
+            "shiqi-admin".to_owned(),
+            openssl_csr(d, &p256, "/CN=shiqi-admin", &[]),
+            "reserved",
+        ),
+        (
+            "broker identity",
+            "kafka-broker".to_owned(),
+            openssl_csr(d, &p256, "/CN=kafka-broker", &[]),
+            "reserved",
+        ),
+        (
+            "CA",
+            name.clone(),
+            openssl_csr(
+                d,
+                &p256,
+                &format!("/CN={name}"),
+                &["-addext", "basicConstraints=critical,CA:TRUE"],
+            ),
+            "CA basic constraints",
+        ),
+        (
+            "SAN",
+            name.clone(),
+            openssl_csr(
+                d,
+                &p256,
+                &format!("/CN={name}"),
+                &["-addext", "subjectAltName=DNS:x.example"],
+            ),
+            "subjectAltName",
+        ),
+        (
+            "RSA-1024",
+            name.clone(),
+            openssl_csr(
+                d,
+                &["-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:1024"],
+                &format!("/CN={name}"),
+                &[],
+            ),
+            "RSA-1024",
+        ),
+        (
+            "P-521",
+            name.clone(),
+            openssl_csr(
+                d,
+                &["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-521"],
+                &format!("/CN={name}"),
+                &[],
+            ),
+            "is not allowed",
+        ),
         ("garbage", name.clone(), b"not a csr".to_vec(), "not a PEM"),
-        ("too large", name.clone(), vec![b'A'; 70 * 1024], "larger than 64 KiB"),
+        (
+            "too large",
+            name.clone(),
+            vec![b'A'; 70 * 1024],
+            "larger than 64 KiB",
+        ),
     ];
     let before = inventory(s);
     for (what, who, csr, reason) in cases {
         let out = s.agent(&["sign", "--name", &who], Some(&csr)).failed();
         assert_eq!(out.code, Some(2), "{what}");
         let first = out.stderr.lines().next().unwrap_or_default();
-        assert!(first.starts_with("error: ") && first.contains(reason), "{what}: {}", out.stderr);
-        assert!(out.stdout.is_empty(), "{what}: refusals print nothing on stdout");
+        assert!(
+            first.starts_with("error: ") && first.contains(reason),
+            "{what}: {}",
+            out.stderr
+        );
+        assert!(
+            out.stdout.is_empty(),
+            "{what}: refusals print nothing on stdout"
+        );
     }
-    assert_eq!(inventory(s), before, "a refusal must not change the inventory");
+    assert_eq!(
+        inventory(s),
+        before,
+        "a refusal must not change the inventory"
+    );
 }
 
 #[test]
@@ -152,7 +316,14 @@ fn fifty_concurrent_signs_get_fifty_distinct_serials() {
     let csr = shiqi_ca::csr::build(&key, &name.parse().expect("name")).expect("csr");
     let serials: Vec<String> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..50)
-            .map(|_| scope.spawn(|| s.agent(&["sign", "--name", &name, "--no-kafka"], Some(csr.as_bytes()))))
+            .map(|_| {
+                scope.spawn(|| {
+                    s.agent(
+                        &["sign", "--name", &name, "--no-kafka"],
+                        Some(csr.as_bytes()),
+                    )
+                })
+            })
             .collect();
         handles
             .into_iter()
@@ -178,21 +349,51 @@ fn keytool_reads_every_keystore_and_truststore_written() {
     let s = stack();
     let dir = s.scratch();
     let id = identity::signed(s, &unique_name("e2e-p12"), dir.path());
+    assert!(
+        id.serial.len() >= 16,
+        "serials carry at least 64 bits: {}",
+        id.serial
+    );
     let pw = std::fs::read_to_string(id.path("password")).expect("password");
     let tls = format!("{}/server/tls/kafka-broker", s.info("stack_dir"));
-    let broker_pw = std::fs::read_to_string(format!("{tls}/server.password")).expect("broker password");
+    let broker_pw =
+        std::fs::read_to_string(format!("{tls}/server.password")).expect("broker password");
     let files = [
         (id.path_str("keystore.p12"), pw.clone(), "PrivateKeyEntry"),
-        (id.path_str("truststore.p12"), pw.clone(), "trustedCertEntry"),
-        (format!("{tls}/server.keystore.p12"), broker_pw.clone(), "PrivateKeyEntry"),
-        (format!("{tls}/server.truststore.p12"), broker_pw, "trustedCertEntry"),
+        (
+            id.path_str("truststore.p12"),
+            pw.clone(),
+            "trustedCertEntry",
+        ),
+        (
+            format!("{tls}/server.keystore.p12"),
+            broker_pw.clone(),
+            "PrivateKeyEntry",
+        ),
+        (
+            format!("{tls}/server.truststore.p12"),
+            broker_pw,
+            "trustedCertEntry",
+        ),
     ];
     for (file, password, entry) in files {
         let out = std::process::Command::new("keytool")
-            .args(["-list", "-v", "-storetype", "PKCS12", "-keystore", &file, "-storepass", password.trim()])
+            .args([
+                "-list",
+                "-v",
+                "-storetype",
+                "PKCS12",
+                "-keystore",
+                &file,
+                "-storepass",
+                password.trim(),
+            ])
             .output()
             .expect("keytool");
         let text = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success() && text.contains(&format!("Entry type: {entry}")), "{file}: {text}");
+        assert!(
+            out.status.success() && text.contains(&format!("Entry type: {entry}")),
+            "{file}: {text}"
+        );
     }
 }

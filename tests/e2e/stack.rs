@@ -8,17 +8,17 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
 /// The running stack.
-pub struct Stack {
+pub(crate) struct Stack {
     repo: PathBuf,
     info: BTreeMap<String, String>,
 }
 
 /// A finished command.
 #[derive(Debug)]
-pub struct Out {
-    pub code: Option<i32>,
-    pub stdout: String,
-    pub stderr: String,
+pub(crate) struct Out {
+    pub(crate) code: Option<i32>,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
 impl Out {
@@ -30,33 +30,59 @@ impl Out {
         }
     }
 
-    pub fn success(&self) -> bool {
+    pub(crate) fn success(&self) -> bool {
         self.code == Some(0)
     }
 
     /// Panics with both streams unless the command succeeded.
     #[track_caller]
-    pub fn ok(self) -> Self {
-        assert!(self.success(), "command failed ({:?}):\n--- stdout\n{}\n--- stderr\n{}", self.code, self.stdout, self.stderr);
+    pub(crate) fn ok(self) -> Self {
+        assert!(
+            self.success(),
+            "command failed ({:?}):\n--- stdout\n{}\n--- stderr\n{}",
+            self.code,
+            self.stdout,
+            self.stderr
+        );
         self
     }
 
     /// Panics unless the command failed.
     #[track_caller]
-    pub fn failed(self) -> Self {
-        assert!(!self.success(), "command unexpectedly succeeded:\n--- stdout\n{}\n--- stderr\n{}", self.stdout, self.stderr);
+    pub(crate) fn failed(self) -> Self {
+        assert!(
+            !self.success(),
+            "command unexpectedly succeeded:\n--- stdout\n{}\n--- stderr\n{}",
+            self.stdout,
+            self.stderr
+        );
         self
     }
 
-    pub fn all(&self) -> String {
+    pub(crate) fn all(&self) -> String {
         format!("{}{}", self.stdout, self.stderr)
     }
 }
 
 /// The stack, read once. Fails loudly if it is not up or the binaries are not given.
-pub fn stack() -> &'static Stack {
+///
+/// The first call also takes an exclusive lock on `/run/shiqi-e2e.lock` for the life of the
+/// test process: the laptop's forwarded ports are fixed (the advertised ones), so two runs
+/// against one stack would fight over them.
+pub(crate) fn stack() -> &'static Stack {
     static STACK: OnceLock<Stack> = OnceLock::new();
+    static LOCK: OnceLock<std::fs::File> = OnceLock::new();
     STACK.get_or_init(|| {
+        LOCK.get_or_init(|| {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open("/run/shiqi-e2e.lock")
+                .expect("open /run/shiqi-e2e.lock");
+            file.lock().expect("lock /run/shiqi-e2e.lock");
+            file
+        });
         for var in ["SHIQI_CONNECT_BIN", "SHIQI_AGENT_BIN"] {
             assert!(
                 std::env::var_os(var).is_some(),
@@ -71,7 +97,10 @@ pub fn stack() -> &'static Stack {
             .arg("info")
             .output()
             .expect("scripts/stack runs");
-        assert!(out.status.success(), "scripts/stack info failed: is the stack up? (`scripts/stack up`)");
+        assert!(
+            out.status.success(),
+            "scripts/stack info failed: is the stack up? (`scripts/stack up`)"
+        );
         let info = String::from_utf8_lossy(&out.stdout)
             .lines()
             .filter_map(|l| l.split_once('='))
@@ -84,20 +113,24 @@ pub fn stack() -> &'static Stack {
 impl Stack {
     /// One `key=value` fact from `scripts/stack info`.
     #[track_caller]
-    pub fn info(&self, key: &str) -> &str {
+    pub(crate) fn info(&self, key: &str) -> &str {
         self.info
             .get(key)
             .unwrap_or_else(|| panic!("`scripts/stack info` has no `{key}`"))
     }
 
-    pub fn script(&self) -> PathBuf {
+    pub(crate) fn script(&self) -> PathBuf {
         self.repo.join("scripts/stack")
     }
 
     fn run(&self, mut cmd: Command, stdin: Option<&[u8]>) -> Out {
-        cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        cmd.stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("command starts");
         if let Some(input) = stdin {
             let mut pipe = child.stdin.take().expect("stdin is piped");
@@ -108,7 +141,7 @@ impl Stack {
     }
 
     /// Runs a command on the laptop as its user (HOME = the laptop home), with extra env.
-    pub fn laptop(&self, args: &[&str], env: &[(&str, &str)], stdin: Option<&[u8]>) -> Out {
+    pub(crate) fn laptop(&self, args: &[&str], env: &[(&str, &str)], stdin: Option<&[u8]>) -> Out {
         let mut cmd = Command::new(self.script());
         cmd.args(["exec", "laptop"]);
         for (k, v) in env {
@@ -119,7 +152,7 @@ impl Stack {
     }
 
     /// Runs a command on the server, as root or as `user`.
-    pub fn server(&self, user: Option<&str>, args: &[&str], stdin: Option<&[u8]>) -> Out {
+    pub(crate) fn server(&self, user: Option<&str>, args: &[&str], stdin: Option<&[u8]>) -> Out {
         let mut cmd = Command::new(self.script());
         cmd.args(["exec", "server"]);
         if let Some(u) = user {
@@ -130,7 +163,7 @@ impl Stack {
     }
 
     /// Runs `shiqi-ca-agent ARGS` on the server as the login user, as SSH would.
-    pub fn agent(&self, args: &[&str], stdin: Option<&[u8]>) -> Out {
+    pub(crate) fn agent(&self, args: &[&str], stdin: Option<&[u8]>) -> Out {
         let user = self.info("server_user").to_owned();
         let mut full = vec![self.info("agent_bin")];
         full.extend_from_slice(args);
@@ -138,35 +171,47 @@ impl Stack {
     }
 
     /// Runs a Kafka tool class from the fetched jars on the server, as root.
-    pub fn kafka_tool(&self, class: &str, args: &[&str]) -> Out {
+    pub(crate) fn kafka_tool(&self, class: &str, args: &[&str]) -> Out {
         let classpath = format!("{}/*", self.info("kafka_libs"));
         let log4j = format!(
             "-Dlog4j2.configurationFile={}",
-            self.repo.join("scripts/kafka/log4j2-tools.properties").display()
+            self.repo
+                .join("scripts/kafka/log4j2-tools.properties")
+                .display()
         );
-        let mut full = vec!["java", "-Xmx192m", "-XX:TieredStopAtLevel=1", &log4j, "-cp", &classpath, class];
+        let mut full = vec![
+            "java",
+            "-Xmx192m",
+            "-XX:TieredStopAtLevel=1",
+            &log4j,
+            "-cp",
+            &classpath,
+            class,
+        ];
         full.extend_from_slice(args);
         self.server(None, &full, None)
     }
 
     /// A folder for one test's files, readable by every stack user (certs for tools that run
     /// as root or as the laptop user). Removed when dropped.
-    pub fn scratch(&self) -> tempfile::TempDir {
+    pub(crate) fn scratch(&self) -> tempfile::TempDir {
         let dir = tempfile::Builder::new()
             .prefix("shiqi-e2e-")
             .tempdir_in(std::env::temp_dir())
             .expect("temp dir");
         use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
         dir
     }
 }
 
 /// A name no other test (or earlier run against the same stack) has used.
-pub fn unique_name(prefix: &str) -> String {
-    let n: u32 = std::process::id() ^ (std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0));
+pub(crate) fn unique_name(prefix: &str) -> String {
+    let n: u32 = std::process::id()
+        ^ (std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0));
     format!("{prefix}-{:06x}", n & 0xff_ffff)
 }
