@@ -7,7 +7,7 @@
 
 use time::OffsetDateTime;
 use x509_parser::certificate::X509Certificate;
-use x509_parser::extensions::GeneralName;
+use x509_parser::extensions::{DistributionPointName, GeneralName, ParsedExtension};
 use x509_parser::prelude::FromDer;
 use x509_parser::x509::X509Name;
 
@@ -30,6 +30,7 @@ pub struct Cert {
     ip_addresses: Vec<std::net::IpAddr>,
     spki: Vec<u8>,
     is_ca: bool,
+    crl_distribution_points: Vec<String>,
 }
 
 impl Cert {
@@ -50,6 +51,20 @@ impl Cert {
             return Err(bad("trailing bytes after the certificate".to_owned()));
         }
         let tbs = &x509.tbs_certificate;
+        let mut crl_distribution_points = Vec::new();
+        for ext in x509.extensions() {
+            if let ParsedExtension::CRLDistributionPoints(points) = ext.parsed_extension() {
+                for point in points.iter() {
+                    if let Some(DistributionPointName::FullName(names)) = &point.distribution_point
+                    {
+                        crl_distribution_points.extend(names.iter().filter_map(|n| match n {
+                            GeneralName::URI(uri) => Some((*uri).to_owned()),
+                            _ => None,
+                        }));
+                    }
+                }
+            }
+        }
         let mut dns_names = Vec::new();
         let mut ip_addresses = Vec::new();
         if let Ok(Some(san)) = x509.subject_alternative_name() {
@@ -84,6 +99,7 @@ impl Cert {
             ip_addresses,
             spki: tbs.subject_pki.raw.to_vec(),
             is_ca: x509.is_ca(),
+            crl_distribution_points,
             der: der.to_vec(),
         })
     }
@@ -146,6 +162,11 @@ impl Cert {
     /// Whether the certificate is a CA (basic constraints `CA:TRUE`).
     pub fn is_ca(&self) -> bool {
         self.is_ca
+    }
+
+    /// The URIs of its CRL distribution points (where a relying party fetches the CRL).
+    pub fn crl_distribution_points(&self) -> &[String] {
+        &self.crl_distribution_points
     }
 
     /// The DER SubjectPublicKeyInfo.

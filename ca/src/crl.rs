@@ -27,6 +27,7 @@ use time::{Duration, OffsetDateTime, UtcOffset};
 
 use crate::error::Error;
 use crate::inventory::{Record, Status};
+use crate::name::Serial;
 
 /// How long a CRL stays valid by default (its `nextUpdate - thisUpdate`). See the module docs.
 pub const DEFAULT_CRL_VALIDITY: Duration = Duration::days(30);
@@ -200,6 +201,54 @@ pub fn build_crl(
     })
 }
 
+/// What a CRL on disk says, as far as refreshing and checking it needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CrlInfo {
+    /// Its `thisUpdate`.
+    pub this_update: OffsetDateTime,
+    /// Its `nextUpdate` (`None` if it has none, which RFC 5280 forbids for conforming CAs).
+    pub next_update: Option<OffsetDateTime>,
+    /// Its CRL number, if it carries one (and it fits in 64 bits).
+    pub number: Option<u64>,
+    /// The revoked serials it lists, in order.
+    pub serials: Vec<Serial>,
+}
+
+impl CrlInfo {
+    /// Whether a relying party should be handed a new CRL now: when it has no `nextUpdate`, or
+    /// the `nextUpdate` is less than `refresh_before` away (or past).
+    pub fn is_due(&self, now: OffsetDateTime, refresh_before: Duration) -> bool {
+        self.next_update
+            .is_none_or(|next| next - now < refresh_before)
+    }
+}
+
+/// Reads a DER CRL and checks that `issuer_der` (the CA certificate, DER) signed it.
+///
+/// # Errors
+///
+/// [`Error::CrlParse`] if it is not a CRL or its signature does not verify.
+pub fn read_crl(der: &[u8], issuer_der: &[u8]) -> Result<CrlInfo, Error> {
+    let bad = |why: String| Error::CrlParse { why };
+    let (_, crl) = x509_parser::parse_x509_crl(der).map_err(|e| bad(e.to_string()))?;
+    let (_, ca) =
+        x509_parser::parse_x509_certificate(issuer_der).map_err(|e| bad(e.to_string()))?;
+    crl.verify_signature(ca.public_key()).map_err(|e| {
+        bad(format!(
+            "its signature does not verify with the CA's key ({e})"
+        ))
+    })?;
+    Ok(CrlInfo {
+        this_update: crl.last_update().to_datetime(),
+        next_update: crl.next_update().map(|t| t.to_datetime()),
+        number: crl.crl_number().and_then(|n| u64::try_from(n).ok()),
+        serials: crl
+            .iter_revoked_certificates()
+            .map(|r| Serial::from_bytes(r.raw_serial()))
+            .collect(),
+    })
+}
+
 fn crl_err(source: rcgen::Error) -> Error {
     Error::Signing {
         what: "CRL",
@@ -364,6 +413,38 @@ mod tests {
             build_crl(&ca, &[], 2, now, Duration::ZERO),
             Err(Error::CrlValidity { .. })
         ));
+        Ok(())
+    }
+
+    #[test]
+    fn read_crl_checks_the_issuer_and_tells_when_a_refresh_is_due() -> TestResult {
+        let ca = test_ca()?;
+        let now = OffsetDateTime::now_utc();
+        let revoked = revoked_record(Some("superseded"), now);
+        let crl = build_crl(
+            &ca,
+            std::slice::from_ref(&revoked),
+            7,
+            now,
+            Duration::days(30),
+        )?;
+        let info = read_crl(&crl.der, ca.der())?;
+        assert_eq!(info.serials, vec![revoked.serial]);
+        assert_eq!(info.number, Some(7));
+        assert_eq!(info.this_update, crl.this_update);
+        assert_eq!(info.next_update, Some(crl.next_update));
+        // 30 days left: not due with a 10-day margin, due with a 31-day one, due when past.
+        assert!(!info.is_due(now, Duration::days(10)));
+        assert!(info.is_due(now, Duration::days(31)));
+        assert!(info.is_due(now + Duration::days(25), Duration::days(10)));
+        assert!(info.is_due(now + Duration::days(40), Duration::days(10)));
+
+        let other = test_ca()?;
+        let err = read_crl(&crl.der, other.der())
+            .err()
+            .ok_or("foreign CA accepted")?;
+        assert!(err.to_string().contains("signature"), "{err}");
+        assert!(read_crl(b"junk", ca.der()).is_err());
         Ok(())
     }
 }

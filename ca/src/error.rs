@@ -164,6 +164,12 @@ pub enum Error {
         /// The validity asked for.
         validity: time::Duration,
     },
+    /// A CRL that cannot be read or was not signed by this CA.
+    #[error("cannot read the CRL: {why}")]
+    CrlParse {
+        /// What is wrong with it.
+        why: String,
+    },
 }
 
 impl Error {

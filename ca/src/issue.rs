@@ -5,8 +5,9 @@
 //! files and no clock — callers pass the validity window.
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyIdMethod, KeyUsagePurpose, SanType, SerialNumber, SubjectPublicKeyInfo,
+    BasicConstraints, CertificateParams, CrlDistributionPoint, DistinguishedName, DnType,
+    ExtendedKeyUsagePurpose, IsCa, Issuer, KeyIdMethod, KeyUsagePurpose, SanType, SerialNumber,
+    SubjectPublicKeyInfo,
 };
 use time::OffsetDateTime;
 
@@ -48,6 +49,9 @@ pub enum ServerUsage {
 pub struct Ca {
     cert: Cert,
     key: PrivateKey,
+    /// Written into every leaf it issues (RFC 5280 §4.2.1.13); see
+    /// [`Ca::with_crl_distribution_point`].
+    crl_distribution_points: Vec<String>,
 }
 
 impl Ca {
@@ -78,6 +82,7 @@ impl Ca {
         Ok(Self {
             cert: Cert::from_der(cert.der())?,
             key,
+            crl_distribution_points: Vec::new(),
         })
     }
 
@@ -88,7 +93,32 @@ impl Ca {
         if !cert.matches_key(&key) {
             return Err(Error::CaKeyMismatch);
         }
-        Ok(Self { cert, key })
+        Ok(Self {
+            cert,
+            key,
+            crl_distribution_points: Vec::new(),
+        })
+    }
+
+    /// Puts a CRL distribution point (e.g. `file:///var/lib/shiqi-ca/pub/crl.der`) into every
+    /// leaf certificate issued from now on; `None` or an empty string puts none.
+    ///
+    /// Java (Kafka's brokers with `-Dcom.sun.net.ssl.checkRevocation=true
+    /// -Dcom.sun.security.enableCRLDP=true`) finds the CRL only through this extension, and
+    /// refuses a certificate without one ("Could not determine revocation status"), so every leaf
+    /// — client, server and admin — must carry it once the brokers check revocation.
+    pub fn with_crl_distribution_point(mut self, url: Option<&str>) -> Self {
+        self.crl_distribution_points = url
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .map(|u| vec![u.to_owned()])
+            .unwrap_or_default();
+        self
+    }
+
+    /// The CRL distribution point URLs written into leaves.
+    pub fn crl_distribution_points(&self) -> &[String] {
+        &self.crl_distribution_points
     }
 
     /// The CA certificate.
@@ -124,7 +154,7 @@ impl Ca {
                 source,
             }
         })?;
-        let params = leaf_params(
+        let params = self.leaf_params(
             csr.name().as_str(),
             serial,
             validity,
@@ -143,7 +173,7 @@ impl Ca {
         serial: &Serial,
         validity: Validity,
     ) -> Result<Cert, Error> {
-        let params = leaf_params(
+        let params = self.leaf_params(
             common_name,
             serial,
             validity,
@@ -186,8 +216,26 @@ impl Ca {
                 ExtendedKeyUsagePurpose::ClientAuth,
             ],
         };
-        let params = leaf_params(common_name, serial, validity, eku, sans, key.key_type());
+        let params = self.leaf_params(common_name, serial, validity, eku, sans, key.key_type());
         self.sign(&params, key.pair(), "server certificate")
+    }
+
+    fn leaf_params(
+        &self,
+        common_name: &str,
+        serial: &Serial,
+        validity: Validity,
+        eku: Vec<ExtendedKeyUsagePurpose>,
+        sans: Vec<SanType>,
+        key_type: KeyType,
+    ) -> CertificateParams {
+        let mut params = leaf_params(common_name, serial, validity, eku, sans, key_type);
+        if !self.crl_distribution_points.is_empty() {
+            params.crl_distribution_points = vec![CrlDistributionPoint {
+                uris: self.crl_distribution_points.clone(),
+            }];
+        }
+        params
     }
 
     fn sign(

@@ -153,6 +153,123 @@ pub struct BrokersResponse {
     pub kafka: KafkaFacts,
 }
 
+/// The reply to `shiqi-ca-agent revoke SERIAL | --name NAME`.
+///
+/// Revocation is recorded (inventory, CRL) before anything else is tried; the `mysql` and
+/// `kafka` parts then say what was done to make it effective, or why it could not be.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RevokeResponse {
+    /// Always [`PROTOCOL_VERSION`].
+    pub version: u32,
+    /// The name whose certificates were revoked.
+    pub name: String,
+    /// The certificates this call revoked (or found already revoked), oldest first.
+    pub revoked: Vec<RevokedCert>,
+    /// Serials of the name's client certificates that are still valid afterwards.
+    #[serde(default)]
+    pub still_valid: Vec<Serial>,
+    /// The CRL written by this call.
+    pub crl: CrlFacts,
+    /// What was done on MySQL (`None` when MySQL is not configured or the certificate is not a
+    /// client certificate).
+    #[serde(default)]
+    pub mysql: Option<MysqlRevocation>,
+    /// What was done on Kafka (`None` when Kafka is not configured or the certificate is not a
+    /// client certificate).
+    #[serde(default)]
+    pub kafka: Option<KafkaRevocation>,
+    /// Limits of what this revocation could do, one line each.
+    #[serde(default)]
+    pub warnings: Vec<String>,
+}
+
+/// One revoked certificate.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RevokedCert {
+    /// Its serial.
+    pub serial: Serial,
+    /// `client`, `server` or `admin`.
+    pub kind: String,
+    /// The reason recorded (kebab-case, e.g. `superseded`).
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// When it was (first) revoked.
+    #[serde(with = "time::serde::rfc3339")]
+    pub revoked_at: OffsetDateTime,
+    /// True if it had been revoked before this call (nothing changed for it).
+    #[serde(default)]
+    pub already: bool,
+}
+
+/// A CRL as written to disk.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CrlFacts {
+    /// Its CRL number.
+    pub number: u64,
+    /// Its `thisUpdate`.
+    #[serde(with = "time::serde::rfc3339")]
+    pub this_update: OffsetDateTime,
+    /// Its `nextUpdate`.
+    #[serde(with = "time::serde::rfc3339")]
+    pub next_update: OffsetDateTime,
+    /// How many serials it lists.
+    pub revoked: usize,
+    /// The PEM copy in the state directory.
+    pub path: String,
+    /// The PEM copy in the publish directory, if one is configured.
+    #[serde(default)]
+    pub published: Option<String>,
+}
+
+/// What `revoke` did on MySQL.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct MysqlRevocation {
+    /// The statement that made the server re-read its CRL (`FLUSH SSL` on MariaDB, `ALTER
+    /// INSTANCE RELOAD TLS` on MySQL), if it succeeded.
+    #[serde(default)]
+    pub reloaded_with: Option<String>,
+    /// The connection ids of the user's sessions that were killed.
+    #[serde(default)]
+    pub killed: Vec<u64>,
+    /// True if the account was locked (no valid certificate is left for the name).
+    #[serde(default)]
+    pub locked: bool,
+    /// Why (part of) it failed, if it did.
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// What `revoke` did on Kafka.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct KafkaRevocation {
+    /// The ACLs of `User:NAME` that were deleted (only when no valid certificate is left).
+    #[serde(default)]
+    pub deleted: Vec<KafkaAcl>,
+    /// Why the ACLs were kept, if they were (another valid certificate still needs them).
+    #[serde(default)]
+    pub kept_because: Option<String>,
+    /// Why it failed, if it did.
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// The reply to `shiqi-ca-agent crl [--refresh] --json`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CrlResponse {
+    /// Always [`PROTOCOL_VERSION`].
+    pub version: u32,
+    /// False when `--refresh` found the CRL fresh and did nothing.
+    pub regenerated: bool,
+    /// The CRL now on disk.
+    pub crl: CrlFacts,
+    /// The statement that made MySQL re-read the CRL, if one was run and succeeded.
+    #[serde(default)]
+    pub mysql_reloaded_with: Option<String>,
+    /// Problems that did not stop the CRL from being written.
+    #[serde(default)]
+    pub warnings: Vec<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,6 +284,20 @@ mod tests {
         assert!(r.facts.kafka.is_none() && r.facts.missing.is_empty());
         let back = serde_json::to_string(&r).expect("serializes");
         assert!(back.contains(r#""serial":"0a1b""#));
+    }
+
+    #[test]
+    fn revoke_response_round_trips_with_only_the_required_fields() {
+        let json = r#"{"version":1,"name":"saige","revoked":[{"serial":"0a","kind":"client",
+            "revoked_at":"2026-01-01T00:00:00Z"}],"crl":{"number":3,
+            "this_update":"2026-01-01T00:00:00Z","next_update":"2026-01-31T00:00:00Z",
+            "revoked":1,"path":"/var/lib/shiqi-ca/crl.pem"}}"#;
+        let r: RevokeResponse = serde_json::from_str(json).expect("valid document");
+        assert_eq!(r.revoked[0].serial.to_hex(), "0a");
+        assert!(!r.revoked[0].already && r.mysql.is_none() && r.warnings.is_empty());
+        let back: RevokeResponse =
+            serde_json::from_str(&serde_json::to_string(&r).expect("serializes")).expect("reads");
+        assert_eq!(back.crl, r.crl);
     }
 
     #[test]

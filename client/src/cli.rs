@@ -53,6 +53,92 @@ pub enum Command {
     /// Make a key on this machine, have the server certify it over SSH, and write a ready
     /// profile (Kafka, MySQL, SSH tunnel, DataGrip) to ~/.shiqi/NAME.
     Setup(SetupArgs),
+    /// Open, close or check the SSH tunnel that forwards every Kafka broker and MySQL to this
+    /// machine's 127.0.0.1.
+    Tunnel(TunnelArgs),
+    /// Check a profile and this machine, one line per check (ok, warn, fail, skip) with the fix
+    /// for every problem: files, clients, SSH, certificate, tunnel, addresses, protocols, config
+    /// keys, and real Kafka and MySQL logins. Exit 1 when a check fails.
+    Doctor(DoctorArgs),
+    /// Replace a profile's key and certificate: new key here, signed over SSH, checked against
+    /// every broker and MySQL, every file swapped in at once, then the old certificate revoked.
+    Rotate(RotateArgs),
+    /// Rotate when less than a third of the certificate's lifetime is left; "nothing due"
+    /// exits 0 (for cron or a systemd timer).
+    Renew(RenewArgs),
+    /// List every profile with its server, serial, expiry and tunnel. Exit 1 when one has
+    /// expired.
+    Status(StatusArgs),
+    /// For an admin: revoke NAME's certificates on the server (`shiqi-ca-agent revoke` over
+    /// SSH), which also locks its MySQL account and removes its Kafka ACLs when none is left.
+    Revoke(RevokeArgs),
+}
+
+/// `shiqi-connect rotate [NAME] [--keep-old]`.
+#[derive(Debug, Args)]
+pub struct RotateArgs {
+    /// The profile (may be left out when there is only one).
+    #[arg(env = "SHIQI_PROFILE")]
+    pub name: Option<String>,
+    /// Leave the old certificate valid (it expires by itself).
+    #[arg(long, env = "SHIQI_KEEP_OLD", value_parser = FalseyValueParser::new())]
+    pub keep_old: bool,
+}
+
+/// `shiqi-connect renew [NAME | --all]`.
+#[derive(Debug, Args)]
+pub struct RenewArgs {
+    /// The profile (may be left out when there is only one).
+    #[arg(env = "SHIQI_PROFILE", conflicts_with = "all")]
+    pub name: Option<String>,
+    /// Every profile under the profile folder.
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// `shiqi-connect status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {}
+
+/// `shiqi-connect revoke NAME --server DEST [--serial S] [--reason R]`.
+#[derive(Debug, Args)]
+pub struct RevokeArgs {
+    /// Whose certificates: every valid one of NAME, or only `--serial`.
+    pub name: String,
+    /// The server, as for `setup` [default: the server of the local profile NAME, if any].
+    #[arg(long, env = "SHIQI_SERVER", value_name = "DESTINATION")]
+    pub server: Option<String>,
+    /// Revoke only this certificate (hex serial, as `shiqi-ca-agent list` shows it).
+    #[arg(long, value_name = "SERIAL")]
+    pub serial: Option<String>,
+    /// Why: unspecified, key-compromise, ca-compromise, affiliation-changed, superseded,
+    /// cessation-of-operation or certificate-hold.
+    #[arg(long, default_value = "unspecified")]
+    pub reason: String,
+    /// How to run the agent on the server, as a shell command prefix.
+    #[arg(
+        long,
+        env = "SHIQI_AGENT_COMMAND",
+        default_value = "shiqi-ca-agent",
+        value_name = "COMMAND"
+    )]
+    pub agent_command: String,
+    /// Trust the server's host key when it is not in known_hosts yet, and add it there.
+    #[arg(long, env = "SHIQI_ACCEPT_NEW_HOST_KEY", value_parser = FalseyValueParser::new())]
+    pub accept_new_host_key: bool,
+}
+
+/// `shiqi-connect doctor [NAME] [--config FILE]…`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// The profile (may be left out when there is only one, or when only `--config` files are
+    /// checked).
+    #[arg(env = "SHIQI_PROFILE")]
+    pub name: Option<String>,
+    /// Lint this client config instead of the profile's: a Java `.properties`, a librdkafka/kcat
+    /// file or a MySQL option file (the kind is guessed from its name and contents). Repeatable.
+    #[arg(long = "config", value_name = "FILE", env = "SHIQI_DOCTOR_CONFIG")]
+    pub configs: Vec<PathBuf>,
 }
 
 /// `shiqi-connect setup NAME`.
@@ -105,6 +191,50 @@ pub struct SetupArgs {
     pub install_ssh_include: bool,
 }
 
+/// `shiqi-connect tunnel up|down|status [NAME]`.
+#[derive(Debug, Args)]
+pub struct TunnelArgs {
+    /// What to do with the tunnel.
+    #[command(subcommand)]
+    pub action: TunnelAction,
+}
+
+/// The tunnel's verbs.
+#[derive(Debug, Subcommand)]
+pub enum TunnelAction {
+    /// Ask the server for its current brokers, then start one SSH connection in the background
+    /// that forwards 127.0.0.1:PORT for every broker and for MySQL (log: ~/.shiqi/NAME/tunnel.log).
+    Up(TunnelUpArgs),
+    /// Stop the tunnel (the built-in one or the OpenSSH one) and free every port.
+    Down(TunnelNameArgs),
+    /// List each forward, whether it listens, and whether a TLS login with the profile's
+    /// certificate works through it. Exit 1 when one does not.
+    Status(TunnelNameArgs),
+    /// Run the tunnel in the foreground (what `up` starts in the background).
+    #[command(hide = true)]
+    Run(TunnelNameArgs),
+}
+
+/// `tunnel up [NAME] [--openssh]`.
+#[derive(Debug, Args)]
+pub struct TunnelUpArgs {
+    /// The profile (may be left out when there is only one).
+    #[arg(env = "SHIQI_PROFILE")]
+    pub name: Option<String>,
+    /// Run OpenSSH with the profile's ssh_config (`ssh -fN -F …`) instead of the built-in
+    /// client.
+    #[arg(long, env = "SHIQI_TUNNEL_OPENSSH", value_parser = FalseyValueParser::new())]
+    pub openssh: bool,
+}
+
+/// `tunnel down|status [NAME]`.
+#[derive(Debug, Args)]
+pub struct TunnelNameArgs {
+    /// The profile (may be left out when there is only one).
+    #[arg(env = "SHIQI_PROFILE")]
+    pub name: Option<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
@@ -130,9 +260,99 @@ mod tests {
             "rsa2048",
         ])
         .expect("parses");
-        let Command::Setup(a) = cli.command;
+        let Command::Setup(a) = cli.command else {
+            panic!("not setup");
+        };
         assert_eq!(a.name, "saige");
         assert_eq!(a.key_type, KeyType::Rsa2048);
         assert!(cli.global.yes && cli.global.verbose == 1);
+    }
+
+    #[test]
+    fn parses_doctor() {
+        let cli = Cli::try_parse_from([
+            "shiqi-connect",
+            "doctor",
+            "saige",
+            "--config",
+            "a.properties",
+            "--config",
+            "my.cnf",
+        ])
+        .expect("parses");
+        let Command::Doctor(d) = cli.command else {
+            panic!("not doctor");
+        };
+        assert_eq!(d.name.as_deref(), Some("saige"));
+        assert_eq!(d.configs.len(), 2);
+    }
+
+    #[test]
+    fn parses_the_lifecycle_commands() {
+        let cli = Cli::try_parse_from(["shiqi-connect", "rotate", "saige", "--keep-old"])
+            .expect("parses");
+        let Command::Rotate(r) = cli.command else {
+            panic!("not rotate");
+        };
+        assert_eq!(r.name.as_deref(), Some("saige"));
+        assert!(r.keep_old);
+        let cli = Cli::try_parse_from(["shiqi-connect", "renew", "--all"]).expect("parses");
+        assert!(matches!(
+            cli.command,
+            Command::Renew(RenewArgs {
+                all: true,
+                name: None
+            })
+        ));
+        assert!(Cli::try_parse_from(["shiqi-connect", "renew", "saige", "--all"]).is_err());
+        let cli = Cli::try_parse_from(["shiqi-connect", "--json", "status"]).expect("parses");
+        assert!(cli.global.json && matches!(cli.command, Command::Status(_)));
+        let cli = Cli::try_parse_from([
+            "shiqi-connect",
+            "revoke",
+            "saige",
+            "--server",
+            "admin@vm",
+            "--serial",
+            "0a1b",
+            "--reason",
+            "key-compromise",
+        ])
+        .expect("parses");
+        let Command::Revoke(r) = cli.command else {
+            panic!("not revoke");
+        };
+        assert_eq!(
+            (
+                r.name.as_str(),
+                r.server.as_deref(),
+                r.serial.as_deref(),
+                r.reason.as_str()
+            ),
+            ("saige", Some("admin@vm"), Some("0a1b"), "key-compromise")
+        );
+    }
+
+    #[test]
+    fn parses_tunnel() {
+        let cli = Cli::try_parse_from(["shiqi-connect", "tunnel", "up", "saige", "--openssh"])
+            .expect("parses");
+        let Command::Tunnel(TunnelArgs {
+            action: TunnelAction::Up(up),
+        }) = cli.command
+        else {
+            panic!("not tunnel up");
+        };
+        assert_eq!(up.name.as_deref(), Some("saige"));
+        assert!(up.openssh);
+        let cli =
+            Cli::try_parse_from(["shiqi-connect", "--json", "tunnel", "status"]).expect("parses");
+        assert!(cli.global.json);
+        assert!(matches!(
+            cli.command,
+            Command::Tunnel(TunnelArgs {
+                action: TunnelAction::Status(TunnelNameArgs { name: None })
+            })
+        ));
     }
 }

@@ -12,6 +12,10 @@ pub enum AgentOp {
     MysqlUser,
     /// `shiqi-ca-agent kafka-user NAME`.
     KafkaUser,
+    /// `shiqi-ca-agent brokers --json` (before the tunnel listens).
+    Brokers,
+    /// `shiqi-ca-agent revoke …`.
+    Revoke,
 }
 
 impl AgentOp {
@@ -21,6 +25,8 @@ impl AgentOp {
             Self::Sign => "sign",
             Self::MysqlUser => "mysql-user",
             Self::KafkaUser => "kafka-user",
+            Self::Brokers => "brokers",
+            Self::Revoke => "revoke",
         }
     }
 
@@ -29,6 +35,8 @@ impl AgentOp {
             Self::Sign => "the server's agent refused the CSR",
             Self::MysqlUser => "the server's agent could not set up the MySQL user",
             Self::KafkaUser => "the server's agent could not grant the Kafka permissions",
+            Self::Brokers => "the server's agent could not list the Kafka brokers",
+            Self::Revoke => "the server's agent could not revoke",
         }
     }
 }
@@ -275,6 +283,114 @@ pub enum Error {
         why: String,
     },
 
+    /// `$SHIQI_HOME` holds no profile (tunnel).
+    #[error("no profile in `{}`", root.display())]
+    NoProfiles {
+        /// `$SHIQI_HOME`.
+        root: PathBuf,
+    },
+
+    /// No NAME given and `$SHIQI_HOME` holds several profiles (tunnel).
+    #[error("`{}` holds several profiles ({}); which one?", root.display(), names.join(", "))]
+    WhichProfile {
+        /// `$SHIQI_HOME`.
+        root: PathBuf,
+        /// The profile names found.
+        names: Vec<String>,
+    },
+
+    /// The named profile does not exist (tunnel).
+    #[error("no profile `{name}` at `{}`", path.display())]
+    NoSuchProfile {
+        /// The name given.
+        name: String,
+        /// Where it was looked for.
+        path: PathBuf,
+    },
+
+    /// A local port the tunnel needs is taken (tunnel).
+    #[error(
+        "port `127.0.0.1:{port}` is already in use by {}",
+        owner.as_deref().unwrap_or("another process")
+    )]
+    PortInUse {
+        /// The port.
+        port: u16,
+        /// Who holds it, e.g. `` `socat` (pid 4242) ``, when that can be found out.
+        owner: Option<String>,
+    },
+
+    /// Listening on a local port failed for another reason than it being taken (tunnel).
+    #[error("cannot listen on `127.0.0.1:{port}`")]
+    Listen {
+        /// The port.
+        port: u16,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// The tunnel of this profile runs already, in another process (tunnel).
+    #[error("the tunnel of `{name}` is already running (pid {pid})")]
+    TunnelRunning {
+        /// The profile.
+        name: String,
+        /// Its process.
+        pid: u32,
+    },
+
+    /// The background tunnel process reported that it could not start (tunnel).
+    #[error("the tunnel did not start: {why}")]
+    TunnelFailed {
+        /// Its one-line error.
+        why: String,
+        /// Its hint, if it had one.
+        hint: Option<String>,
+        /// `tunnel.log`.
+        log: PathBuf,
+    },
+
+    /// A tunnel process cannot be signalled (tunnel).
+    #[error("cannot signal the tunnel process {pid}")]
+    Signal {
+        /// The process.
+        pid: u32,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A tunnel process outlived SIGTERM and SIGKILL (tunnel).
+    #[error("the tunnel process {pid} did not exit within {secs}s")]
+    TunnelStuck {
+        /// The process.
+        pid: u32,
+        /// How long was waited.
+        secs: u64,
+    },
+
+    /// `ssh` (OpenSSH) failed to open or close the tunnel (`tunnel up --openssh`).
+    #[error("`{command}` failed: {why}")]
+    OpenSsh {
+        /// The command line as run.
+        command: String,
+        /// What ssh said (last line).
+        why: String,
+    },
+
+    /// A service refused the certificate `rotate` just obtained; the old profile is untouched.
+    #[error("{service} refused the new certificate `{serial}`: {why}")]
+    NewCertRefused {
+        /// Which service.
+        service: String,
+        /// What it said.
+        why: String,
+        /// The new certificate's serial.
+        serial: String,
+        /// Whether the new certificate was revoked again.
+        revoked_new: bool,
+    },
+
     /// A file-system operation failed.
     #[error("cannot {action} `{}`", path.display())]
     Io {
@@ -286,6 +402,13 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// The pid in an owner description such as `` `socat` (pid 4242) ``.
+fn pid_of(owner: &str) -> Option<&str> {
+    owner
+        .rsplit_once("(pid ")
+        .and_then(|(_, rest)| rest.strip_suffix(')'))
 }
 
 impl Error {
@@ -348,11 +471,54 @@ impl Error {
                 .to_owned(),
             Self::Template { .. } => "this is a bug in shiqi-connect's templates".to_owned(),
             Self::ProfileExists { name, .. } => {
-                format!("pass `--force` to replace it, or pick another name than `{name}`")
+                format!(
+                    "pass `--force` to replace it, or pick another name than `{name}`; to renew \
+                     its certificate: `shiqi-connect renew {name}`"
+                )
             }
             Self::ProfileRead { .. } => {
                 "rebuild it with `shiqi-connect setup NAME --force`".to_owned()
             }
+            Self::NoProfiles { .. } => {
+                "create one with `shiqi-connect setup NAME --server DEST`, or point `--home` \
+                 (env `SHIQI_HOME`) at the folder that holds it"
+                    .to_owned()
+            }
+            Self::WhichProfile { names, .. } => format!(
+                "name it, e.g. `shiqi-connect tunnel up {}`",
+                names.first().map_or("NAME", String::as_str)
+            ),
+            Self::NoSuchProfile { name, .. } => format!(
+                "create it with `shiqi-connect setup {name} --server DEST`, or point `--home` \
+                 (env `SHIQI_HOME`) at the folder that holds it"
+            ),
+            Self::PortInUse { owner, .. } => match owner.as_deref().and_then(pid_of) {
+                Some(pid) => format!(
+                    "stop it (`kill {pid}`; if it is another shiqi-connect or ssh tunnel, \
+                     `shiqi-connect tunnel down NAME`), then run `tunnel up` again"
+                ),
+                None => "find it with `ss -ltnp` and stop it, then run `tunnel up` again".to_owned(),
+            },
+            Self::TunnelRunning { name, .. } => {
+                format!("stop it with `shiqi-connect tunnel down {name}`")
+            }
+            Self::TunnelFailed { hint: Some(h), .. } => h.clone(),
+            Self::TunnelFailed { log, .. } => format!("see `{}`", log.display()),
+            Self::TunnelStuck { pid, .. } => format!("kill it with `kill -9 {pid}`"),
+            Self::OpenSsh { .. } => {
+                "run the command with `-v` to see where it breaks, or use the built-in tunnel \
+                 (`shiqi-connect tunnel up` without `--openssh`)"
+                    .to_owned()
+            }
+            Self::NewCertRefused { revoked_new, serial, .. } => format!(
+                "the profile still holds the old certificate{}; run `shiqi-connect doctor` to see \
+                 why the server refuses certificates, or ask its admin",
+                if *revoked_new {
+                    String::new()
+                } else {
+                    format!(" (revoke the unused `{serial}` on the server)")
+                }
+            ),
             Self::Io { .. } => "check the path's permissions and free space".to_owned(),
             _ => return None,
         })

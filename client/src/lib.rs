@@ -9,6 +9,7 @@
 
 pub mod cli;
 pub mod commands;
+pub mod doctor;
 pub mod error;
 pub mod fsutil;
 pub mod printer;
@@ -16,5 +17,6 @@ pub mod profile;
 pub mod prompt;
 pub mod ssh;
 pub mod steps;
+pub mod tunnel;
 
 pub use error::Error;

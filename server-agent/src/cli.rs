@@ -53,6 +53,12 @@ pub enum Command {
     Brokers(BrokersArgs),
     /// List the issued certificates.
     List(ListArgs),
+    /// Revoke a certificate (by serial) or every valid client certificate of a name, publish the
+    /// new CRL, and make it effective on MySQL and Kafka.
+    Revoke(RevokeArgs),
+    /// Write a new CRL now, or with `--refresh` only when it is due (for cron or a systemd
+    /// timer: "nothing to do" exits 0).
+    Crl(CrlArgs),
 }
 
 /// `init`.
@@ -104,6 +110,10 @@ pub struct SignArgs {
     /// Skip asking Kafka for its brokers (the answer then lists that fact as missing).
     #[arg(long)]
     pub no_kafka: bool,
+    /// The serial of the certificate this one replaces (`shiqi-connect rotate`/`renew`): it must
+    /// be a client certificate of the same name. Recorded in the audit log as a `rotate`.
+    #[arg(long, value_name = "SERIAL")]
+    pub replaces: Option<String>,
 }
 
 /// `mysql-user`.
@@ -136,6 +146,36 @@ pub struct BrokersArgs {
 #[derive(Debug, Args)]
 pub struct ListArgs {
     /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `revoke`.
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("which").required(true).args(["serial", "name"]))]
+pub struct RevokeArgs {
+    /// The serial (hex, as `list` prints it) of the certificate to revoke.
+    pub serial: Option<String>,
+    /// Revoke every valid client certificate of NAME instead.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Why: unspecified, key-compromise, ca-compromise, affiliation-changed, superseded,
+    /// cessation-of-operation or certificate-hold.
+    #[arg(long, default_value = "unspecified")]
+    pub reason: String,
+}
+
+/// `crl`.
+#[derive(Debug, Args)]
+pub struct CrlArgs {
+    /// Only when it is due: missing, or fewer than `[crl] refresh_before_days` left.
+    #[arg(long)]
+    pub refresh: bool,
+    /// Do not ask MySQL to re-read the CRL (the servers are about to start and read it anyway,
+    /// e.g. `ExecStartPre=` before mariadbd).
+    #[arg(long)]
+    pub no_reload: bool,
+    /// Print JSON instead of one line.
     #[arg(long)]
     pub json: bool,
 }

@@ -19,6 +19,8 @@ pub struct Config {
     pub mysql: MysqlConfig,
     /// Default certificate lifetimes.
     pub lifetime: LifetimeConfig,
+    /// The certificate revocation list.
+    pub crl: CrlConfig,
 }
 
 /// `[kafka]`.
@@ -239,6 +241,99 @@ impl Default for LifetimeConfig {
     }
 }
 
+/// `[crl]`: where the CRL is published and how long each one is valid.
+///
+/// ```toml
+/// [crl]
+/// publish_dir = "/var/lib/shiqi-ca-pub"   # readable by mysqld and the brokers; unset = none
+/// # distribution_point = "file:///var/lib/shiqi-ca-pub/crl.der"   # default from publish_dir
+/// validity_days = 30
+/// refresh_before_days = 10
+/// ```
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CrlConfig {
+    /// A folder the servers can read (MariaDB's `ssl_crl`, the brokers' CRL distribution
+    /// point): every new `crl.pem` / `crl.der` is also copied there (0644). Unset: the CRL stays
+    /// in the state directory only.
+    pub publish_dir: Option<PathBuf>,
+    /// The CRL distribution point written into every certificate issued from now on. Default:
+    /// `file://<publish_dir>/crl.der` when `publish_dir` is set; `""` writes none. Keep it
+    /// stable: certificates issued earlier keep the URL they were given.
+    pub distribution_point: Option<String>,
+    /// How long each CRL is valid (`nextUpdate - thisUpdate`), in days.
+    pub validity_days: u32,
+    /// A CRL is regenerated (by `sign`, `revoke` and `crl --refresh`) once fewer than this many
+    /// days are left before its `nextUpdate`.
+    pub refresh_before_days: u32,
+}
+
+impl Default for CrlConfig {
+    fn default() -> Self {
+        Self {
+            publish_dir: None,
+            distribution_point: None,
+            validity_days: 30,
+            refresh_before_days: 10,
+        }
+    }
+}
+
+impl CrlConfig {
+    /// The distribution point URL to write into certificates, if any.
+    pub fn distribution_point(&self) -> Option<String> {
+        match (&self.distribution_point, &self.publish_dir) {
+            (Some(url), _) if url.trim().is_empty() => None,
+            (Some(url), _) => Some(url.trim().to_owned()),
+            (None, Some(dir)) => Some(format!("file://{}", dir.join("crl.der").display())),
+            (None, None) => None,
+        }
+    }
+
+    /// [`CrlConfig::validity_days`] as a duration.
+    pub fn validity(&self) -> time::Duration {
+        time::Duration::days(i64::from(self.validity_days))
+    }
+
+    /// [`CrlConfig::refresh_before_days`] as a duration.
+    pub fn refresh_before(&self) -> time::Duration {
+        time::Duration::days(i64::from(self.refresh_before_days))
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.validity_days == 0 {
+            return Err("crl.validity_days must be at least 1".to_owned());
+        }
+        if self.refresh_before_days >= self.validity_days {
+            return Err(format!(
+                "crl.refresh_before_days ({}) must be less than crl.validity_days ({}), or every \
+                 run would regenerate the CRL",
+                self.refresh_before_days, self.validity_days
+            ));
+        }
+        if let Some(dir) = &self.publish_dir
+            && (!dir.is_absolute() || dir.to_str().is_none_or(|d| d.chars().any(char::is_control)))
+        {
+            return Err(format!(
+                "crl.publish_dir `{}` must be an absolute path",
+                dir.display()
+            ));
+        }
+        if let Some(url) = self.distribution_point()
+            && (url.chars().any(|c| c.is_whitespace() || c.is_control())
+                || !["file://", "http://", "ldap://"]
+                    .iter()
+                    .any(|scheme| url.starts_with(scheme)))
+        {
+            return Err(format!(
+                "crl.distribution_point `{url}` must be a `file://`, `http://` or `ldap://` URL \
+                 without spaces"
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl Config {
     /// Reads the config; a missing file at the default path means all defaults, a missing file
     /// named explicitly is an error.
@@ -286,6 +381,7 @@ impl Config {
         }
         crate::mysql::check_account_part(&self.mysql.user_host)
             .map_err(|why| bad(format!("mysql.user_host: {why}")))?;
+        self.crl.check().map_err(bad)?;
         for (i, grant) in self.kafka.grants.iter().enumerate() {
             grant
                 .check()
@@ -458,5 +554,41 @@ mod tests {
         assert!(refused("resource = \"cluster\"\npattern = \"prefixed\"\nname = \"kafka-cluster\"\noperations = [\"describe\"]").contains("literal"));
         // The literal wildcard is a valid topic name for ACLs.
         assert!(grant("resource = \"topic\"\nname = \"*\"\noperations = [\"describe\"]").is_ok());
+    }
+
+    #[test]
+    fn crl_section_defaults_derives_the_distribution_point_and_checks_margins() {
+        let c = validated("").expect("defaults");
+        assert_eq!(c.crl.validity_days, 30);
+        assert_eq!(c.crl.refresh_before_days, 10);
+        assert_eq!(c.crl.distribution_point(), None);
+
+        let c = validated("[crl]\npublish_dir = \"/srv/shiqi-pub\"\n").expect("valid");
+        assert_eq!(
+            c.crl.distribution_point().as_deref(),
+            Some("file:///srv/shiqi-pub/crl.der")
+        );
+        let c = validated(
+            "[crl]\npublish_dir = \"/srv/p\"\ndistribution_point = \"http://ca.example/crl.der\"\n",
+        )
+        .expect("valid");
+        assert_eq!(
+            c.crl.distribution_point().as_deref(),
+            Some("http://ca.example/crl.der")
+        );
+        let c = validated("[crl]\npublish_dir = \"/srv/p\"\ndistribution_point = \"\"\n")
+            .expect("valid");
+        assert_eq!(c.crl.distribution_point(), None);
+
+        for bad in [
+            "[crl]\nvalidity_days = 0\n",
+            "[crl]\nvalidity_days = 10\nrefresh_before_days = 10\n",
+            "[crl]\npublish_dir = \"relative/dir\"\n",
+            "[crl]\ndistribution_point = \"ftp://x/crl\"\n",
+            "[crl]\ndistribution_point = \"file:///a b/crl.der\"\n",
+            "[crl]\nrefresh = 3\n",
+        ] {
+            assert!(validated(bad).is_err(), "{bad}");
+        }
     }
 }

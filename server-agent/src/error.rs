@@ -103,6 +103,25 @@ pub enum AgentError {
         /// librdkafka's or the broker's message.
         why: String,
     },
+    /// `sign --replaces SERIAL` named a certificate that is not the name's.
+    #[error("cannot replace certificate `{serial}`: {why}")]
+    BadReplaces {
+        /// The serial given.
+        serial: String,
+        /// Why it cannot be replaced.
+        why: String,
+    },
+    /// `revoke` recorded the revocation and wrote the CRL, but could not make it effective
+    /// everywhere.
+    #[error("revoked `{name}` (listed in CRL #{crl_number}), but not everywhere: {why}")]
+    RevokeIncomplete {
+        /// The name.
+        name: String,
+        /// The CRL that lists it.
+        crl_number: u64,
+        /// What failed.
+        why: String,
+    },
     /// A template failed to render (a bug in templates/).
     #[error("cannot render template `{name}`: {why}")]
     Template {
@@ -152,6 +171,15 @@ impl AgentError {
                 "check that the brokers run and that `[kafka] bootstrap` in agent.toml is right"
                     .into()
             }
+            Self::BadReplaces { .. } => {
+                "the profile was made against another CA or name; run `shiqi-connect setup NAME \
+                 --force` to start over"
+                    .into()
+            }
+            Self::RevokeIncomplete { name, .. } => format!(
+                "fix what failed, then run `shiqi-ca-agent revoke --name {name}` again: every step \
+                 is repeated safely"
+            ),
             Self::ConfigParse { .. } => {
                 "every key is documented in the README's agent.toml section".into()
             }

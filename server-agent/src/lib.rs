@@ -12,6 +12,7 @@ pub mod audit;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod crl;
 pub mod error;
 pub mod fsutil;
 pub mod kafka;
@@ -36,5 +37,7 @@ pub fn run(cli: cli::Cli) -> anyhow::Result<()> {
         cli::Command::KafkaUser(args) => commands::kafka_user::run(&ctx, args),
         cli::Command::Brokers(args) => commands::brokers::run(&ctx, args),
         cli::Command::List(args) => commands::list::run(&ctx, args),
+        cli::Command::Revoke(args) => commands::revoke::run(&ctx, args),
+        cli::Command::Crl(args) => commands::crl::run(&ctx, args),
     }
 }

@@ -103,7 +103,9 @@ pub async fn ensure_user(
         quote(issuer)
     );
     let outcome = if existing.iter().any(|(h, _)| h == host) {
-        conn.query_drop(format!("ALTER USER {account} {require}"))
+        // ACCOUNT UNLOCK: a name whose certificates were all revoked is locked by `revoke`; a
+        // new certificate (this call follows a `sign`) opens it again.
+        conn.query_drop(format!("ALTER USER {account} {require} ACCOUNT UNLOCK"))
             .await
             .map_err(sql_error)?;
         Ensured::Updated
@@ -127,6 +129,103 @@ pub async fn ensure_user(
             .map_err(sql_error)?;
     }
     Ok(outcome)
+}
+
+/// MariaDB's and MySQL's "no such statement" (ER_PARSE_ERROR).
+const ER_PARSE_ERROR: u16 = 1064;
+/// `KILL` of a connection that has ended meanwhile (ER_NO_SUCH_THREAD).
+const ER_NO_SUCH_THREAD: u16 = 1094;
+
+/// Makes the server re-read its TLS files, the CRL (`ssl_crl`) among them: `FLUSH SSL` on
+/// MariaDB (10.4+), `ALTER INSTANCE RELOAD TLS` on MySQL 8. Returns the statement that worked.
+/// Sessions already open keep their TLS state; [`kill_sessions`] ends them.
+///
+/// A failed reload leaves the old TLS context in place (MariaDB: "Failed to refresh SSL"), so
+/// a missing or broken CRL file never takes TLS down with it.
+///
+/// # Errors
+/// When neither statement is accepted.
+pub async fn reload_tls(conn: &mut Conn, address: &str) -> Result<&'static str, AgentError> {
+    let sql_error = |e: mysql_async::Error| AgentError::Mysql {
+        address: address.to_owned(),
+        why: e.to_string(),
+    };
+    match conn.query_drop("FLUSH SSL").await {
+        Ok(()) => Ok("FLUSH SSL"),
+        Err(mysql_async::Error::Server(e)) if e.code == ER_PARSE_ERROR => conn
+            .query_drop("ALTER INSTANCE RELOAD TLS")
+            .await
+            .map(|()| "ALTER INSTANCE RELOAD TLS")
+            .map_err(sql_error),
+        Err(e) => Err(sql_error(e)),
+    }
+}
+
+/// Ends every session of user `name` (any host) and returns their connection ids. A session
+/// that ended meanwhile is not an error.
+///
+/// # Errors
+/// When the process list cannot be read or a `KILL` is refused.
+pub async fn kill_sessions(
+    conn: &mut Conn,
+    address: &str,
+    name: &ProfileName,
+) -> Result<Vec<u64>, AgentError> {
+    let sql_error = |e: mysql_async::Error| AgentError::Mysql {
+        address: address.to_owned(),
+        why: e.to_string(),
+    };
+    let ids: Vec<u64> = conn
+        .exec(
+            "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = ? ORDER BY ID",
+            (name.as_str(),),
+        )
+        .await
+        .map_err(sql_error)?;
+    let mut killed = Vec::with_capacity(ids.len());
+    for id in ids {
+        // `id` is a number from the server: safe to format into the statement.
+        match conn.query_drop(format!("KILL CONNECTION {id}")).await {
+            Ok(()) => killed.push(id),
+            Err(mysql_async::Error::Server(e)) if e.code == ER_NO_SUCH_THREAD => {}
+            Err(e) => return Err(sql_error(e)),
+        }
+    }
+    Ok(killed)
+}
+
+/// Locks `'name'@'host'` (`ACCOUNT LOCK`: new logins are refused even with a valid
+/// certificate) if the account exists and the agent made it (its `REQUIRE ISSUER` is our CA's).
+/// Returns whether an account was locked.
+///
+/// # Errors
+/// When the server refuses.
+pub async fn lock_account(
+    conn: &mut Conn,
+    address: &str,
+    name: &ProfileName,
+    host: &str,
+    issuer: &str,
+) -> Result<bool, AgentError> {
+    let sql_error = |e: mysql_async::Error| AgentError::Mysql {
+        address: address.to_owned(),
+        why: e.to_string(),
+    };
+    let ours: Option<Vec<u8>> = conn
+        .exec_first(
+            "SELECT x509_issuer FROM mysql.user WHERE User = ? AND Host = ?",
+            (name.as_str(), host),
+        )
+        .await
+        .map_err(sql_error)?;
+    if ours.is_none_or(|i| i.as_slice() != issuer.as_bytes()) {
+        return Ok(false);
+    }
+    let account = format!("{}@{}", quote(name.as_str()), quote(host));
+    conn.query_drop(format!("ALTER USER {account} ACCOUNT LOCK"))
+        .await
+        .map_err(sql_error)?;
+    Ok(true)
 }
 
 /// A SQL string literal. Backslashes and quotes are escaped; the inputs here never contain

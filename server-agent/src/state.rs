@@ -60,7 +60,8 @@ impl Context {
         }
         let cert = read(&self.path("ca.crt"))?;
         let key = read(&key_path)?;
-        Ok(Ca::from_pem(&cert, &key)?)
+        let dp = self.config.crl.distribution_point();
+        Ok(Ca::from_pem(&cert, &key)?.with_crl_distribution_point(dp.as_deref()))
     }
 
     /// Opens the inventory.
@@ -81,6 +82,8 @@ impl Context {
             std::fs::read_to_string(&cert_path),
         ) && let (Ok(key), Ok(cert)) = (PrivateKey::from_pem(&k), Cert::from_pem(&c))
             && cert.common_name() == Some(self.config.kafka.admin_name.as_str())
+            // Brokers that check revocation refuse a certificate without the CRL's location.
+            && cert.crl_distribution_points() == ca.crl_distribution_points()
             && cert.matches_key(&key)
             && cert.is_signed_by(ca.cert())
             && cert.not_after() - now > lifetime / 4

@@ -4,7 +4,11 @@
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, reason = "tests fail loudly by design")]
 
+mod doctor;
 mod identity;
+mod kafka;
+mod lifecycle;
 mod server;
 mod setup;
 mod stack;
+mod tunnel;

@@ -181,83 +181,10 @@ fn setup_then_openssh_tunnel_carries_kafka_to_every_broker_and_mysql() {
         g.stdout
     );
 
-    // A topic with one partition led by each broker, made by the admin on the server.
-    let topic = format!("app.{name}");
-    s.kafka_tool(
-        "org.apache.kafka.tools.TopicCommand",
-        &[
-            "--bootstrap-server",
-            s.info("kafka_bootstrap"),
-            "--command-config",
-            s.info("kafka_admin_properties"),
-            "--create",
-            "--topic",
-            &topic,
-            "--replica-assignment",
-            "1:2:3,2:3:1,3:1:2",
-        ],
-    )
-    .ok();
-
+    // One partition led by each broker: the console tools must reach all three.
     let _tunnel = OpenSshTunnel::open(s, &profile);
-    let records: String = (0..30).map(|i| format!("k{i}:v{i}\n")).collect();
-    laptop_kafka_tool(
-        s,
-        "org.apache.kafka.tools.ConsoleProducer",
-        &[
-            "--bootstrap-server",
-            "localhost:19094",
-            "--producer.config",
-            &p("client.properties"),
-            "--topic",
-            &topic,
-            "--property",
-            "parse.key=true",
-            "--property",
-            "key.separator=:",
-            "--sync",
-        ],
-        Some(records.as_bytes()),
-    )
-    .ok();
-    let consumed = laptop_kafka_tool(
-        s,
-        "org.apache.kafka.tools.consumer.ConsoleConsumer",
-        &[
-            "--bootstrap-server",
-            "localhost:19094",
-            "--consumer.config",
-            &p("client.properties"),
-            "--topic",
-            &topic,
-            "--group",
-            &format!("app.{name}"),
-            "--from-beginning",
-            "--max-messages",
-            "30",
-            "--timeout-ms",
-            "30000",
-            "--property",
-            "print.partition=true",
-        ],
-        None,
-    )
-    .ok();
-    for i in 0..30 {
-        assert!(
-            consumed.stdout.contains(&format!("v{i}")),
-            "record {i} not read back:\n{}",
-            consumed.all()
-        );
-    }
-    for partition in 0..3 {
-        assert!(
-            consumed.stdout.contains(&format!("Partition:{partition}")),
-            "nothing from partition {partition} (leader {}):\n{}",
-            partition + 1,
-            consumed.stdout
-        );
-    }
+    crate::kafka::assert_round_trip_through_every_broker(s, &profile, &name);
+    let topic = format!("app.{name}");
 
     // kcat through the same tunnel lists the cluster.
     let kcat = s

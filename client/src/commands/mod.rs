@@ -1,7 +1,12 @@
 //! The subcommands, and the error report every one of them ends with. `anyhow` is allowed here
 //! (and in `main.rs`) only: library modules return [`crate::Error`].
 
+pub mod doctor;
+pub mod revoke;
+pub mod rotate;
 pub mod setup;
+pub mod status;
+pub mod tunnel;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -30,6 +35,12 @@ pub fn printer(global: &GlobalArgs) -> Printer {
 pub async fn run(cli: Cli, printer: &Printer) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Setup(args) => setup::run(&args, &cli.global, printer).await,
+        Command::Tunnel(args) => tunnel::run(&args, &cli.global, printer).await,
+        Command::Doctor(args) => doctor::run(&args, &cli.global, printer).await,
+        Command::Rotate(args) => rotate::run_rotate(&args, &cli.global, printer).await,
+        Command::Renew(args) => rotate::run_renew(&args, &cli.global, printer).await,
+        Command::Status(_) => status::run(&cli.global),
+        Command::Revoke(args) => revoke::run(&args, &cli.global, printer).await,
     }
 }
 
@@ -65,5 +76,23 @@ pub fn tilde(path: &Path, home: &Path) -> String {
         Ok(rest) if rest.as_os_str().is_empty() => "~".to_owned(),
         Ok(rest) => format!("~/{}", rest.display()),
         Err(_) => path.display().to_string(),
+    }
+}
+
+/// Writes `text` to stdout; a reader that went away (`| head`) is not an error.
+///
+/// # Errors
+/// When stdout cannot be written for another reason.
+pub fn print_stdout(text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(anyhow::Error::new(e).context("cannot write to stdout"))
+        }
+        _ => Ok(()),
     }
 }

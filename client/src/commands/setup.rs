@@ -12,7 +12,6 @@ use shiqi_ca::keystore::P12Format;
 use shiqi_ca::protocol::MissingFact;
 use shiqi_ca::{ProfileName, Secret};
 use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 
 use crate::cli::{GlobalArgs, SetupArgs};
 use crate::commands::{home, tilde};
@@ -25,7 +24,7 @@ use crate::ssh::config::{self, Destination, Env, IncludeChange, Target};
 use crate::ssh::known_hosts::{HostKeyOutcome, HostKeyPolicy};
 use crate::steps::sign::{AgentCommand, Signed};
 use crate::steps::write::{Installed, ProfileFile};
-use crate::steps::{keygen, keystore, render, sign, write};
+use crate::steps::{keygen, render, sign, write};
 
 /// Everything `setup` needs, settled before any step runs.
 #[derive(Clone, Debug)]
@@ -200,7 +199,7 @@ pub async fn execute(
     step.done(&format!("{} key, CN={}", s.key_type, s.name));
 
     let step = printer.step(&format!("connect to {}", target.host));
-    let session = connect(s, &target, prompter, printer)
+    let session = connect(s.accept_new_host_key, &target, prompter, printer)
         .await
         .with_context(|| format!("cannot log in to `{}`", s.destination_text))?;
     let host_key = match session.host_key() {
@@ -416,13 +415,13 @@ pub async fn execute(
 
 /// Connects; an unknown host key is shown and asked about on a terminal, then the connection is
 /// retried trusting exactly that key.
-async fn connect(
-    s: &Settings,
+pub(crate) async fn connect(
+    accept_new_host_key: bool,
     target: &Target,
     prompter: &Prompter,
     printer: &Printer,
 ) -> Result<Session, Error> {
-    let policy = if s.accept_new_host_key {
+    let policy = if accept_new_host_key {
         HostKeyPolicy::AcceptNew
     } else {
         HostKeyPolicy::Strict
@@ -460,102 +459,15 @@ fn profile_files(
     profile: &Profile,
     forwards: &[render::Forward],
 ) -> Result<Vec<ProfileFile>, Error> {
-    let password = Secret::random_password();
-    let stores = keystore::stores(
+    crate::steps::profile_files::build(&crate::steps::profile_files::Inputs {
+        dir: &s.profile_dir(),
+        target,
         key,
-        &signed.chain_pem,
-        &signed.response.ca_pem,
-        &password,
-        s.p12_format,
-    )?;
-    let dir = s.profile_dir();
-    let created = rfc3339(profile.created);
-    let not_after = rfc3339(profile.certificate.not_after);
-    let serial = profile.certificate.serial.to_string();
-    let rendered = render::render(&render::RenderInput {
-        name: &s.name,
-        dir: &dir,
-        destination: &s.destination_text,
-        ssh_host: &target.host,
-        ssh_port: target.port,
-        ssh_user: &target.user,
-        host_key_alias: target.host_key_alias.as_deref(),
-        known_hosts: &profile.server.known_hosts,
-        key_used: &profile.server.ssh_key,
-        tunnel_host: &s.tunnel_host,
-        brokers: &profile.brokers,
-        mysql: profile.mysql.as_ref(),
+        signed,
+        profile,
         forwards,
-        keystore_password: &password,
-        p12_format: &s.p12_format.to_string(),
-        created: &created,
-        not_after: &not_after,
-        serial: &serial,
-    })?;
-    let mut ca = signed.response.ca_pem.trim_end().to_owned();
-    ca.push('\n');
-    let mut out = vec![
-        ProfileFile {
-            name: files::CLIENT_KEY,
-            bytes: key.to_pkcs8_pem().expose().clone().into_bytes(),
-        },
-        ProfileFile {
-            name: files::CLIENT_CRT,
-            bytes: signed.chain_pem.clone().into_bytes(),
-        },
-        ProfileFile {
-            name: files::CA_CRT,
-            bytes: ca.into_bytes(),
-        },
-        ProfileFile {
-            name: files::KEYSTORE,
-            bytes: stores.keystore,
-        },
-        ProfileFile {
-            name: files::TRUSTSTORE,
-            bytes: stores.truststore,
-        },
-        ProfileFile {
-            name: files::KEYSTORE_PASSWORD,
-            bytes: format!("{}\n", password.expose()).into_bytes(),
-        },
-        ProfileFile {
-            name: files::SSH_CONFIG,
-            bytes: rendered.ssh_config.into_bytes(),
-        },
-        ProfileFile {
-            name: files::DATAGRIP_MD,
-            bytes: rendered.datagrip_md.into_bytes(),
-        },
-    ];
-    if let Some(p) = rendered.client_properties {
-        out.push(ProfileFile {
-            name: files::CLIENT_PROPERTIES,
-            bytes: p.expose().clone().into_bytes(),
-        });
-    }
-    if let Some(c) = rendered.librdkafka_conf {
-        out.push(ProfileFile {
-            name: files::LIBRDKAFKA_CONF,
-            bytes: c.into_bytes(),
-        });
-    }
-    if let Some(c) = rendered.my_cnf {
-        out.push(ProfileFile {
-            name: files::MY_CNF,
-            bytes: c.into_bytes(),
-        });
-    }
-    // Last, so a reader that finds profile.json finds every file it lists.
-    out.push(ProfileFile {
-        name: files::PROFILE_JSON,
-        bytes: profile.to_json().into_bytes(),
-    });
-    Ok(out)
-}
-
-fn rfc3339(t: OffsetDateTime) -> String {
-    t.format(&Rfc3339).unwrap_or_else(|_| t.to_string())
+        password: &Secret::random_password(),
+    })
 }
 
 fn date(t: OffsetDateTime) -> String {
@@ -580,7 +492,9 @@ mod tests {
         let mut full = vec!["shiqi-connect", "--home", &root, "setup"];
         full.extend_from_slice(argv);
         let cli = Cli::try_parse_from(full).expect("parses");
-        let Command::Setup(args) = &cli.command;
+        let Command::Setup(args) = &cli.command else {
+            panic!("not setup");
+        };
         Settings::resolve(args, &cli.global, &Prompter::never())
     }
 
@@ -625,12 +539,17 @@ mod tests {
         let home = root.path().to_string_lossy().into_owned();
         let cli = Cli::try_parse_from(["shiqi-connect", "--home", &home, "setup", "saige"])
             .expect("parses");
-        let Command::Setup(args) = &cli.command;
+        let Command::Setup(args) = &cli.command else {
+            panic!("not setup");
+        };
         let e = Settings::resolve(args, &cli.global, &Prompter::never()).expect_err("exists");
         assert!(matches!(e, Error::ProfileExists { .. }), "{e}");
         assert_eq!(
             e.hint().as_deref(),
-            Some("pass `--force` to replace it, or pick another name than `saige`")
+            Some(
+                "pass `--force` to replace it, or pick another name than `saige`; to renew its \
+                 certificate: `shiqi-connect renew saige`"
+            )
         );
     }
 }

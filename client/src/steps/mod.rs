@@ -3,6 +3,10 @@
 
 pub mod keygen;
 pub mod keystore;
+pub mod profile_files;
 pub mod render;
+pub mod renew;
+pub mod rotate;
 pub mod sign;
+pub mod verify;
 pub mod write;

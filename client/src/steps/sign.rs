@@ -4,10 +4,13 @@
 
 use std::time::Duration;
 
-use shiqi_ca::ProfileName;
 use shiqi_ca::cert::Cert;
+use shiqi_ca::crl::Reason;
 use shiqi_ca::key::PrivateKey;
-use shiqi_ca::protocol::{KafkaUserResponse, MysqlUserResponse, PROTOCOL_VERSION, SignResponse};
+use shiqi_ca::protocol::{
+    KafkaUserResponse, MysqlUserResponse, PROTOCOL_VERSION, RevokeResponse, SignResponse,
+};
+use shiqi_ca::{ProfileName, Serial};
 
 use crate::error::{AgentOp, Error};
 use crate::ssh::{Output, Session};
@@ -58,6 +61,28 @@ impl AgentCommand {
     fn kafka_user(&self, name: &ProfileName) -> String {
         format!("{} kafka-user {name}", self.0)
     }
+
+    /// `… sign --name NAME --replaces SERIAL`; a [`Serial`] prints as hex digits only.
+    fn sign_replacing(&self, name: &ProfileName, old: &Serial) -> String {
+        format!("{} sign --name {name} --replaces {old}", self.0)
+    }
+
+    /// `… revoke SERIAL|--name NAME --reason R`; reasons are kebab-case words.
+    fn revoke(&self, what: &Revocation, reason: Reason) -> String {
+        match what {
+            Revocation::Serial(serial) => format!("{} revoke {serial} --reason {reason}", self.0),
+            Revocation::Name(name) => format!("{} revoke --name {name} --reason {reason}", self.0),
+        }
+    }
+}
+
+/// What `revoke` revokes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Revocation {
+    /// One certificate.
+    Serial(Serial),
+    /// Every valid client certificate of the name.
+    Name(ProfileName),
 }
 
 impl Default for AgentCommand {
@@ -91,7 +116,81 @@ pub async fn sign(
     key: &PrivateKey,
 ) -> Result<Signed, Error> {
     tracing::debug!(bytes = csr_pem.len(), "sending CSR to shiqi-ca-agent");
-    let command = agent.sign(name);
+    sign_with(session, agent.sign(name), agent, name, csr_pem, key).await
+}
+
+/// As [`sign`], for a certificate that replaces `old` (`rotate`, `renew`): the agent checks that
+/// `old` is a client certificate of `name` and records the rotation in its audit log.
+///
+/// # Errors
+/// As [`sign`].
+#[tracing::instrument(skip_all, fields(profile = %name, replaces = %old))]
+pub async fn sign_replacing(
+    session: &Session,
+    agent: &AgentCommand,
+    name: &ProfileName,
+    csr_pem: &str,
+    key: &PrivateKey,
+    old: &Serial,
+) -> Result<Signed, Error> {
+    let command = agent.sign_replacing(name, old);
+    sign_with(session, command, agent, name, csr_pem, key).await
+}
+
+/// What [`revoke`] learned: the agent's answer, and its error if it could not finish (MySQL or
+/// Kafka unreachable: the revocation is recorded and in the CRL all the same).
+#[derive(Debug)]
+pub struct Revoked {
+    /// The agent's answer.
+    pub response: RevokeResponse,
+    /// The agent's `error:` line when it exited non-zero after revoking.
+    pub incomplete: Option<String>,
+}
+
+/// Runs `agent revoke …` for `what` with `reason`.
+///
+/// # Errors
+/// As [`sign`]; an agent that revoked but could not make it effective everywhere is not an
+/// error (see [`Revoked::incomplete`]).
+#[tracing::instrument(skip_all)]
+pub async fn revoke(
+    session: &Session,
+    agent: &AgentCommand,
+    what: &Revocation,
+    reason: Reason,
+) -> Result<Revoked, Error> {
+    let out = session
+        .exec(&agent.revoke(what, reason), b"", MAX_REPLY, AGENT_TIMEOUT)
+        .await?;
+    let partial = match out.status {
+        Some(0) => None,
+        // Exit 2 with a JSON answer: revoked, but MySQL or Kafka could not be reached.
+        Some(_) if serde_json::from_slice::<RevokeResponse>(&out.stdout).is_ok() => Some(
+            read_stderr(&String::from_utf8_lossy(&out.stderr))
+                .0
+                .unwrap_or_default(),
+        ),
+        _ => None,
+    };
+    let stdout = match partial {
+        Some(_) => out.stdout,
+        None => successful(AgentOp::Revoke, agent, out)?,
+    };
+    let response: RevokeResponse = parse_reply(AgentOp::Revoke, &stdout)?;
+    Ok(Revoked {
+        response,
+        incomplete: partial,
+    })
+}
+
+async fn sign_with(
+    session: &Session,
+    command: String,
+    agent: &AgentCommand,
+    name: &ProfileName,
+    csr_pem: &str,
+    key: &PrivateKey,
+) -> Result<Signed, Error> {
     let out = session
         .exec(&command, csr_pem.as_bytes(), MAX_REPLY, AGENT_TIMEOUT)
         .await?;
@@ -150,7 +249,7 @@ pub async fn kafka_user(
 }
 
 /// Turns a finished remote command into its stdout, or the error its status and stderr name.
-fn successful(op: AgentOp, agent: &AgentCommand, out: Output) -> Result<Vec<u8>, Error> {
+pub(crate) fn successful(op: AgentOp, agent: &AgentCommand, out: Output) -> Result<Vec<u8>, Error> {
     match out.status {
         Some(0) => Ok(out.stdout),
         // POSIX shells exit 127 for "command not found" and 126 for "not executable".
@@ -197,7 +296,10 @@ fn read_stderr(stderr: &str) -> (Option<String>, Option<String>) {
     (error, hint)
 }
 
-fn parse_reply<T: serde::de::DeserializeOwned>(op: AgentOp, stdout: &[u8]) -> Result<T, Error> {
+pub(crate) fn parse_reply<T: serde::de::DeserializeOwned>(
+    op: AgentOp,
+    stdout: &[u8],
+) -> Result<T, Error> {
     // Check the version before the shape, so a newer agent gets the clearer error.
     let value: serde_json::Value =
         serde_json::from_slice(stdout).map_err(|e| Error::AgentReply {
@@ -367,5 +469,18 @@ mod tests {
             "shiqi-ca-agent mysql-user saige"
         );
         assert!(AgentCommand::new("a\nb").is_err() && AgentCommand::new("  ").is_err());
+        let serial: Serial = "0a1b".parse().expect("serial");
+        assert_eq!(
+            AgentCommand::default().sign_replacing(&name, &serial),
+            "shiqi-ca-agent sign --name saige --replaces 0a1b"
+        );
+        assert_eq!(
+            AgentCommand::default().revoke(&Revocation::Serial(serial), Reason::Superseded),
+            "shiqi-ca-agent revoke 0a1b --reason superseded"
+        );
+        assert_eq!(
+            AgentCommand::default().revoke(&Revocation::Name(name), Reason::KeyCompromise),
+            "shiqi-ca-agent revoke --name saige --reason key-compromise"
+        );
     }
 }

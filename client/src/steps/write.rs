@@ -79,6 +79,10 @@ pub fn install(
     tracing::debug!(staging = %staging.path().display(), files = files.len(), "profile staged");
 
     let installed = if target.symlink_metadata().is_ok() {
+        // `--force` over a profile whose tunnel runs: keep its pid file, log and control
+        // socket, so that `tunnel down` and `ssh -O exit` can still stop it.
+        let names: Vec<&str> = files.iter().map(|f| f.name).collect();
+        carry_over(&target, staging.path(), &names)?;
         swap(staging.path(), &target)?;
         // The staging path now holds the old profile; dropping the TempDir removes it.
         drop(staging);
@@ -95,6 +99,147 @@ pub fn install(
     };
     fsutil::sync_dir(root)?;
     Ok(installed)
+}
+
+/// A complete profile in a staging folder next to its target (`$SHIQI_HOME/.NAME.tmp-XXXX`),
+/// not yet in place: `rotate` checks the new certificate from here before anything changes.
+/// Dropped without [`Staged::replace`], it is removed and the old profile is untouched.
+pub struct Staged {
+    root: PathBuf,
+    target: PathBuf,
+    staging: tempfile::TempDir,
+    names: Vec<&'static str>,
+}
+
+impl std::fmt::Debug for Staged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Staged({})", self.staging.path().display())
+    }
+}
+
+/// Writes `files` into a fresh staging folder for profile `name` under `root`.
+///
+/// # Errors
+/// [`Error::Io`] on any file-system failure (the staging folder is then removed).
+pub fn stage(root: &Path, name: &ProfileName, files: &[ProfileFile]) -> Result<Staged, Error> {
+    fsutil::create_private_dir(root)?;
+    let staging = tempfile::Builder::new()
+        .prefix(&format!(".{name}.tmp-"))
+        .tempdir_in(root)
+        .map_err(|source| Error::Io {
+            action: "create a staging folder in",
+            path: root.to_path_buf(),
+            source,
+        })?;
+    fsutil::set_mode(staging.path(), 0o700)?;
+    for f in files {
+        fsutil::write_private(&staging.path().join(f.name), &f.bytes)?;
+    }
+    fsutil::sync_dir(staging.path())?;
+    Ok(Staged {
+        root: root.to_path_buf(),
+        target: crate::profile::dir(root, name),
+        staging,
+        names: files.iter().map(|f| f.name).collect(),
+    })
+}
+
+impl Staged {
+    /// The staging folder: a complete profile (its files name the final paths, not this one).
+    pub fn path(&self) -> &Path {
+        self.staging.path()
+    }
+
+    /// Puts the staged profile in place of the existing one in one atomic swap.
+    ///
+    /// Entries of the old folder that the new profile does not replace — the tunnel's
+    /// `tunnel.pid`, `tunnel.state.json`, `tunnel.log` and OpenSSH's control socket — are
+    /// hard-linked into the new folder first: a tunnel running in the background keeps its
+    /// log, its pid file and its control socket (a socket is found by its inode, which the link
+    /// keeps), so `tunnel status`, `tunnel down` and `ssh -O exit` go on working.
+    ///
+    /// # Errors
+    /// [`Error::Io`]; the old profile is then untouched.
+    pub fn replace(self) -> Result<Installed, Error> {
+        if self.target.symlink_metadata().is_err() {
+            std::fs::rename(self.staging.path(), &self.target).map_err(|source| Error::Io {
+                action: "move the new profile into place at",
+                path: self.target.clone(),
+                source,
+            })?;
+            let _ = self.staging.keep();
+            fsutil::sync_dir(&self.root)?;
+            return Ok(Installed::Created(self.target));
+        }
+        carry_over(&self.target, self.staging.path(), &self.names)?;
+        swap(self.staging.path(), &self.target)?;
+        // The staging path now holds the old profile; dropping the TempDir removes it.
+        let Self {
+            root,
+            target,
+            staging,
+            ..
+        } = self;
+        drop(staging);
+        fsutil::sync_dir(&root)?;
+        Ok(Installed::Replaced(target))
+    }
+}
+
+/// Every file a profile can have; never carried over from an old profile.
+const PROFILE_FILES: &[&str] = {
+    use crate::profile::files::*;
+    &[
+        CLIENT_KEY,
+        CLIENT_CRT,
+        CA_CRT,
+        KEYSTORE,
+        TRUSTSTORE,
+        KEYSTORE_PASSWORD,
+        CLIENT_PROPERTIES,
+        LIBRDKAFKA_CONF,
+        MY_CNF,
+        SSH_CONFIG,
+        DATAGRIP_MD,
+        PROFILE_JSON,
+    ]
+};
+
+/// Hard-links every entry of `old` that is not a profile file (nor one of `replaced`, a leftover
+/// temporary file or a folder) into `new`.
+fn carry_over(old: &Path, new: &Path, replaced: &[&str]) -> Result<(), Error> {
+    let entries = std::fs::read_dir(old).map_err(|source| Error::Io {
+        action: "read the profile folder",
+        path: old.to_path_buf(),
+        source,
+    })?;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(text) = name.to_str() else { continue };
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        // A profile file the new profile does not have (say, `my.cnf` of a server that no
+        // longer has MySQL) is not carried over: only what others put there (the tunnel's).
+        if replaced.contains(&text)
+            || PROFILE_FILES.contains(&text)
+            || text.starts_with(".shiqi-tmp-")
+            || is_dir
+        {
+            continue;
+        }
+        let to = new.join(&name);
+        if let Err(source) = std::fs::hard_link(entry.path(), &to) {
+            // A file system without hard links: a copy keeps what can be kept.
+            tracing::debug!(file = text, error = %source, "cannot link; copying");
+            if entry.file_type().is_ok_and(|t| t.is_file()) {
+                std::fs::copy(entry.path(), &to).map_err(|source| Error::Io {
+                    action: "carry over",
+                    path: entry.path(),
+                    source,
+                })?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Exchanges two folders atomically (`renameat2(RENAME_EXCHANGE)`); where the file system does
@@ -218,6 +363,49 @@ mod tests {
             fs::read_to_string(root.join("saige/client.key")).expect("read"),
             "one"
         );
+        assert_eq!(listing(&root), ["saige"]);
+    }
+
+    #[test]
+    fn staged_replace_keeps_the_tunnel_files_and_a_dropped_stage_changes_nothing() {
+        let home = tempfile::tempdir().expect("tempdir");
+        let root = home.path().to_path_buf();
+        let name: ProfileName = "saige".parse().expect("name");
+        install(&root, &name, &files("one"), false).expect("create");
+        let dir = root.join("saige");
+        fsutil::write_private(&dir.join("tunnel.pid"), b"4242\n").expect("pid");
+        let sock = std::os::unix::net::UnixListener::bind(dir.join("tunnel.sock")).expect("bind");
+
+        // Dropped: the old profile is untouched and no staging folder is left.
+        let staged = stage(&root, &name, &files("two")).expect("stage");
+        assert_eq!(
+            fs::read_to_string(staged.path().join("client.key")).expect("read"),
+            "two"
+        );
+        drop(staged);
+        assert_eq!(listing(&root), ["saige"]);
+        assert_eq!(
+            fs::read_to_string(dir.join("client.key")).expect("read"),
+            "one"
+        );
+
+        let staged = stage(&root, &name, &files("two")).expect("stage");
+        assert_eq!(
+            staged.replace().expect("replace"),
+            Installed::Replaced(dir.clone())
+        );
+        assert_eq!(
+            fs::read_to_string(dir.join("client.key")).expect("read"),
+            "two"
+        );
+        assert_eq!(
+            fs::read_to_string(dir.join("tunnel.pid")).expect("pid kept"),
+            "4242\n"
+        );
+        // The control socket still reaches the listener through the new folder.
+        let _client =
+            std::os::unix::net::UnixStream::connect(dir.join("tunnel.sock")).expect("socket kept");
+        assert!(sock.accept().is_ok());
         assert_eq!(listing(&root), ["saige"]);
     }
 

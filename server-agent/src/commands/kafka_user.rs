@@ -91,7 +91,13 @@ fn grant(ctx: &Context, args: &KafkaUserArgs) -> anyhow::Result<KafkaUserRespons
 
 fn revoke(ctx: &Context, args: &KafkaUserArgs) -> anyhow::Result<KafkaUserResponse> {
     let name = user_name(ctx, &args.name)?;
-    let principal = principal(&name);
+    revoke_acls(ctx, &name)
+}
+
+/// Deletes every ACL of `User:NAME`, whatever made it: `kafka-user --revoke`, and `revoke`
+/// once no valid certificate is left for the name.
+pub(crate) fn revoke_acls(ctx: &Context, name: &ProfileName) -> anyhow::Result<KafkaUserResponse> {
+    let principal = principal(name);
     let (admin, timeout) = connect(ctx)?;
     let bootstrap = &ctx.config.kafka.bootstrap;
     let deleted = kafka_acl::delete_acls(&admin, &[AclFilter::principal(&principal)], timeout)

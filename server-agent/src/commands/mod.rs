@@ -1,10 +1,12 @@
 //! One module per subcommand. Each resolves its inputs, acts, and prints its one answer.
 
 pub mod brokers;
+pub mod crl;
 pub mod init;
 pub mod kafka_user;
 pub mod list;
 pub mod mysql_user;
+pub mod revoke;
 pub mod server_cert;
 pub mod sign;
 

@@ -22,6 +22,8 @@ struct KafkaCtx<'a> {
     keystore: String,
     truststore: String,
     password: &'a str,
+    /// The CRL distribution point certificates carry, for the revocation comment.
+    crl_url: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -33,6 +35,18 @@ struct MysqlCtx<'a> {
     ca: String,
     cert: String,
     key: String,
+    /// `ssl_crl`, when the CRL is published where the server can read it.
+    crl: Option<String>,
+}
+
+/// The published CRL's path for `ssl_crl`, making sure the file exists first: MariaDB refuses
+/// to start TLS when `ssl_crl` names a missing file.
+fn crl_for_mysql(ctx: &Context, ca: &shiqi_ca::issue::Ca) -> anyhow::Result<Option<String>> {
+    let Some(dir) = &ctx.config.crl.publish_dir else {
+        return Ok(None);
+    };
+    crate::crl::update(ctx, ca, crate::crl::When::IfDue)?;
+    Ok(Some(dir.join(crate::crl::CRL_PEM).display().to_string()))
 }
 
 /// Issues the certificate and writes the server's files into `--out`.
@@ -90,6 +104,7 @@ pub fn run(ctx: &Context, args: ServerCertArgs) -> anyhow::Result<()> {
                     keystore: ks_path.display().to_string(),
                     truststore: ts_path.display().to_string(),
                     password: password.expose(),
+                    crl_url: ctx.config.crl.distribution_point(),
                 },
             )?;
             // The fragment holds the keystore password, so it is private too.
@@ -114,6 +129,7 @@ pub fn run(ctx: &Context, args: ServerCertArgs) -> anyhow::Result<()> {
                     ca: ca_path.display().to_string(),
                     cert: crt.display().to_string(),
                     key: key_path.display().to_string(),
+                    crl: crl_for_mysql(ctx, &ca)?,
                 },
             )?;
             fsutil::write_atomic(&out.join("mysqld.cnf"), fragment.as_bytes(), 0o644)?;

@@ -29,12 +29,46 @@ pub fn run(ctx: &Context, args: SignArgs) -> anyhow::Result<()> {
         &audit::Entry {
             action: "sign",
             name: &args.name,
-            serial,
+            serial: serial.clone(),
             outcome,
-            reason,
+            reason: reason.clone(),
         },
     );
-    crate::commands::print_json(&result?)
+    if let Some(old) = &args.replaces {
+        audit::record(
+            ctx,
+            &audit::Entry {
+                action: "rotate",
+                name: &args.name,
+                serial,
+                outcome,
+                reason: Some(match reason {
+                    Some(why) => format!("replacing {old}: {why}"),
+                    None => format!("replaces {old}"),
+                }),
+            },
+        );
+    }
+    let response = result?;
+    refresh_crl(ctx);
+    crate::commands::print_json(&response)
+}
+
+/// Signing is the agent's most frequent call, so it also keeps the CRL from going stale (a CRL
+/// past its nextUpdate locks every user out). Best effort: a problem here never fails the sign.
+fn refresh_crl(ctx: &Context) {
+    let updated = ctx
+        .ca()
+        .and_then(|ca| crate::crl::update(ctx, &ca, crate::crl::When::IfDue));
+    match updated {
+        Ok(u) if u.changed() => {
+            if let Err(e) = crate::crl::reload_mysql(ctx) {
+                tracing::warn!("wrote a new CRL, but MySQL did not re-read it: {e:#}");
+            }
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!("cannot refresh the CRL: {e:#}"),
+    }
 }
 
 fn sign(ctx: &Context, args: &SignArgs) -> anyhow::Result<SignResponse> {
@@ -60,6 +94,9 @@ fn sign(ctx: &Context, args: &SignArgs) -> anyhow::Result<SignResponse> {
     let ca = ctx.ca()?;
 
     let mut inventory = ctx.inventory()?;
+    if let Some(old) = &args.replaces {
+        check_replaces(&inventory, &name, old)?;
+    }
     // A name that belongs to a server certificate (a broker, MariaDB) is never a client.
     if inventory
         .list()?
@@ -98,6 +135,31 @@ fn sign(ctx: &Context, args: &SignArgs) -> anyhow::Result<SignResponse> {
         ca_pem: ca.cert().pem(),
         facts: facts(ctx, &ca, &name, args.no_kafka),
     })
+}
+
+/// A rotation names the certificate it replaces: it must be a client certificate of the same
+/// name from this CA (a profile made against another CA needs a new `setup`).
+fn check_replaces(
+    inventory: &shiqi_ca::inventory::Inventory,
+    name: &ProfileName,
+    old: &str,
+) -> anyhow::Result<()> {
+    let serial: shiqi_ca::Serial = old.trim().parse()?;
+    let refuse = |why: &str| AgentError::BadReplaces {
+        serial: serial.to_hex(),
+        why: why.to_owned(),
+    };
+    let Some(record) = inventory.by_serial(&serial)? else {
+        return Err(refuse("this CA never issued it").into());
+    };
+    if record.kind != CertKind::Client || record.name != name.as_str() {
+        return Err(refuse(&format!(
+            "it is the {} certificate of `{}`, not a client certificate of `{name}`",
+            record.kind, record.name
+        ))
+        .into());
+    }
+    Ok(())
 }
 
 /// What the client needs to know; each fact that cannot be learned is listed with its reason.

@@ -1,0 +1,232 @@
+//! `shiqi-connect doctor [NAME] [--config FILE]…`: runs the checks of [`crate::doctor`] and
+//! prints one line each on stdout (`ok`, `warn`, `fail`, `skip`, with the fix under every warn
+//! and fail), or a JSON document with `--json`. Exit 0 when nothing fails, 1 when a check fails
+//! (a problem found), 2 for bad input (STYLE §2).
+
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use console::Style;
+use serde::Serialize;
+
+use crate::cli::{DoctorArgs, GlobalArgs};
+use crate::commands::tunnel::pick_profile;
+use crate::commands::{home, tilde};
+use crate::doctor::{self, Check, CheckId, Inputs, Status};
+use crate::error::Error;
+use crate::printer::{ColorChoice, Printer};
+use crate::profile;
+use crate::prompt::Prompter;
+
+/// Exit status when a check fails.
+pub const EXIT_PROBLEM: u8 = 1;
+
+/// Everything `doctor` needs, settled before any check runs.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// What to check.
+    pub inputs: Inputs,
+    /// The profile name, if a profile is checked.
+    pub name: Option<String>,
+    /// `--json`.
+    pub json: bool,
+    /// `--yes`: never ask (for a key passphrase).
+    pub yes: bool,
+    /// Colour the statuses.
+    pub color: bool,
+}
+
+impl Settings {
+    /// Settles the profile (the one named, or the only one) and the `--config` files.
+    ///
+    /// # Errors
+    /// A missing `--config` file, an unknown or ambiguous profile, no `$HOME`.
+    pub fn resolve(args: &DoctorArgs, global: &GlobalArgs) -> Result<Self, Error> {
+        let home = home()?;
+        let root = global
+            .shiqi_home
+            .clone()
+            .unwrap_or_else(|| home.join(".shiqi"));
+        let root = std::path::absolute(&root).unwrap_or(root);
+        let mut configs = Vec::new();
+        for c in &args.configs {
+            let p = std::path::absolute(c).unwrap_or_else(|_| c.clone());
+            if !p.is_file() {
+                return Err(Error::InvalidValue {
+                    what: "`--config` file",
+                    given: p.display().to_string(),
+                    why: "no such file",
+                });
+            }
+            configs.push(p);
+        }
+        let name = match pick_profile(&root, args.name.as_deref()) {
+            Ok(n) => Some(n),
+            // Only `--config` files: lint them without a profile.
+            Err(Error::NoProfiles { .. }) if args.name.is_none() && !configs.is_empty() => None,
+            Err(e) => return Err(e),
+        };
+        let color = match global.color {
+            ColorChoice::Always => true,
+            ColorChoice::Never => false,
+            ColorChoice::Auto => {
+                std::io::stdout().is_terminal()
+                    && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+            }
+        };
+        Ok(Self {
+            inputs: Inputs {
+                home,
+                profile_dir: name.as_ref().map(|n| profile::dir(&root, n)),
+                configs,
+            },
+            name: name.map(|n| n.to_string()),
+            json: global.json,
+            yes: global.yes,
+            color,
+        })
+    }
+}
+
+/// The `--json` document.
+#[derive(Serialize)]
+struct Report<'a> {
+    /// The profile checked, if any.
+    profile: Option<&'a str>,
+    /// The profile folder.
+    dir: Option<&'a Path>,
+    /// The worst status (`ok`, `warn`, `fail`).
+    status: Status,
+    /// Every check in order.
+    checks: &'a [Check],
+}
+
+/// Runs `doctor`.
+///
+/// # Errors
+/// Bad input (see [`Settings::resolve`]) or a failure to write stdout.
+pub async fn run(
+    args: &DoctorArgs,
+    global: &GlobalArgs,
+    _printer: &Printer,
+) -> anyhow::Result<ExitCode> {
+    let s = Settings::resolve(args, global)?;
+    let prompter = if s.yes {
+        Prompter::never()
+    } else {
+        Prompter::new(false)
+    };
+    // Human output streams line by line (a login may take seconds); JSON comes at the end.
+    let sink: Option<doctor::Sink> = if s.json {
+        None
+    } else {
+        if let Some(d) = &s.inputs.profile_dir {
+            emit(&format!("profile {}\n", tilde(d, &s.inputs.home)))?;
+        }
+        let color = s.color;
+        Some(Box::new(move |c: &Check| {
+            // A closed stdout (`| head`) ends the output, not the checks.
+            let _ = emit(&line(c, color));
+        }))
+    };
+    let st = doctor::run(&s.inputs, &prompter, sink).await;
+    let worst = st.worst();
+    if s.json {
+        let report = Report {
+            profile: s.name.as_deref(),
+            dir: s.inputs.profile_dir.as_deref(),
+            status: worst,
+            checks: &st.checks,
+        };
+        let mut j = serde_json::to_string_pretty(&report).context("cannot write the report")?;
+        j.push('\n');
+        emit(&j)?;
+    } else {
+        emit(&summary(&st.checks))?;
+    }
+    Ok(if worst == Status::Fail {
+        ExitCode::from(EXIT_PROBLEM)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Writes to stdout; a broken pipe is not an error (STYLE §2).
+fn emit(text: &str) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(e).context("cannot write to stdout")
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `status  check  found`, then `fix:` and `note:` lines under it.
+pub fn line(c: &Check, color: bool) -> String {
+    let style = match c.status {
+        Status::Ok => Style::new().green(),
+        Status::Warn => Style::new().yellow().bold(),
+        Status::Fail => Style::new().red().bold(),
+        Status::Skip => Style::new().dim(),
+    }
+    .force_styling(color);
+    let cyan = Style::new().cyan().force_styling(color);
+    let width = CheckId::WIDTH;
+    let mut out = format!(
+        "{}  {:<width$}  {}\n",
+        style.apply_to(format!("{:<4}", c.status.as_str())),
+        c.check.as_str(),
+        c.found
+    );
+    let indent = " ".repeat(4 + 2 + width + 2);
+    if let Some(fix) = &c.fix {
+        out.push_str(&format!("{indent}{} {fix}\n", cyan.apply_to("fix:")));
+    }
+    for n in &c.notes {
+        out.push_str(&format!("{indent}note: {n}\n"));
+    }
+    out
+}
+
+/// `18 ok, 1 warn, 1 fail, 2 skipped`.
+pub fn summary(checks: &[Check]) -> String {
+    let count = |s: Status| checks.iter().filter(|c| c.status == s).count();
+    format!(
+        "\n{} ok, {} warn, {} fail, {} skipped\n",
+        count(Status::Ok),
+        count(Status::Warn),
+        count(Status::Fail),
+        count(Status::Skip)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_one_line_per_check_with_fixes_and_a_summary() {
+        let checks = vec![
+            Check::ok(CheckId::Files, "`~/.shiqi/saige`: 12 files"),
+            Check::fail(CheckId::Tunnel, "nothing listens", "start it").note("n"),
+            Check::skip(CheckId::LoginKafka, "needs `tunnel` to pass first"),
+        ];
+        let mut text: String = checks.iter().map(|c| line(c, false)).collect();
+        text.push_str(&summary(&checks));
+        insta::assert_snapshot!(text, @r"
+        ok    files              `~/.shiqi/saige`: 12 files
+        fail  tunnel             nothing listens
+                                 fix: start it
+                                 note: n
+        skip  login.kafka        needs `tunnel` to pass first
+
+        1 ok, 0 warn, 1 fail, 1 skipped
+        ");
+    }
+}

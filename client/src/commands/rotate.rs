@@ -1,0 +1,281 @@
+//! `shiqi-connect rotate [NAME] [--keep-old]` and `renew [NAME | --all]`: log in to the
+//! profile's server the way the tunnel does (no questions: the host key must be known), then
+//! [`steps::rotate`](crate::steps::rotate) or [`steps::renew`](crate::steps::renew), and show
+//! what happened.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use serde::Serialize;
+use shiqi_ca::ProfileName;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use crate::cli::{GlobalArgs, RenewArgs, RotateArgs};
+use crate::commands::tunnel::pick_profile;
+use crate::commands::{home, print_stdout, tilde};
+use crate::error::Error;
+use crate::printer::Printer;
+use crate::profile::{self, Profile, files};
+use crate::ssh::Session;
+use crate::steps::renew::{self, RenewOutcome};
+use crate::steps::rotate::{self, Rotated};
+use crate::tunnel::login::Targets;
+
+/// The profile folder root and `$HOME`, settled once.
+#[derive(Clone, Debug)]
+pub struct Roots {
+    /// `$SHIQI_HOME` (default `~/.shiqi`), absolute.
+    pub root: PathBuf,
+    /// `$HOME`.
+    pub home: PathBuf,
+}
+
+impl Roots {
+    /// From the flags and the environment.
+    ///
+    /// # Errors
+    /// [`Error::NoHome`].
+    pub fn resolve(global: &GlobalArgs) -> Result<Self, Error> {
+        let home = home()?;
+        let root = global
+            .shiqi_home
+            .clone()
+            .unwrap_or_else(|| home.join(".shiqi"));
+        let root = std::path::absolute(&root).unwrap_or(root);
+        Ok(Self { root, home })
+    }
+
+    /// Every profile name under the root, sorted.
+    pub fn profiles(&self) -> Vec<ProfileName> {
+        let mut names: Vec<ProfileName> = std::fs::read_dir(&self.root)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter_map(|e| e.file_name().to_str()?.parse::<ProfileName>().ok())
+                    .filter(|n| {
+                        profile::dir(&self.root, n)
+                            .join(files::PROFILE_JSON)
+                            .is_file()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        names
+    }
+}
+
+/// Runs `rotate`.
+///
+/// # Errors
+/// The failing step's error, with context.
+pub async fn run_rotate(
+    args: &RotateArgs,
+    global: &GlobalArgs,
+    printer: &Printer,
+) -> anyhow::Result<ExitCode> {
+    let roots = Roots::resolve(global)?;
+    let name = pick_profile(&roots.root, args.name.as_deref())?;
+    let dir = profile::dir(&roots.root, &name);
+    let profile = Profile::load(&dir)?;
+    let session = login(&roots, &profile, printer).await?;
+    let step = printer.step("rotate the key and certificate");
+    let result = rotate::rotate(&session, &dir, &profile, args.keep_old).await;
+    session.close().await;
+    let rotated = result.with_context(|| format!("cannot rotate the certificate of `{name}`"))?;
+    step.done(&format!(
+        "serial {} → {}, valid until {}",
+        rotated.old.serial,
+        rotated.profile.certificate.serial,
+        date(rotated.profile.certificate.not_after)
+    ));
+    show(&rotated, &dir, &roots.home, printer);
+    if global.json {
+        print_stdout(&json(&rotated))?;
+    } else {
+        print_stdout(&format!("{}\n", dir.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One profile's line in `renew --json`.
+#[derive(Serialize)]
+struct Renewal<'a> {
+    name: &'a str,
+    #[serde(flatten)]
+    outcome: &'a RenewOutcome,
+}
+
+/// Runs `renew`.
+///
+/// # Errors
+/// The first profile whose renewal failed (the others are still tried).
+pub async fn run_renew(
+    args: &RenewArgs,
+    global: &GlobalArgs,
+    printer: &Printer,
+) -> anyhow::Result<ExitCode> {
+    let roots = Roots::resolve(global)?;
+    let names = if args.all {
+        let all = roots.profiles();
+        if all.is_empty() {
+            return Err(Error::NoProfiles { root: roots.root }.into());
+        }
+        all
+    } else {
+        vec![pick_profile(&roots.root, args.name.as_deref())?]
+    };
+    let mut outcomes = Vec::new();
+    let mut first_error = None;
+    for name in &names {
+        match renew_one(&roots, name, printer).await {
+            Ok(o) => outcomes.push((name.clone(), o)),
+            Err(e) if names.len() > 1 => {
+                crate::commands::report(&e, printer);
+                first_error.get_or_insert(e);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    if global.json {
+        let lines: Vec<Renewal<'_>> = outcomes
+            .iter()
+            .map(|(n, o)| Renewal {
+                name: n.as_str(),
+                outcome: o,
+            })
+            .collect();
+        let mut text = serde_json::to_string_pretty(&lines).unwrap_or_default();
+        text.push('\n');
+        print_stdout(&text)?;
+    } else {
+        let mut text = String::new();
+        for (name, o) in &outcomes {
+            text.push_str(&match o {
+                RenewOutcome::NotDue {
+                    not_after,
+                    due_from,
+                } => format!(
+                    "{name}: nothing due; valid until {}, renewal due from {}\n",
+                    rfc3339(*not_after),
+                    rfc3339(*due_from)
+                ),
+                RenewOutcome::Renewed(r) => format!(
+                    "{name}: renewed; serial {}, valid until {}\n",
+                    r.profile.certificate.serial,
+                    rfc3339(r.profile.certificate.not_after)
+                ),
+            });
+        }
+        print_stdout(&text)?;
+    }
+    match first_error {
+        Some(e) => Err(e.context("not every profile was renewed")),
+        None => Ok(ExitCode::SUCCESS),
+    }
+}
+
+async fn renew_one(
+    roots: &Roots,
+    name: &ProfileName,
+    printer: &Printer,
+) -> anyhow::Result<RenewOutcome> {
+    let dir = profile::dir(&roots.root, name);
+    let profile = Profile::load(&dir)?;
+    // Nothing due: no network at all (cron runs this often).
+    if !renew::is_due(&profile.certificate, OffsetDateTime::now_utc()) {
+        return Ok(RenewOutcome::NotDue {
+            not_after: profile.certificate.not_after,
+            due_from: renew::due_from(&profile.certificate),
+        });
+    }
+    let session = login(roots, &profile, printer).await?;
+    let step = printer.step(&format!("renew the certificate of `{name}`"));
+    let result = renew::renew_if_due(&session, &dir, &profile).await;
+    session.close().await;
+    let outcome = result.with_context(|| format!("cannot renew the certificate of `{name}`"))?;
+    match &outcome {
+        RenewOutcome::Renewed(r) => {
+            step.done(&format!(
+                "serial {} → {}, valid until {}",
+                r.old.serial,
+                r.profile.certificate.serial,
+                date(r.profile.certificate.not_after)
+            ));
+            show(r, &dir, &roots.home, printer);
+        }
+        RenewOutcome::NotDue { .. } => step.done("nothing due"),
+    }
+    Ok(outcome)
+}
+
+/// Logs in to the profile's server without asking anything.
+async fn login(roots: &Roots, profile: &Profile, printer: &Printer) -> anyhow::Result<Session> {
+    let step = printer.step(&format!("connect to {}", profile.server.host));
+    let targets = Targets::resolve(profile, &roots.home)
+        .with_context(|| format!("cannot resolve `{}`", profile.server.destination))?;
+    let session = targets
+        .connect()
+        .await
+        .with_context(|| format!("cannot log in to `{}`", profile.server.destination))?;
+    step.done(&format!(
+        "{} with {}",
+        targets.server(),
+        session.auth().used
+    ));
+    Ok(session)
+}
+
+/// The logins and the fate of the old certificate, on stderr.
+fn show(r: &Rotated, dir: &Path, home: &Path, printer: &Printer) {
+    for l in &r.logins {
+        let line = format!("{}: {}", l.service, l.check.detail);
+        if l.check.ok {
+            printer.note(&line);
+        } else {
+            printer.warn(&line);
+        }
+    }
+    match (&r.revoked, &r.kept_old) {
+        (Some(rev), _) => printer.note(&format!(
+            "old certificate {} revoked (superseded), listed in CRL #{}",
+            r.old.serial, rev.crl.number
+        )),
+        (None, Some(why)) => printer.warn(&format!(
+            "old certificate {} is still valid until {}: {why}",
+            r.old.serial,
+            rfc3339(r.old.not_after)
+        )),
+        (None, None) => {}
+    }
+    if let Some(why) = &r.revoke_incomplete {
+        printer.warn(&format!(
+            "the server could not finish the revocation: {why}"
+        ));
+    }
+    printer.note(&format!(
+        "every file in {} is new; Java and DataGrip clients pick the new keystore up at their \
+         next connection (the password is unchanged); a running tunnel keeps running",
+        tilde(dir, home)
+    ));
+}
+
+fn json(r: &Rotated) -> String {
+    let mut s = serde_json::to_string_pretty(r).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+fn rfc3339(t: OffsetDateTime) -> String {
+    t.format(&Rfc3339).unwrap_or_else(|_| t.to_string())
+}
+
+fn date(t: OffsetDateTime) -> String {
+    format!(
+        "{} ({} days)",
+        t.date(),
+        (t - OffsetDateTime::now_utc()).whole_days()
+    )
+}

@@ -1,0 +1,311 @@
+//! Addresses: each advertised broker host resolves on this machine to where the tunnel listens
+//! (127.0.0.1), and each server certificate covers the name its clients check (the Java client
+//! verifies the advertised host name). A name that resolves elsewhere sends the client around
+//! the tunnel (seed: wasted-weekend-on-kafka, names that resolved differently on each side).
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, ToSocketAddrs};
+
+use shiqi_ca::cert::Cert;
+
+use crate::doctor::tunnel::{self, Target};
+use crate::doctor::{Check, CheckId, Context, JVM_DNS_NOTE, State, Status, needs, probe};
+
+/// Where a name resolves and what that means for the tunnel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Resolution {
+    /// 127.0.0.1 (and maybe other loopback addresses).
+    Tunnel,
+    /// 127.0.0.1 and also addresses off this machine: some connections bypass the tunnel.
+    Partly(Vec<IpAddr>),
+    /// Only addresses that are not the tunnel's.
+    Elsewhere(Vec<IpAddr>),
+    /// No address at all.
+    Unresolved(String),
+}
+
+/// Judges the addresses a name resolved to.
+pub fn judge(addrs: &[IpAddr]) -> Resolution {
+    let tunnel = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    let others: Vec<IpAddr> = addrs.iter().copied().filter(|a| !a.is_loopback()).collect();
+    match (addrs.contains(&tunnel), others.is_empty()) {
+        (true, true) => Resolution::Tunnel,
+        (true, false) => Resolution::Partly(others),
+        (false, _) if addrs.is_empty() => Resolution::Unresolved("no address".to_owned()),
+        (false, _) => Resolution::Elsewhere(addrs.to_vec()),
+    }
+}
+
+fn resolve(host: &str, port: u16) -> Resolution {
+    match (host, port).to_socket_addrs() {
+        Ok(a) => {
+            let mut ips: Vec<IpAddr> = a.map(|s| s.ip()).collect();
+            ips.dedup();
+            judge(&ips)
+        }
+        Err(e) => Resolution::Unresolved(e.to_string()),
+    }
+}
+
+fn list(ips: &[IpAddr]) -> String {
+    ips.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `addresses.*`.
+pub fn check(ctx: &Context, st: &mut State) {
+    let targets = tunnel::targets(ctx);
+    if ctx.profile.is_err() {
+        for id in [CheckId::AddressResolve, CheckId::AddressNames] {
+            st.push(Check::skip(id, "no profile"));
+        }
+        return;
+    }
+    resolve_check(ctx, st, &targets);
+    names_check(ctx, st, &targets);
+}
+
+fn resolve_check(ctx: &Context, st: &mut State, targets: &[Target]) {
+    // One line per host name, naming the brokers that advertise it.
+    let mut hosts: BTreeMap<&str, Vec<&Target>> = BTreeMap::new();
+    for t in targets.iter().filter(|t| t.kafka) {
+        hosts.entry(t.host.as_str()).or_default().push(t);
+    }
+    if hosts.is_empty() {
+        st.push(Check::skip(
+            CheckId::AddressResolve,
+            "the profile has no brokers",
+        ));
+        return;
+    }
+    let mut good = Vec::new();
+    let mut bad = Vec::new();
+    let mut fixes = Vec::new();
+    let mut worst = Status::Ok;
+    for (host, ts) in &hosts {
+        let who = ts
+            .iter()
+            .map(|t| t.what.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let port = ts[0].port;
+        let is_ip = host.parse::<IpAddr>().is_ok();
+        let hosts_entry = if is_ip {
+            String::new()
+        } else {
+            format!("add `127.0.0.1 {host}` to `/etc/hosts`, or ")
+        };
+        let listener = ts
+            .iter()
+            .map(|t| format!("`localhost:{}`", t.port))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let fix = format!(
+            "{hosts_entry}have {who} advertise {listener} (`advertised.listeners` on the \
+             server) and rebuild the profile (`{}`)",
+            ctx.setup_again()
+        );
+        match resolve(host, port) {
+            Resolution::Tunnel => good.push(format!("`{host}` ({who}) → 127.0.0.1")),
+            Resolution::Partly(others) => {
+                worst = worst.max(Status::Warn);
+                bad.push(format!(
+                    "`{host}` ({who}) resolves to 127.0.0.1 but also to {}: connections to \
+                     those bypass the tunnel",
+                    list(&others)
+                ));
+                fixes.push(fix);
+            }
+            Resolution::Elsewhere(ips) => {
+                worst = Status::Fail;
+                st.bypassed.insert((*host).to_owned());
+                bad.push(format!(
+                    "`{host}` ({who}) resolves to {} on this machine, not to the tunnel on \
+                     127.0.0.1: after bootstrap a Kafka client dials {who} there, around the \
+                     tunnel",
+                    list(&ips)
+                ));
+                fixes.push(fix);
+            }
+            Resolution::Unresolved(why) => {
+                worst = Status::Fail;
+                st.bypassed.insert((*host).to_owned());
+                bad.push(format!(
+                    "`{host}` ({who}) does not resolve on this machine ({why}): clients cannot \
+                     reach {who} after bootstrap"
+                ));
+                fixes.push(fix);
+            }
+        }
+    }
+    let check = match worst {
+        Status::Ok => Check::ok(CheckId::AddressResolve, good.join(", ")),
+        Status::Warn => Check::warn(CheckId::AddressResolve, bad.join("; "), fixes.join("; ")),
+        _ => Check::fail(CheckId::AddressResolve, bad.join("; "), fixes.join("; ")),
+    };
+    st.push(if worst == Status::Ok {
+        check
+    } else {
+        check.note(JVM_DNS_NOTE)
+    });
+}
+
+/// The host the MySQL client verifies: `my.cnf`'s `host` (127.0.0.1 as setup writes it).
+fn mysql_host(ctx: &Context) -> String {
+    ctx.configs
+        .iter()
+        .filter(|c| c.kind == crate::doctor::configs::Kind::Mysql)
+        .find_map(|c| c.get("host").and_then(|e| e.value.clone()))
+        .unwrap_or_else(|| "127.0.0.1".to_owned())
+}
+
+fn names_check(ctx: &Context, st: &mut State, targets: &[Target]) {
+    let reachable: Vec<&Target> = targets
+        .iter()
+        .filter(|t| st.answering.contains(&t.port) && !st.tunnel_broken.contains(&t.port))
+        .collect();
+    if reachable.is_empty() {
+        st.push(Check::skip(CheckId::AddressNames, needs(CheckId::Tunnel)));
+        return;
+    }
+    let mut good = Vec::new();
+    let mut bad = Vec::new();
+    let mut fixes = Vec::new();
+    let mut worst = Status::Ok;
+    for t in reachable {
+        let (speaks, name) = if t.kafka {
+            (probe::kafka("127.0.0.1", t.port, &t.host), t.host.clone())
+        } else {
+            let h = mysql_host(ctx);
+            (probe::mysql("127.0.0.1", t.port, &h), h)
+        };
+        let leaf = speaks.leaf().map(Cert::from_der);
+        st.probes
+            .insert(("127.0.0.1".to_owned(), t.port), speaks.clone());
+        let leaf = match leaf {
+            Some(Ok(c)) => c,
+            Some(Err(e)) => {
+                worst = Status::Fail;
+                bad.push(format!("{}'s certificate cannot be read: {e}", t.what));
+                fixes.push(
+                    "ask the server's admin to reissue it with `shiqi-ca-agent server-cert`"
+                        .to_owned(),
+                );
+                continue;
+            }
+            // Not TLS, or no certificate shown: `protocol` says what it is.
+            None => continue,
+        };
+        let names: Vec<String> = leaf
+            .dns_names()
+            .iter()
+            .cloned()
+            .chain(leaf.ip_addresses().iter().map(ToString::to_string))
+            .collect();
+        if leaf.covers_host(&name) {
+            good.push(format!("{} covers `{name}`", t.what));
+            continue;
+        }
+        let kind = if t.kafka { "kafka" } else { "mysql" };
+        let reissue = format!(
+            "`shiqi-ca-agent server-cert {} --kind {kind} --san {name}{}` (by the server's admin)",
+            leaf.common_name().unwrap_or("NAME"),
+            names
+                .iter()
+                .map(|n| format!(" --san {n}"))
+                .collect::<String>()
+        );
+        if t.kafka && st.bypassed.contains(&t.host) {
+            // The name is already wrong on this machine; whether the certificate must cover it
+            // depends on how that is fixed (a hosts entry keeps the name, `localhost` does not).
+            worst = worst.max(Status::Warn);
+            bad.push(format!(
+                "{}'s certificate names {} but not `{name}`; it matters if `{name}` is kept \
+                 when fixing its address (see `addresses.resolve`)",
+                t.what,
+                quoted(&names)
+            ));
+            fixes.push(format!(
+                "advertising `localhost:{}` fixes both; keeping `{name}` also needs the \
+                 certificate reissued with that name: {reissue}",
+                t.port
+            ));
+        } else {
+            worst = Status::Fail;
+            st.name_mismatch.insert(t.port);
+            let client = if t.kafka {
+                "the Java client and librdkafka check the advertised name and refuse it \
+                 (\"No subject alternative DNS name matching\")"
+            } else {
+                "`ssl-verify-server-cert` in `my.cnf` makes the client refuse it"
+            };
+            bad.push(format!(
+                "{}'s certificate names {} but not `{name}`: {client}",
+                t.what,
+                quoted(&names)
+            ));
+            fixes.push(format!("reissue the certificate with that name: {reissue}"));
+        }
+    }
+    if good.is_empty() && bad.is_empty() {
+        st.push(Check::skip(
+            CheckId::AddressNames,
+            "no port showed a certificate (see `protocol`)",
+        ));
+        return;
+    }
+    let unchecked: Vec<String> = targets
+        .iter()
+        .filter(|t| st.tunnel_broken.contains(&t.port))
+        .map(|t| t.what.clone())
+        .collect();
+    let mut found = if bad.is_empty() { good } else { bad };
+    if !unchecked.is_empty() {
+        found.push(format!(
+            "not checked: {} (see `tunnel`)",
+            unchecked.join(", ")
+        ));
+    }
+    let found = found.join("; ");
+    st.push(match worst {
+        Status::Ok => Check::ok(CheckId::AddressNames, found),
+        Status::Warn => Check::warn(CheckId::AddressNames, found, fixes.join("; ")),
+        _ => Check::fail(CheckId::AddressNames, found, fixes.join("; ")),
+    });
+}
+
+fn quoted(names: &[String]) -> String {
+    if names.is_empty() {
+        return "no name at all".to_owned();
+    }
+    format!("`{}`", names.join("`, `"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().expect("ip")
+    }
+
+    #[test]
+    fn judges_where_a_name_points() {
+        assert_eq!(judge(&[ip("127.0.0.1")]), Resolution::Tunnel);
+        assert_eq!(judge(&[ip("::1"), ip("127.0.0.1")]), Resolution::Tunnel);
+        assert_eq!(
+            judge(&[ip("127.0.0.1"), ip("10.0.0.5")]),
+            Resolution::Partly(vec![ip("10.0.0.5")])
+        );
+        // Debian's 127.0.1.1 hostname entry is loopback, but the tunnel is not there.
+        assert!(matches!(
+            judge(&[ip("127.0.1.1")]),
+            Resolution::Elsewhere(_)
+        ));
+        assert!(matches!(judge(&[ip("::1")]), Resolution::Elsewhere(_)));
+        assert!(matches!(judge(&[]), Resolution::Unresolved(_)));
+        assert_eq!(resolve("127.0.0.1", 1), Resolution::Tunnel);
+    }
+}

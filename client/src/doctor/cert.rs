@@ -1,0 +1,464 @@
+//! The certificate: valid now (warning before it runs out), signed by `ca.crt`, the certificate
+//! of `client.key`, and the keystore passwords open `keystore.p12` and `truststore.p12`. X.509
+//! is `shiqi-ca`'s; this module only asks it.
+
+use shiqi_ca::Secret;
+use shiqi_ca::cert::{self, Cert};
+use shiqi_ca::key::PrivateKey;
+use time::{Duration, OffsetDateTime};
+
+use crate::doctor::configs::Kind;
+use crate::doctor::{Check, CheckId, Context, State};
+use crate::profile::{KEYSTORE_ALIAS, files as pf};
+
+/// Reads a profile file, or says why a check that needs it is skipped.
+pub fn read(ctx: &Context, file: &str) -> Result<String, String> {
+    let path = ctx.path(file).ok_or_else(|| "no profile".to_owned())?;
+    std::fs::read_to_string(&path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => format!("`{file}` is missing (see `files`)"),
+        _ => format!("cannot read `{}`: {e}", ctx.show(&path)),
+    })
+}
+
+/// How long before expiry to warn: the last third of the lifetime, when `shiqi-connect renew`
+/// rotates the certificate.
+pub fn warn_before(lifetime: Duration) -> Duration {
+    lifetime / 3i32
+}
+
+/// `2026-11-09 07:59 UTC`.
+pub fn when(t: OffsetDateTime) -> String {
+    format!("{} {:02}:{:02} UTC", t.date(), t.hour(), t.minute())
+}
+
+/// `3 days`, `5 hours`, `12 minutes`.
+pub fn span(d: Duration) -> String {
+    let d = d.abs();
+    if d.whole_days() >= 2 {
+        format!("{} days", d.whole_days())
+    } else if d.whole_hours() >= 2 {
+        format!("{} hours", d.whole_hours())
+    } else {
+        format!("{} minutes", d.whole_minutes().max(1))
+    }
+}
+
+/// The verdict on a certificate's validity window at `now`.
+pub fn validity(leaf: &Cert, now: OffsetDateTime, renew: &str) -> Check {
+    let (nb, na) = (leaf.not_before(), leaf.not_after());
+    let who = format!("`{}` (serial {})", leaf.subject(), leaf.serial().to_hex());
+    if now < nb {
+        return Check::fail(
+            CheckId::CertValid,
+            format!(
+                "{who} is not valid before {} ({} from now)",
+                when(nb),
+                span(nb - now)
+            ),
+            "check this machine's clock (`date -u`); servers refuse certificates from the future",
+        );
+    }
+    if now >= na {
+        return Check::fail(
+            CheckId::CertValid,
+            format!("{who} expired on {} ({} ago)", when(na), span(now - na)),
+            format!("get a new certificate: `{renew}`"),
+        );
+    }
+    let left = na - now;
+    if left < warn_before(na - nb) {
+        return Check::warn(
+            CheckId::CertValid,
+            format!("{who} expires on {} (in {})", when(na), span(left)),
+            format!("renew it before then: `{renew}`"),
+        );
+    }
+    Check::ok(
+        CheckId::CertValid,
+        format!("{who} is valid until {} ({} left)", when(na), span(left)),
+    )
+}
+
+/// Whether `leaf` chains to `ca` through `chain` (the rest of `client.crt`).
+pub fn chains_to(leaf: &Cert, chain: &[Cert], ca: &Cert) -> bool {
+    if leaf.is_signed_by(ca) {
+        return true;
+    }
+    let mut current = leaf.clone();
+    for _ in 0..chain.len() {
+        let Some(next) = chain
+            .iter()
+            .find(|c| c.der() != current.der() && current.is_signed_by(c))
+        else {
+            return false;
+        };
+        if next.is_signed_by(ca) {
+            return true;
+        }
+        current = next.clone();
+    }
+    false
+}
+
+/// `cert.*`.
+pub fn check(ctx: &Context, st: &mut State) {
+    let renew = ctx.renew_command();
+    let chain = read(ctx, pf::CLIENT_CRT).and_then(|pem| {
+        cert::certs_from_pem(&pem)
+            .map_err(|e| format!("`{}` is not a PEM certificate: {e}", pf::CLIENT_CRT))
+            .and_then(|c| {
+                if c.is_empty() {
+                    Err(format!("`{}` holds no certificate", pf::CLIENT_CRT))
+                } else {
+                    Ok(c)
+                }
+            })
+    });
+    let chain = match chain {
+        Ok(c) => c,
+        Err(why) => {
+            let missing = why.contains("(see `files`)");
+            for id in [CheckId::CertValid, CheckId::CertChain, CheckId::CertKey] {
+                st.push(if missing || id != CheckId::CertValid {
+                    Check::skip(id, why.clone())
+                } else {
+                    Check::fail(
+                        id,
+                        why.clone(),
+                        format!("rebuild the profile: `{}`", ctx.setup_again()),
+                    )
+                });
+            }
+            keystores(ctx, st);
+            return;
+        }
+    };
+    let leaf = &chain[0];
+    st.push(validity(leaf, OffsetDateTime::now_utc(), &renew));
+
+    st.push(match read(ctx, pf::CA_CRT) {
+        Err(why) => Check::skip(CheckId::CertChain, why),
+        Ok(pem) => match Cert::from_pem(&pem) {
+            Err(e) => Check::fail(
+                CheckId::CertChain,
+                format!("`{}` is not a PEM certificate: {e}", pf::CA_CRT),
+                format!("rebuild the profile: `{}`", ctx.setup_again()),
+            ),
+            Ok(ca) => chain_check(leaf, &chain[1..], &ca, &ctx.setup_again()),
+        },
+    });
+
+    st.push(match read(ctx, pf::CLIENT_KEY) {
+        Err(why) => Check::skip(CheckId::CertKey, why),
+        Ok(pem) => match PrivateKey::from_pem(&pem) {
+            Err(e) => Check::fail(
+                CheckId::CertKey,
+                format!(
+                    "`{}` is not a private key this tool reads: {e}",
+                    pf::CLIENT_KEY
+                ),
+                format!(
+                    "restore `{}` from a backup, or start over: `{renew}`",
+                    pf::CLIENT_KEY
+                ),
+            ),
+            Ok(key) if leaf.matches_key(&key) => Check::ok(
+                CheckId::CertKey,
+                format!(
+                    "`{}` ({}) is the key of `{}`",
+                    pf::CLIENT_KEY,
+                    key.key_type(),
+                    pf::CLIENT_CRT
+                ),
+            ),
+            Ok(key) => Check::fail(
+                CheckId::CertKey,
+                format!(
+                    "`{}` ({}) is not the key of `{}` ({}): TLS servers would reject every login",
+                    pf::CLIENT_KEY,
+                    key.key_type(),
+                    pf::CLIENT_CRT,
+                    leaf.subject()
+                ),
+                format!(
+                    "put back the `{}` that setup made with this certificate (the key never left \
+                     this machine), or get a new key and certificate: `{renew}`",
+                    pf::CLIENT_KEY
+                ),
+            ),
+        },
+    });
+    keystores(ctx, st);
+}
+
+fn chain_check(leaf: &Cert, rest: &[Cert], ca: &Cert, rebuild: &str) -> Check {
+    let now = OffsetDateTime::now_utc();
+    if !ca.is_ca() {
+        return Check::fail(
+            CheckId::CertChain,
+            format!(
+                "`{}` (`{}`) is not a CA certificate",
+                pf::CA_CRT,
+                ca.subject()
+            ),
+            format!("rebuild the profile: `{rebuild}`"),
+        );
+    }
+    if now >= ca.not_after() {
+        return Check::fail(
+            CheckId::CertChain,
+            format!(
+                "the CA `{}` in `{}` expired on {}",
+                ca.subject(),
+                pf::CA_CRT,
+                when(ca.not_after())
+            ),
+            "the server's admin must renew the CA (`shiqi-ca-agent init` on a new state dir), \
+             then everyone runs setup again",
+        );
+    }
+    if chains_to(leaf, rest, ca) {
+        Check::ok(
+            CheckId::CertChain,
+            format!(
+                "`{}` is signed by `{}` (`{}`)",
+                pf::CLIENT_CRT,
+                ca.subject(),
+                pf::CA_CRT
+            ),
+        )
+    } else {
+        Check::fail(
+            CheckId::CertChain,
+            format!(
+                "`{}` (issuer `{}`) is not signed by the CA in `{}` (`{}`)",
+                pf::CLIENT_CRT,
+                leaf.issuer_oneline(),
+                pf::CA_CRT,
+                ca.subject()
+            ),
+            format!(
+                "the two files come from different setups or CAs; rebuild the profile: `{rebuild}`"
+            ),
+        )
+    }
+}
+
+/// Where a pair of passwords was read, and the keystore and truststore password it holds.
+type PasswordSource = (String, Option<Secret<String>>, Option<Secret<String>>);
+
+/// `cert.keystores`: `keystore.password`, and the passwords in `client.properties`, open the
+/// PKCS#12 files (Java says "keystore password was incorrect" otherwise).
+fn keystores(ctx: &Context, st: &mut State) {
+    let (ks, ts) = match (ctx.path(pf::KEYSTORE), ctx.path(pf::TRUSTSTORE)) {
+        (Some(k), Some(t)) => (k, t),
+        _ => return,
+    };
+    let (Ok(ks_bytes), Ok(ts_bytes)) = (std::fs::read(&ks), std::fs::read(&ts)) else {
+        st.push(Check::skip(
+            CheckId::Keystores,
+            format!(
+                "`{}` or `{}` is missing (see `files`)",
+                pf::KEYSTORE,
+                pf::TRUSTSTORE
+            ),
+        ));
+        return;
+    };
+    // (where the passwords come from, keystore password, truststore password)
+    let mut sources: Vec<PasswordSource> = Vec::new();
+    match read(ctx, pf::KEYSTORE_PASSWORD) {
+        Ok(pw) => {
+            let pw = Secret::new(pw.trim_end_matches(['\n', '\r']).to_owned());
+            sources.push((
+                format!("`{}`", pf::KEYSTORE_PASSWORD),
+                Some(pw.clone()),
+                Some(pw),
+            ));
+        }
+        Err(why) => {
+            st.push(Check::skip(CheckId::Keystores, why));
+            return;
+        }
+    }
+    // The profile's client.properties (or a --config Java file) that points at these stores.
+    for f in ctx.configs.iter().filter(|c| c.kind == Kind::Java) {
+        let points_at = |key: &str, target: &std::path::Path| {
+            f.get(key)
+                .and_then(|e| e.value.as_deref())
+                .is_some_and(|v| std::path::Path::new(v) == target)
+        };
+        let pw = |key: &str| f.get(key).and_then(|e| e.value.clone()).map(Secret::new);
+        let k = points_at("ssl.keystore.location", &ks)
+            .then(|| pw("ssl.keystore.password"))
+            .flatten();
+        let t = points_at("ssl.truststore.location", &ts)
+            .then(|| pw("ssl.truststore.password"))
+            .flatten();
+        if k.is_some() || t.is_some() {
+            sources.push((format!("`{}`", f.name()), k, t));
+        }
+    }
+    let mut problems = Vec::new();
+    let mut fixes = Vec::new();
+    let mut opened = None;
+    for (source, k, t) in &sources {
+        let mut refused = Vec::new();
+        for (pw, bytes, file, want_key) in [
+            (k, &ks_bytes, pf::KEYSTORE, true),
+            (t, &ts_bytes, pf::TRUSTSTORE, false),
+        ] {
+            let Some(pw) = pw else {
+                continue;
+            };
+            match shiqi_ca::keystore::open(bytes, pw) {
+                Ok(c)
+                    if want_key
+                        && !c
+                            .key_entries
+                            .iter()
+                            .any(|(a, n)| a == KEYSTORE_ALIAS && *n > 0) =>
+                {
+                    problems.push(format!(
+                        "`{file}` opens but has no key entry `{KEYSTORE_ALIAS}` (found {:?})",
+                        c.key_entries
+                    ));
+                    fixes.push(format!("rebuild the profile: `{}`", ctx.setup_again()));
+                }
+                Ok(c) if !want_key && c.trusted.is_empty() => {
+                    problems.push(format!("`{file}` opens but trusts no certificate"));
+                    fixes.push(format!("rebuild the profile: `{}`", ctx.setup_again()));
+                }
+                Ok(c) => {
+                    if want_key {
+                        opened = Some(c.key_entries.len());
+                    }
+                }
+                Err(shiqi_ca::Error::KeystorePassword) => refused.push(file),
+                Err(e) => {
+                    problems.push(format!("`{file}` cannot be read: {e}"));
+                    fixes.push(format!("rebuild the profile: `{}`", ctx.setup_again()));
+                }
+            }
+        }
+        if !refused.is_empty() {
+            problems.push(format!(
+                "the password in {source} does not open `{}` (Java and DataGrip say \"keystore \
+                 password was incorrect\")",
+                refused.join("` or `")
+            ));
+        }
+    }
+    if problems.is_empty() {
+        let names: Vec<&str> = sources.iter().map(|(s, _, _)| s.as_str()).collect();
+        st.push(Check::ok(
+            CheckId::Keystores,
+            format!(
+                "the password in {} opens `{}` ({} key entry) and `{}`",
+                names.join(" and "),
+                pf::KEYSTORE,
+                opened.unwrap_or(1),
+                pf::TRUSTSTORE
+            ),
+        ));
+        return;
+    }
+    if fixes.is_empty() {
+        // Only passwords are wrong: say which source still works, without showing it.
+        let good: Vec<&str> = sources
+            .iter()
+            .filter(|(_, k, t)| {
+                k.as_ref()
+                    .is_some_and(|p| shiqi_ca::keystore::open(&ks_bytes, p).is_ok())
+                    && t.as_ref()
+                        .is_none_or(|p| shiqi_ca::keystore::open(&ts_bytes, p).is_ok())
+            })
+            .map(|(s, _, _)| s.as_str())
+            .collect();
+        fixes.push(match good.first() {
+            Some(g) => format!(
+                "the password in {g} is right: copy it over the wrong one (both stores share one \
+                 password)"
+            ),
+            None => format!(
+                "no password here opens them; write new stores with a new password: `{}`",
+                ctx.setup_again()
+            ),
+        });
+    }
+    st.push(Check::fail(
+        CheckId::Keystores,
+        problems.join("; "),
+        fixes.join("; "),
+    ));
+}
+
+#[cfg(test)]
+mod tests {
+    use shiqi_ca::issue::{Ca, Validity};
+    use shiqi_ca::key::KeyType;
+    use time::macros::datetime;
+
+    use super::*;
+    use crate::doctor::Status;
+
+    fn issue(ca: &Ca, name: &str, v: Validity) -> (Cert, PrivateKey) {
+        let key = PrivateKey::generate(KeyType::EcdsaP256).expect("key");
+        let n: shiqi_ca::ProfileName = name.parse().expect("name");
+        let csr = shiqi_ca::csr::build(&key, &n).expect("csr");
+        let checked = shiqi_ca::policy::check_csr(csr.as_bytes(), &n).expect("policy");
+        let c = ca
+            .issue_client(&checked, &shiqi_ca::Serial::random(), v)
+            .expect("issue");
+        (c, key)
+    }
+
+    fn window(from: OffsetDateTime, days: i64) -> Validity {
+        Validity {
+            not_before: from,
+            not_after: from + Duration::days(days),
+        }
+    }
+
+    #[test]
+    fn validity_ok_warn_expired_and_future() {
+        let t0 = datetime!(2026-10-10 08:00 UTC);
+        let ca = Ca::create(KeyType::EcdsaP256, "t", window(t0, 3650)).expect("ca");
+        let (c, _) = issue(&ca, "saige", window(t0, 30));
+        let at = |d: i64| validity(&c, t0 + Duration::days(d), "renew").status;
+        assert_eq!(at(1), Status::Ok);
+        assert_eq!(at(19), Status::Ok);
+        assert_eq!(at(21), Status::Warn, "the last third of 30 days");
+        assert_eq!(at(31), Status::Fail);
+        assert_eq!(at(-1), Status::Fail);
+        let expired = validity(&c, t0 + Duration::days(33), "shiqi-connect setup x --force");
+        assert!(
+            expired
+                .found
+                .contains("expired on 2026-11-09 08:00 UTC (3 days ago)"),
+            "{}",
+            expired.found
+        );
+        assert!(
+            expired
+                .fix
+                .as_deref()
+                .is_some_and(|f| f.contains("setup x --force"))
+        );
+        assert_eq!(warn_before(Duration::days(30)), Duration::days(10));
+    }
+
+    #[test]
+    fn chains_only_to_its_own_ca() {
+        let t0 = OffsetDateTime::now_utc() - Duration::hours(1);
+        let ca = Ca::create(KeyType::EcdsaP256, "one", window(t0, 10)).expect("ca");
+        let other = Ca::create(KeyType::EcdsaP256, "two", window(t0, 10)).expect("ca");
+        let (c, key) = issue(&ca, "saige", window(t0, 5));
+        assert!(chains_to(&c, &[], ca.cert()));
+        assert!(!chains_to(&c, &[], other.cert()));
+        assert!(chains_to(&c, &[ca.cert().clone()], ca.cert()));
+        assert_eq!(chain_check(&c, &[], other.cert(), "r").status, Status::Fail);
+        assert_eq!(chain_check(&c, &[], ca.cert(), "r").status, Status::Ok);
+        assert!(c.matches_key(&key));
+    }
+}

@@ -1,0 +1,216 @@
+//! Prerequisites: the profile's files exist with private modes, and the clients the user will
+//! run (mysql/mariadb, kcat, java/keytool) are on PATH — a seed story lost time to a missing
+//! mysql client before its first login.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::doctor::{Check, CheckId, Context, State};
+use crate::profile::files as pf;
+use crate::ssh::config::find_in_path;
+
+/// Files that hold secrets: no group or other bits allowed.
+const SECRETS: &[&str] = &[
+    pf::CLIENT_KEY,
+    pf::KEYSTORE,
+    pf::KEYSTORE_PASSWORD,
+    pf::CLIENT_PROPERTIES,
+];
+
+/// Every file a profile must have, given what it has (Kafka files only with brokers, `my.cnf`
+/// only with MySQL).
+fn required(ctx: &Context) -> Vec<&'static str> {
+    let mut out = vec![
+        pf::PROFILE_JSON,
+        pf::CLIENT_KEY,
+        pf::CLIENT_CRT,
+        pf::CA_CRT,
+        pf::KEYSTORE,
+        pf::TRUSTSTORE,
+        pf::KEYSTORE_PASSWORD,
+        pf::SSH_CONFIG,
+    ];
+    if let Ok(p) = &ctx.profile {
+        if !p.brokers.is_empty() {
+            out.extend([pf::CLIENT_PROPERTIES, pf::LIBRDKAFKA_CONF]);
+        }
+        if p.mysql.is_some() {
+            out.push(pf::MY_CNF);
+        }
+    }
+    out
+}
+
+fn mode(path: &Path) -> Option<u32> {
+    std::fs::metadata(path)
+        .ok()
+        .map(|m| m.permissions().mode() & 0o777)
+}
+
+/// `files`: existence and modes.
+pub fn check(ctx: &Context, st: &mut State) {
+    let Some(dir) = &ctx.dir else {
+        return;
+    };
+    let shown = ctx.show(dir);
+    let Some(dir_mode) = mode(dir) else {
+        st.push(Check::fail(
+            CheckId::Files,
+            format!("the profile folder `{shown}` does not exist"),
+            format!("make the profile: `{}`", ctx.setup_again()),
+        ));
+        return;
+    };
+    let mut missing = Vec::new();
+    let mut loose: Vec<(PathBuf, u32)> = Vec::new();
+    let mut writable = Vec::new();
+    let files = required(ctx);
+    for f in &files {
+        let p = dir.join(f);
+        match mode(&p) {
+            None => missing.push(*f),
+            Some(m) if SECRETS.contains(f) && m & 0o077 != 0 => loose.push((p, m)),
+            // ssh refuses a config that others may write ("Bad owner or permissions").
+            Some(m) if *f == pf::SSH_CONFIG && m & 0o022 != 0 => writable.push(p),
+            Some(_) => {}
+        }
+    }
+    let mut problems = Vec::new();
+    let mut fixes = Vec::new();
+    if !missing.is_empty() {
+        problems.push(format!("missing: `{}`", missing.join("`, `")));
+        let fix = if missing.contains(&pf::CLIENT_KEY) {
+            // The key never leaves the laptop: without it the certificate is useless.
+            format!(
+                "restore `{}` from a backup, or make a new key and certificate: `{}`",
+                pf::CLIENT_KEY,
+                ctx.setup_again()
+            )
+        } else {
+            format!("rebuild the profile: `{}`", ctx.setup_again())
+        };
+        fixes.push(fix);
+    }
+    if !loose.is_empty() {
+        let list: Vec<String> = loose
+            .iter()
+            .map(|(p, m)| format!("`{}` is {m:04o}", ctx.show(p)))
+            .collect();
+        problems.push(format!("readable by others: {}", list.join(", ")));
+        let paths: Vec<String> = loose.iter().map(|(p, _)| ctx.show(p)).collect();
+        fixes.push(format!("`chmod 600 {}`", paths.join(" ")));
+    }
+    if !writable.is_empty() {
+        let paths: Vec<String> = writable.iter().map(|p| ctx.show(p)).collect();
+        problems.push(format!(
+            "others may write `{}`, so ssh refuses it",
+            paths.join("`, `")
+        ));
+        fixes.push(format!("`chmod 600 {}`", paths.join(" ")));
+    }
+    if dir_mode & 0o077 != 0 {
+        problems.push(format!("the folder `{shown}` is {dir_mode:04o}"));
+        fixes.push(format!("`chmod 700 {shown}`"));
+    }
+    if problems.is_empty() {
+        st.push(Check::ok(
+            CheckId::Files,
+            format!(
+                "`{shown}`: {} files; secrets 0600 in a 0700 folder",
+                files.len()
+            ),
+        ));
+    } else {
+        st.push(Check::fail(
+            CheckId::Files,
+            problems.join("; "),
+            fixes.join("; then "),
+        ));
+    }
+}
+
+/// How to install a missing client on this system.
+fn install_hint(debian: &str, brew: &str) -> String {
+    if cfg!(target_os = "macos") {
+        format!("`brew install {brew}`")
+    } else {
+        format!("`sudo apt install {debian}` (Debian/Ubuntu; other systems: the same package)")
+    }
+}
+
+/// Homebrew's keg-only mysql-client is not on PATH after `brew install` (seed: "mysql: not
+/// found until brew install mysql-client plus a PATH line").
+fn keg_only_mysql() -> Option<PathBuf> {
+    [
+        "/opt/homebrew/opt/mysql-client/bin",
+        "/usr/local/opt/mysql-client/bin",
+    ]
+    .iter()
+    .map(|d| Path::new(d).join("mysql"))
+    .find(|p| p.is_file())
+}
+
+/// `tool.*`: the clients, when the profile uses them.
+pub fn tools(ctx: &Context, st: &mut State) {
+    let (kafka, mysql) = match &ctx.profile {
+        Ok(p) => (!p.brokers.is_empty(), p.mysql.is_some()),
+        Err(_) => (true, true),
+    };
+    if mysql {
+        let found = find_in_path("mariadb").or_else(|| find_in_path("mysql"));
+        st.push(match (found, keg_only_mysql()) {
+            (Some(p), _) => Check::ok(CheckId::ToolMysql, format!("`{}`", ctx.show(&p))),
+            (None, Some(keg)) => Check::warn(
+                CheckId::ToolMysql,
+                format!("`{}` is installed but not on PATH", keg.display()),
+                format!(
+                    "add it to PATH: `echo 'export PATH=\"{}:$PATH\"' >> ~/.zshrc`, then open a \
+                     new terminal",
+                    keg.parent()
+                        .map(|d| d.display().to_string())
+                        .unwrap_or_default()
+                ),
+            ),
+            (None, None) => Check::warn(
+                CheckId::ToolMysql,
+                "no `mysql` or `mariadb` client on PATH",
+                install_hint("mariadb-client", "mysql-client"),
+            ),
+        });
+    }
+    if kafka {
+        let found = find_in_path("kcat").or_else(|| find_in_path("kafkacat"));
+        st.push(match found {
+            Some(p) => Check::ok(CheckId::ToolKcat, format!("`{}`", ctx.show(&p))),
+            None => Check::warn(
+                CheckId::ToolKcat,
+                "no `kcat` on PATH (the quickest way to try `librdkafka.conf`)",
+                install_hint("kcat", "kcat"),
+            ),
+        });
+        let java = find_in_path("java");
+        let keytool = find_in_path("keytool");
+        st.push(match (java, keytool) {
+            (Some(j), Some(k)) => Check::ok(
+                CheckId::ToolJava,
+                format!("`{}`, `{}`", ctx.show(&j), ctx.show(&k)),
+            ),
+            (j, k) => {
+                let missing: Vec<&str> = [("java", j.is_none()), ("keytool", k.is_none())]
+                    .iter()
+                    .filter(|(_, m)| *m)
+                    .map(|(n, _)| *n)
+                    .collect();
+                Check::warn(
+                    CheckId::ToolJava,
+                    format!(
+                        "no `{}` on PATH (Kafka's console tools and `client.properties` need \
+                         Java; DataGrip brings its own)",
+                        missing.join("`, `")
+                    ),
+                    install_hint("default-jre", "openjdk"),
+                )
+            }
+        });
+    }
+}

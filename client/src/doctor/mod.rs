@@ -1,0 +1,460 @@
+//! The checks behind `shiqi-connect doctor`: each finds one fact about a profile and this
+//! machine (files, tools, SSH, certificate, tunnel, addresses, protocols, configs, logins) and
+//! says `ok`, `warn`, `fail` or `skip`, with the fix for every warn and fail.
+//!
+//! Checks run in a fixed order and read what earlier ones found ([`State`]): a check whose
+//! precondition failed earlier reports `skip` with the reason instead of failing again, so one
+//! fault is one failing line. Nothing here prints; [`crate::commands::doctor`] does.
+
+pub mod addresses;
+pub mod cert;
+pub mod configs;
+pub mod files;
+mod keys;
+pub mod lint;
+pub mod login;
+pub mod probe;
+pub mod protocol;
+pub mod ssh;
+pub mod ssh_config;
+pub mod tunnel;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::profile::{Profile, files as pf};
+use crate::ssh::auth::Passphrase;
+use configs::ConfigFile;
+use ssh_config::SshConfig;
+
+/// What a check found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// All is well.
+    Ok,
+    /// Not run: something it needs failed earlier, or does not apply.
+    Skip,
+    /// Works now, but will break or surprise; the fix says what to do.
+    Warn,
+    /// Broken; the fix says what to do.
+    Fail,
+}
+
+impl Status {
+    /// `ok`, `skip`, `warn`, `fail`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Skip => "skip",
+            Self::Warn => "warn",
+            Self::Fail => "fail",
+        }
+    }
+}
+
+/// Which check, in the order they run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CheckId {
+    /// The profile's files and their modes.
+    Files,
+    /// A mysql/mariadb client on PATH.
+    ToolMysql,
+    /// kcat on PATH.
+    ToolKcat,
+    /// java and keytool on PATH.
+    ToolJava,
+    /// The SSH server answers on TCP.
+    SshReach,
+    /// Its host key is in the tunnel's known_hosts.
+    SshHostKey,
+    /// Which key logs in.
+    SshLogin,
+    /// `ssh_config` names that key.
+    SshConfigKey,
+    /// The certificate is valid now (and not about to expire).
+    CertValid,
+    /// `ca.crt` signed it.
+    CertChain,
+    /// `client.key` is its key.
+    CertKey,
+    /// The passwords open the PKCS#12 files.
+    Keystores,
+    /// Every broker and MySQL has a forward that answers.
+    Tunnel,
+    /// Advertised names resolve to the tunnel.
+    AddressResolve,
+    /// Server certificates cover the names clients check.
+    AddressNames,
+    /// What each port speaks, and whether the configs agree.
+    Protocol,
+    /// A client config's keys and values.
+    Lint,
+    /// Kafka metadata with the certificate.
+    LoginKafka,
+    /// `SELECT CURRENT_USER()` with the certificate.
+    LoginMysql,
+}
+
+impl CheckId {
+    /// The longest [`CheckId::as_str`], for aligned output.
+    pub const WIDTH: usize = 17;
+
+    /// The stable name in the output and in `--json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Files => "files",
+            Self::ToolMysql => "tool.mysql",
+            Self::ToolKcat => "tool.kcat",
+            Self::ToolJava => "tool.java",
+            Self::SshReach => "ssh.reach",
+            Self::SshHostKey => "ssh.host-key",
+            Self::SshLogin => "ssh.login",
+            Self::SshConfigKey => "ssh.config-key",
+            Self::CertValid => "cert.valid",
+            Self::CertChain => "cert.chain",
+            Self::CertKey => "cert.key",
+            Self::Keystores => "cert.keystores",
+            Self::Tunnel => "tunnel",
+            Self::AddressResolve => "addresses.resolve",
+            Self::AddressNames => "addresses.names",
+            Self::Protocol => "protocol",
+            Self::Lint => "lint",
+            Self::LoginKafka => "login.kafka",
+            Self::LoginMysql => "login.mysql",
+        }
+    }
+}
+
+impl Serialize for CheckId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// One line of the report.
+#[derive(Clone, Debug, Serialize)]
+pub struct Check {
+    /// Which check.
+    pub check: CheckId,
+    /// What it looked at when a check runs more than once (a config file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    /// The verdict.
+    pub status: Status,
+    /// What was found.
+    pub found: String,
+    /// What to do (every warn and fail has one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+    /// More to know (e.g. the JVM's DNS cache after a name-resolution fix).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+impl Check {
+    fn new(check: CheckId, status: Status, found: impl Into<String>, fix: Option<String>) -> Self {
+        Self {
+            check,
+            subject: None,
+            status,
+            found: found.into(),
+            fix,
+            notes: Vec::new(),
+        }
+    }
+
+    /// An `ok` line.
+    pub fn ok(check: CheckId, found: impl Into<String>) -> Self {
+        Self::new(check, Status::Ok, found, None)
+    }
+
+    /// A `warn` line and its fix.
+    pub fn warn(check: CheckId, found: impl Into<String>, fix: impl Into<String>) -> Self {
+        Self::new(check, Status::Warn, found, Some(fix.into()))
+    }
+
+    /// A `fail` line and its fix.
+    pub fn fail(check: CheckId, found: impl Into<String>, fix: impl Into<String>) -> Self {
+        Self::new(check, Status::Fail, found, Some(fix.into()))
+    }
+
+    /// A `skip` line and why.
+    pub fn skip(check: CheckId, why: impl Into<String>) -> Self {
+        Self::new(check, Status::Skip, why, None)
+    }
+
+    /// The same line about `subject`.
+    pub fn about(mut self, subject: impl Into<String>) -> Self {
+        self.subject = Some(subject.into());
+        self
+    }
+
+    /// Adds a note.
+    pub fn note(mut self, note: impl Into<String>) -> Self {
+        self.notes.push(note.into());
+        self
+    }
+}
+
+/// The note every fix that touches name resolution carries (FIELD-NOTES §4.3).
+pub const JVM_DNS_NOTE: &str = "Java caches name lookups: a running Java client or DataGrip keeps \
+    the old address until it is restarted (`networkaddress.cache.ttl` is a security property, \
+    set in `$JAVA_HOME/conf/security/java.security`, not a `-D` flag; `-Dsun.net.inetaddr.ttl=0` \
+    works as a system property)";
+
+/// What the doctor is asked to look at.
+#[derive(Clone, Debug)]
+pub struct Inputs {
+    /// `$HOME`, for `~` in paths and for resolving the SSH destination.
+    pub home: PathBuf,
+    /// The profile folder, if a profile is checked.
+    pub profile_dir: Option<PathBuf>,
+    /// `--config FILE`…: lint these instead of the profile's configs.
+    pub configs: Vec<PathBuf>,
+}
+
+/// The profile as found on disk: every file is read at most once, here.
+pub struct Context {
+    /// `$HOME`.
+    pub home: PathBuf,
+    /// The profile folder (`None`: only `--config` files are checked).
+    pub dir: Option<PathBuf>,
+    /// `profile.json`, or why it could not be read.
+    pub profile: Result<Profile, String>,
+    /// The tunnel's `Host` block in `ssh_config`, or why it could not be read.
+    pub ssh_config: Result<SshConfig, String>,
+    /// The configs to lint and to compare with the ports.
+    pub configs: Vec<ConfigFile>,
+}
+
+impl Context {
+    /// Reads the profile and the configs. Never fails: what cannot be read is a finding.
+    pub fn load(inputs: &Inputs) -> Self {
+        let profile = match &inputs.profile_dir {
+            Some(dir) => Profile::load(dir).map_err(|e| e.to_string()),
+            None => Err("no profile".to_owned()),
+        };
+        let tunnel_host = profile
+            .as_ref()
+            .map(|p| p.tunnel_host.clone())
+            .unwrap_or_else(|_| "shiqi-tunnel".to_owned());
+        let ssh_config = match &inputs.profile_dir {
+            Some(dir) => SshConfig::load(&dir.join(pf::SSH_CONFIG), &tunnel_host, &inputs.home),
+            None => Err("no profile".to_owned()),
+        };
+        let paths: Vec<PathBuf> = if inputs.configs.is_empty() {
+            inputs
+                .profile_dir
+                .iter()
+                .flat_map(|d| {
+                    [pf::CLIENT_PROPERTIES, pf::LIBRDKAFKA_CONF, pf::MY_CNF]
+                        .iter()
+                        .map(|f| d.join(f))
+                        .filter(|p| p.exists())
+                        .collect::<Vec<_>>()
+                })
+                .collect()
+        } else {
+            inputs.configs.clone()
+        };
+        let configs = paths.iter().map(|p| ConfigFile::load(p)).collect();
+        Self {
+            home: inputs.home.clone(),
+            dir: inputs.profile_dir.clone(),
+            profile,
+            ssh_config,
+            configs,
+        }
+    }
+
+    /// A file of the profile.
+    pub fn path(&self, file: &str) -> Option<PathBuf> {
+        self.dir.as_ref().map(|d| d.join(file))
+    }
+
+    /// `path` with the home folder as `~`.
+    pub fn show(&self, path: &Path) -> String {
+        crate::commands::tilde(path, &self.home)
+    }
+
+    /// How to start the tunnel, as the user would type it.
+    pub fn tunnel_command(&self) -> String {
+        let host = self
+            .profile
+            .as_ref()
+            .map(|p| p.tunnel_host.as_str())
+            .unwrap_or("shiqi-tunnel");
+        match self.path(pf::SSH_CONFIG) {
+            Some(cfg) => format!("ssh -fN -F {} {host}", self.show(&cfg)),
+            None => format!("ssh -fN {host}"),
+        }
+    }
+
+    /// How to get a new key and certificate: `shiqi-connect rotate NAME` when this build has
+    /// it, else setup again.
+    pub fn renew_command(&self) -> String {
+        let has_rotate = {
+            use clap::CommandFactory as _;
+            crate::cli::Cli::command()
+                .find_subcommand("rotate")
+                .is_some()
+        };
+        match &self.profile {
+            Ok(p) if has_rotate => format!("shiqi-connect rotate {}", p.name),
+            _ => self.setup_again(),
+        }
+    }
+
+    /// `shiqi-connect setup NAME --server DEST --force`, to rebuild the profile.
+    pub fn setup_again(&self) -> String {
+        match &self.profile {
+            Ok(p) => format!(
+                "shiqi-connect setup {} --server {} --force",
+                p.name, p.server.destination
+            ),
+            Err(_) => "shiqi-connect setup NAME --server DEST --force".to_owned(),
+        }
+    }
+}
+
+/// Called with each line as soon as it is known (the command prints it).
+pub type Sink = Box<dyn FnMut(&Check) + Send>;
+
+/// What earlier checks found that later ones need.
+#[derive(Default)]
+pub struct State {
+    /// Every line so far.
+    pub checks: Vec<Check>,
+    /// Where lines go as they are made, besides `checks`.
+    pub sink: Option<Sink>,
+    /// Local ports that accept a connection.
+    pub answering: BTreeSet<u16>,
+    /// Local ports the tunnel should serve but does not (no forward, or nothing listening).
+    pub tunnel_broken: BTreeSet<u16>,
+    /// Advertised hosts that do not resolve to the tunnel.
+    pub bypassed: BTreeSet<String>,
+    /// Local ports whose server certificate does not cover the name its clients check.
+    pub name_mismatch: BTreeSet<u16>,
+    /// What each probed `host:port` speaks.
+    pub probes: BTreeMap<(String, u16), probe::Speaks>,
+}
+
+impl State {
+    /// Records a line (and hands it to the sink).
+    pub fn push(&mut self, check: Check) {
+        if let Some(sink) = &mut self.sink {
+            sink(&check);
+        }
+        self.checks.push(check);
+    }
+
+    /// The worst status of `id` so far (`None`: it did not run).
+    pub fn status(&self, id: CheckId) -> Option<Status> {
+        self.checks
+            .iter()
+            .filter(|c| c.check == id)
+            .map(|c| c.status)
+            .max()
+    }
+
+    /// Whether `id` ran and failed.
+    pub fn failed(&self, id: CheckId) -> bool {
+        self.status(id) == Some(Status::Fail)
+    }
+
+    /// The first of `ids` that failed, for a `skip` reason.
+    pub fn first_failed(&self, ids: &[CheckId]) -> Option<CheckId> {
+        ids.iter().copied().find(|id| self.failed(*id))
+    }
+
+    /// The worst status overall.
+    pub fn worst(&self) -> Status {
+        self.checks
+            .iter()
+            .map(|c| c.status)
+            .filter(|s| *s != Status::Skip)
+            .max()
+            .unwrap_or(Status::Ok)
+    }
+}
+
+/// `skip` line text for a check that needs `id` to pass.
+pub fn needs(id: CheckId) -> String {
+    format!("needs `{}` to pass first", id.as_str())
+}
+
+/// Runs every check in order; `sink` sees each line as soon as it is made.
+pub async fn run(inputs: &Inputs, passphrase: &dyn Passphrase, sink: Option<Sink>) -> State {
+    let ctx = Context::load(inputs);
+    let mut st = State {
+        sink,
+        ..State::default()
+    };
+    if ctx.dir.is_some() {
+        files::check(&ctx, &mut st);
+        files::tools(&ctx, &mut st);
+        ssh::check(&ctx, &mut st, passphrase).await;
+        cert::check(&ctx, &mut st);
+        tunnel::check(&ctx, &mut st);
+        addresses::check(&ctx, &mut st);
+        protocol::check(&ctx, &mut st);
+    }
+    lint::check(&ctx, &mut st);
+    if ctx.dir.is_some() {
+        login::check(&ctx, &mut st).await;
+    }
+    st
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_worst_status_ignores_skips() {
+        let mut st = State::default();
+        st.push(Check::ok(CheckId::Files, "x"));
+        st.push(Check::skip(CheckId::Tunnel, "y"));
+        assert_eq!(st.worst(), Status::Ok);
+        st.push(Check::warn(CheckId::ToolKcat, "x", "y"));
+        assert_eq!(st.worst(), Status::Warn);
+        st.push(Check::fail(CheckId::Lint, "x", "y").about("a"));
+        st.push(Check::ok(CheckId::Lint, "x").about("b"));
+        assert_eq!(st.worst(), Status::Fail);
+        assert!(st.failed(CheckId::Lint));
+        assert_eq!(
+            st.first_failed(&[CheckId::Tunnel, CheckId::Lint]),
+            Some(CheckId::Lint)
+        );
+    }
+
+    #[test]
+    fn the_width_fits_every_name() {
+        let all = [
+            CheckId::Files,
+            CheckId::ToolMysql,
+            CheckId::SshConfigKey,
+            CheckId::AddressResolve,
+            CheckId::AddressNames,
+            CheckId::Keystores,
+            CheckId::LoginKafka,
+        ];
+        assert_eq!(
+            all.iter().map(|c| c.as_str().len()).max(),
+            Some(CheckId::WIDTH)
+        );
+    }
+
+    #[test]
+    fn checks_serialize_with_their_ids() {
+        let c = Check::fail(CheckId::AddressResolve, "f", "x").note("n");
+        let j = serde_json::to_value(&c).expect("json");
+        assert_eq!(j["check"], "addresses.resolve");
+        assert_eq!(j["status"], "fail");
+        assert_eq!(j["notes"][0], "n");
+        assert!(j.get("subject").is_none());
+    }
+}

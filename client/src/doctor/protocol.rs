@@ -1,0 +1,337 @@
+//! Protocols: what each forwarded port really speaks (TLS, plaintext Kafka, MySQL), and whether
+//! each Kafka config's `security.protocol` matches. A Java client with `PLAINTEXT` against a TLS
+//! listener does not fail with a protocol error: it reads the broker's TLS alert `15 03 03 00`
+//! as a 352,518,912-byte response size and dies with `OutOfMemoryError` (KAFKA-4090, open since
+//! 2016), so this check names that as the cause before the client ever runs.
+
+use crate::doctor::configs::{ConfigFile, Kind};
+use crate::doctor::probe::{self, Speaks};
+use crate::doctor::tunnel::{self, Target};
+use crate::doctor::{Check, CheckId, Context, State, Status, lint, needs};
+
+/// A config's `security.protocol`, upper-cased, and where it came from.
+struct Declared {
+    protocol: String,
+    /// `None`: not set, so the client's default.
+    line: Option<usize>,
+}
+
+fn declared(file: &ConfigFile) -> Declared {
+    match file.get("security.protocol") {
+        Some(e) => Declared {
+            protocol: e
+                .value
+                .as_deref()
+                .unwrap_or_default()
+                .trim()
+                .to_ascii_uppercase(),
+            line: Some(e.line),
+        },
+        None => Declared {
+            protocol: "PLAINTEXT".to_owned(),
+            line: None,
+        },
+    }
+}
+
+/// `host:port` pairs of a `bootstrap.servers` value.
+pub fn bootstrap(value: &str) -> Vec<(String, u16)> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter_map(|hp| {
+            let hp = hp.rsplit_once("://").map_or(hp, |(_, r)| r);
+            let (h, p) = hp.rsplit_once(':')?;
+            Some((h.trim_matches(['[', ']']).to_owned(), p.parse().ok()?))
+        })
+        .collect()
+}
+
+fn probe_port(st: &mut State, host: &str, port: u16, kafka: bool, sni: &str) -> Speaks {
+    let key = (host.to_owned(), port);
+    if let Some(s) = st.probes.get(&key) {
+        return s.clone();
+    }
+    let s = if kafka {
+        probe::kafka(host, port, sni)
+    } else {
+        probe::mysql(host, port, sni)
+    };
+    st.probes.insert(key, s.clone());
+    s
+}
+
+/// `protocol`.
+pub fn check(ctx: &Context, st: &mut State) {
+    if ctx.profile.is_err() {
+        st.push(Check::skip(CheckId::Protocol, "no profile"));
+        return;
+    }
+    let targets = tunnel::targets(ctx);
+    let reachable: Vec<Target> = targets
+        .iter()
+        .filter(|t| st.answering.contains(&t.port) && !st.tunnel_broken.contains(&t.port))
+        .cloned()
+        .collect();
+    if reachable.is_empty() {
+        st.push(Check::skip(CheckId::Protocol, needs(CheckId::Tunnel)));
+        return;
+    }
+    let mut found = Vec::new();
+    let mut problems: Vec<(Status, String, String)> = Vec::new();
+
+    // What each port speaks.
+    for t in &reachable {
+        let speaks = probe_port(st, "127.0.0.1", t.port, t.kafka, &t.host);
+        match (&speaks, t.kafka) {
+            (s, true) if s.is_tls() || *s == Speaks::PlainKafka => {}
+            (Speaks::Mysql { tls: true, .. }, false) => {}
+            (
+                Speaks::Mysql {
+                    tls: false,
+                    version,
+                    ..
+                },
+                false,
+            ) => problems.push((
+                Status::Fail,
+                format!(
+                    "MySQL on port {} ({version}) offers no TLS, so no certificate login can work",
+                    t.port
+                ),
+                "the server's admin must turn TLS on in mysqld (`shiqi-ca-agent server-cert \
+                 mariadb --kind mysql …` writes `mysqld.cnf`)"
+                    .to_owned(),
+            )),
+            (Speaks::Closed, _) => problems.push((
+                Status::Fail,
+                format!(
+                    "port {} ({}): the tunnel accepts, but the server side closes at once: {} \
+                     is down, or the forward's target is wrong",
+                    t.port, t.what, t.what
+                ),
+                format!(
+                    "on the server, check that {} listens on `{}:{}` (`shiqi-ca-agent brokers` \
+                     lists the brokers); then compare the `LocalForward` target in `ssh_config`",
+                    t.what, t.host, t.port
+                ),
+            )),
+            (other, _) => problems.push((
+                Status::Fail,
+                format!(
+                    "port {} ({}) speaks {}, not {}",
+                    t.port,
+                    t.what,
+                    other.describe(),
+                    if t.kafka { "Kafka" } else { "MySQL" }
+                ),
+                "check the `LocalForward` for it in `ssh_config`: another service answers there"
+                    .to_owned(),
+            )),
+        }
+        found.push(format!("{} {}", t.port, speaks.describe()));
+    }
+
+    // What each Kafka config says, against what its bootstrap ports speak.
+    for file in ctx.configs.iter().filter(|c| c.kind != Kind::Mysql) {
+        compare_kafka(ctx, st, file, &reachable, &mut found, &mut problems);
+    }
+    for file in ctx.configs.iter().filter(|c| c.kind == Kind::Mysql) {
+        compare_mysql(file, &mut found, &mut problems);
+    }
+
+    let worst = problems.iter().map(|(s, _, _)| *s).max();
+    st.push(match worst {
+        None => Check::ok(CheckId::Protocol, found.join("; ")),
+        Some(s) => {
+            let what = problems
+                .iter()
+                .map(|(_, w, _)| w.as_str())
+                .collect::<Vec<_>>()
+                .join("; ");
+            let fix = problems
+                .iter()
+                .map(|(_, _, f)| f.as_str())
+                .collect::<Vec<_>>()
+                .join("; ");
+            if s == Status::Fail {
+                Check::fail(CheckId::Protocol, what, fix)
+            } else {
+                Check::warn(CheckId::Protocol, what, fix)
+            }
+        }
+    });
+}
+
+fn compare_kafka(
+    ctx: &Context,
+    st: &mut State,
+    file: &ConfigFile,
+    reachable: &[Target],
+    found: &mut Vec<String>,
+    problems: &mut Vec<(Status, String, String)>,
+) {
+    let name = file.name();
+    let shown = ctx.show(&file.path);
+    let d = declared(file);
+    let java = file.kind == Kind::Java;
+    // The ports this config dials first; the profile's forwards when it names none we know.
+    let servers: Vec<(String, u16)> = file
+        .get("bootstrap.servers")
+        .or_else(|| file.get("metadata.broker.list"))
+        .and_then(|e| e.value.as_deref())
+        .map(bootstrap)
+        .unwrap_or_default();
+    let mut speaks: Vec<(String, u16, Speaks)> = Vec::new();
+    for (host, port) in servers {
+        let s = match reachable.iter().find(|t| t.port == port && t.kafka) {
+            Some(t) => probe_port(st, "127.0.0.1", port, true, &t.host),
+            None if st.tunnel_broken.contains(&port) => continue,
+            None => probe_port(st, &host, port, true, &host),
+        };
+        speaks.push((host, port, s));
+    }
+    if speaks.is_empty() {
+        for t in reachable.iter().filter(|t| t.kafka) {
+            let s = probe_port(st, "127.0.0.1", t.port, true, &t.host);
+            speaks.push((t.host.clone(), t.port, s));
+        }
+    }
+    let Some((host, port, s)) = speaks
+        .iter()
+        .find(|(_, _, s)| s.is_tls() || *s == Speaks::PlainKafka)
+        .cloned()
+    else {
+        return;
+    };
+    let port_tls = s.is_tls();
+    let wants_tls = d.protocol.ends_with("SSL");
+    let where_ = match d.line {
+        Some(l) => format!("`{name}` line {l} says `security.protocol={}`", d.protocol),
+        None => format!("`{name}` sets no `security.protocol`, so the client uses `PLAINTEXT`"),
+    };
+    let key_fix = if java { "SSL" } else { "ssl" };
+    if port_tls == wants_tls {
+        if port_tls && d.protocol.starts_with("SASL") {
+            problems.push((
+                Status::Warn,
+                format!(
+                    "{where_}: port {port} speaks TLS, but the brokers log clients in by \
+                     certificate (`SSL`), not SASL"
+                ),
+                format!("set `security.protocol={key_fix}` in `{shown}` unless this listener really is SASL"),
+            ));
+        }
+        found.push(format!("`{name}` {}: matches", d.protocol));
+        return;
+    }
+    // A typo'd key is the cause, and `lint` already fails on it: say so here without failing
+    // twice for one fault.
+    if d.line.is_none()
+        && let Some(typo) = lint::near_miss(file, "security.protocol")
+    {
+        problems.push((
+            Status::Warn,
+            format!(
+                "{where_} (line {} spells it `{}`), against port {port} which speaks TLS",
+                typo.line, typo.key
+            ),
+            format!("fix the key name (see `lint` for `{name}`)"),
+        ));
+        return;
+    }
+    if port_tls {
+        let consequence = if java {
+            java_oom(&host, port)
+        } else {
+            "librdkafka fails with \"Disconnected while requesting ApiVersion: might be caused by \
+             incorrect security.protocol configuration (connecting to a SSL listener?)\""
+                .to_owned()
+        };
+        problems.push((
+            Status::Fail,
+            format!("{where_}, but port {port} speaks TLS: {consequence}"),
+            format!("set `security.protocol={key_fix}` in `{shown}`"),
+        ));
+    } else {
+        problems.push((
+            Status::Fail,
+            format!("{where_}, but port {port} speaks plaintext Kafka: the TLS handshake fails"),
+            format!(
+                "this is not the shiqi cluster's TLS listener; point `bootstrap.servers` in \
+                 `{shown}` at the tunnel's ports, or set `security.protocol=PLAINTEXT` for a \
+                 plaintext cluster"
+            ),
+        ));
+    }
+}
+
+/// The KAFKA-4090 explanation, with the broker's real answer to a plaintext request.
+fn java_oom(host: &str, port: u16) -> String {
+    let reply = probe::kafka_plaintext(host, port).ok();
+    let evidence = match &reply {
+        Some(r) if r.first() == Some(&0x15) => {
+            let size = probe::java_frame_size(r).unwrap_or(0);
+            format!(
+                "the broker answers a plaintext request with the TLS alert `{}`, whose first \
+                 four bytes a Java client reads as a {size}-byte ({} MiB) response size",
+                probe::hex(r),
+                size >> 20
+            )
+        }
+        _ => "a Java client reads the broker's TLS alert (`15 03 03 00 …`) as a ~336 MiB \
+              response size"
+            .to_owned(),
+    };
+    format!(
+        "{evidence}, so it dies with `java.lang.OutOfMemoryError: Java heap space` instead of a \
+         protocol error (KAFKA-4090)"
+    )
+}
+
+fn compare_mysql(
+    file: &ConfigFile,
+    found: &mut Vec<String>,
+    problems: &mut Vec<(Status, String, String)>,
+) {
+    let name = file.name();
+    if let Some(e) = lint::mysql_tls_disabled(file) {
+        problems.push((
+            Status::Fail,
+            format!(
+                "`{name}` line {} (`{}`) turns TLS off, but the account requires a \
+                 certificate: the server answers \"Access denied\"",
+                e.line, e.key
+            ),
+            format!("remove line {} of `{name}`", e.line),
+        ));
+        return;
+    }
+    found.push(format!("`{name}` TLS: matches"));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_bootstrap_servers() {
+        assert_eq!(
+            bootstrap("localhost:19094, [::1]:29094,SSL://h:3,bad"),
+            [
+                ("localhost".to_owned(), 19094),
+                ("::1".to_owned(), 29094),
+                ("h".to_owned(), 3)
+            ]
+        );
+    }
+
+    #[test]
+    fn an_unset_protocol_is_plaintext() {
+        let f = ConfigFile::parse(Kind::Java, "bootstrap.servers=localhost:1\n");
+        let d = declared(&f);
+        assert_eq!((d.protocol.as_str(), d.line), ("PLAINTEXT", None));
+        let f = ConfigFile::parse(Kind::Librdkafka, "security.protocol=ssl\n");
+        assert_eq!(declared(&f).protocol, "SSL");
+    }
+}

@@ -1,0 +1,381 @@
+//! SSH: the server answers, its host key is in the tunnel's known_hosts, which key logs in, and
+//! whether `ssh_config` names that key — the seed trap where DataGrip and ssh looked for
+//! `~/.ssh/id_rsa` while the key that works is `~/.ssh/id_ed25519`.
+//!
+//! The login is tried first exactly as the tunnel's `ssh_config` would (its `IdentityFile`s,
+//! `IdentitiesOnly`), then, if that fails, with every key the user has, to name the one that
+//! works. Uses [`crate::ssh::Session`] (russh) and `ssh::auth`.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::doctor::ssh_config::SshConfig;
+use crate::doctor::{Check, CheckId, Context, State, needs, probe};
+use crate::error::Error;
+use crate::profile::Profile;
+use crate::ssh::Session;
+use crate::ssh::auth::{KeyUsed, Passphrase};
+use crate::ssh::config::{self, Destination, Env, Target};
+use crate::ssh::known_hosts::HostKeyPolicy;
+
+/// The keys OpenSSH tries when a config names none.
+const OPENSSH_DEFAULT_KEYS: &[&str] = &[
+    ".ssh/id_rsa",
+    ".ssh/id_ecdsa",
+    ".ssh/id_ecdsa_sk",
+    ".ssh/id_ed25519",
+    ".ssh/id_ed25519_sk",
+];
+
+/// `ssh.*`.
+pub async fn check(ctx: &Context, st: &mut State, passphrase: &dyn Passphrase) {
+    let profile = match &ctx.profile {
+        Ok(p) => p,
+        Err(why) => {
+            for id in [
+                CheckId::SshReach,
+                CheckId::SshHostKey,
+                CheckId::SshLogin,
+                CheckId::SshConfigKey,
+            ] {
+                st.push(Check::skip(id, format!("no profile: {why}")));
+            }
+            return;
+        }
+    };
+    let cfg = ctx.ssh_config.as_ref().ok();
+    let host = cfg
+        .and_then(|c| c.host_name.clone())
+        .unwrap_or_else(|| profile.server.host.clone());
+    let port = cfg.and_then(|c| c.port).unwrap_or(profile.server.port);
+    let user = cfg
+        .and_then(|c| c.user.clone())
+        .unwrap_or_else(|| profile.server.user.clone());
+
+    // Reachable: TCP, and an SSH banner.
+    let (h, p) = (host.clone(), port);
+    let banner = tokio::task::spawn_blocking(move || probe::ssh_banner(&h, p))
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
+    match banner {
+        Ok(b) if b.starts_with("SSH-") => {
+            st.push(Check::ok(
+                CheckId::SshReach,
+                format!("`{host}:{port}` answers `{b}`"),
+            ));
+        }
+        Ok(b) => {
+            st.push(Check::fail(
+                CheckId::SshReach,
+                format!("`{host}:{port}` answers, but not as an SSH server (`{b}`)"),
+                format!("check `HostName` and `Port` in `{}`", ssh_config_shown(ctx)),
+            ));
+        }
+        Err(e) => {
+            st.push(Check::fail(
+                CheckId::SshReach,
+                format!("cannot reach the SSH server `{host}:{port}`: {e}"),
+                format!(
+                    "check that the server is up and the network path to it; \
+                     `ssh -p {port} {user}@{host} true` shows the same"
+                ),
+            ));
+        }
+    }
+    if st.failed(CheckId::SshReach) {
+        for id in [
+            CheckId::SshHostKey,
+            CheckId::SshLogin,
+            CheckId::SshConfigKey,
+        ] {
+            st.push(Check::skip(id, needs(CheckId::SshReach)));
+        }
+        return;
+    }
+
+    let known_hosts = cfg
+        .map(|c| c.known_hosts.clone())
+        .filter(|k| !k.is_empty())
+        .unwrap_or_else(|| vec![profile.server.known_hosts.clone()]);
+    let tunnel_target = Target {
+        destination: Destination {
+            user: Some(user.clone()),
+            host: host.clone(),
+            port: Some(port),
+        },
+        host: host.clone(),
+        port,
+        user: user.clone(),
+        identity_files: tunnel_keys(cfg, &ctx.home),
+        identities_only: cfg.is_some_and(|c| c.identities_only),
+        use_agent: true,
+        known_hosts: known_hosts.clone(),
+        global_known_hosts: vec![PathBuf::from("/etc/ssh/ssh_known_hosts")],
+        host_key_alias: None,
+        proxy: None,
+        resolved_by: "ssh_config",
+    };
+
+    let first = Session::connect(&tunnel_target, HostKeyPolicy::Strict, passphrase).await;
+    let (tunnel_key, any_key) = match first {
+        Ok(s) => {
+            st.push(host_key_ok(ctx, s.host_key().file()));
+            let used = s.auth().used.clone();
+            s.close().await;
+            (Some(used.clone()), Some(used))
+        }
+        Err(Error::AuthFailed { tried, .. }) => {
+            st.push(host_key_ok(ctx, &known_hosts[0]));
+            // Which key would work, if any: the user's own configuration and every usual key.
+            let all = everything_target(ctx, profile, &tunnel_target);
+            match Session::connect(&all, HostKeyPolicy::Strict, passphrase).await {
+                Ok(s) => {
+                    let used = s.auth().used.clone();
+                    s.close().await;
+                    (None, Some(used))
+                }
+                Err(_) => {
+                    st.push(Check::fail(
+                        CheckId::SshLogin,
+                        format!("`{user}@{host}` accepts none of your SSH keys (tried: {tried})"),
+                        format!(
+                            "add your public key to `~{user}/.ssh/authorized_keys` on the server \
+                             (`ssh-copy-id {user}@{host}`), or load the key into ssh-agent \
+                             (`ssh-add`)"
+                        ),
+                    ));
+                    st.push(Check::skip(CheckId::SshConfigKey, needs(CheckId::SshLogin)));
+                    return;
+                }
+            }
+        }
+        Err(e) => {
+            st.push(host_key_failure(ctx, &e));
+            for id in [CheckId::SshLogin, CheckId::SshConfigKey] {
+                st.push(Check::skip(id, needs(CheckId::SshHostKey)));
+            }
+            return;
+        }
+    };
+    let Some(used) = any_key else {
+        return;
+    };
+    st.push(Check::ok(
+        CheckId::SshLogin,
+        format!("`{user}@{host}` accepts {}", shown_key(ctx, &used)),
+    ));
+    st.push(config_key(ctx, cfg, tunnel_key.as_ref(), &used));
+}
+
+fn ssh_config_shown(ctx: &Context) -> String {
+    ctx.path(crate::profile::files::SSH_CONFIG)
+        .map(|p| ctx.show(&p))
+        .unwrap_or_else(|| "ssh_config".to_owned())
+}
+
+fn shown_key(ctx: &Context, k: &KeyUsed) -> String {
+    match k {
+        KeyUsed::File { path, .. } => format!("`{}`", ctx.show(path)),
+        KeyUsed::Agent {
+            file: Some(path), ..
+        } => format!("`{}` (through ssh-agent)", ctx.show(path)),
+        other => other.to_string(),
+    }
+}
+
+fn host_key_ok(ctx: &Context, file: &Path) -> Check {
+    Check::ok(
+        CheckId::SshHostKey,
+        format!("the server's host key is known in `{}`", ctx.show(file)),
+    )
+}
+
+fn host_key_failure(ctx: &Context, e: &Error) -> Check {
+    match e {
+        Error::HostKeyUnknown {
+            host,
+            algorithm,
+            fingerprint,
+            known_hosts,
+        } => Check::fail(
+            CheckId::SshHostKey,
+            format!(
+                "the host key of `{host}` ({algorithm} {fingerprint}) is not in `{}`, which the \
+                 tunnel's ssh_config trusts (`StrictHostKeyChecking yes`)",
+                ctx.show(known_hosts)
+            ),
+            format!(
+                "compare the fingerprint with the server's (`ssh-keygen -lf \
+                 /etc/ssh/ssh_host_ed25519_key.pub` on it), then add it: `ssh-keyscan {} >> {}`",
+                host.trim_start_matches('[')
+                    .split(']')
+                    .next()
+                    .unwrap_or(host),
+                ctx.show(known_hosts)
+            ),
+        ),
+        Error::HostKeyChanged {
+            known_hosts, line, ..
+        } => Check::fail(
+            CheckId::SshHostKey,
+            e.to_string(),
+            format!(
+                "if the server was really reinstalled, ask its admin for the new fingerprint and \
+                 remove line {line} of `{}`; otherwise someone may be intercepting the connection",
+                ctx.show(known_hosts)
+            ),
+        ),
+        other => Check::fail(
+            CheckId::SshHostKey,
+            format!("the SSH handshake did not complete: {}", chain(other)),
+            other
+                .hint()
+                .unwrap_or_else(|| "try `ssh -v` to the server to see where it breaks".to_owned()),
+        ),
+    }
+}
+
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        src = c.source();
+    }
+    s
+}
+
+/// The keys ssh offers for the tunnel: its `IdentityFile`s, or OpenSSH's defaults.
+fn tunnel_keys(cfg: Option<&SshConfig>, home: &Path) -> Vec<PathBuf> {
+    match cfg {
+        Some(c) if !c.identity_files.is_empty() => c.identity_files.clone(),
+        _ => OPENSSH_DEFAULT_KEYS.iter().map(|k| home.join(k)).collect(),
+    }
+}
+
+/// The user's view of the destination (their `~/.ssh/config`, agent, usual keys), pointed at
+/// the tunnel's server.
+fn everything_target(ctx: &Context, profile: &Profile, tunnel: &Target) -> Target {
+    let env = Env::from_process(ctx.home.clone(), None);
+    let mut keys = tunnel.identity_files.clone();
+    if let Ok(dest) = profile.server.destination.parse::<Destination>()
+        && let Ok(t) = config::resolve(&dest, &env)
+    {
+        keys.extend(t.identity_files);
+    }
+    keys.extend(OPENSSH_DEFAULT_KEYS.iter().map(|k| ctx.home.join(k)));
+    let mut seen = Vec::new();
+    keys.retain(|k| {
+        let new = !seen.contains(k);
+        seen.push(k.clone());
+        new
+    });
+    Target {
+        identity_files: keys,
+        identities_only: false,
+        ..tunnel.clone()
+    }
+}
+
+/// `ssh.config-key`.
+fn config_key(
+    ctx: &Context,
+    cfg: Option<&SshConfig>,
+    tunnel_key: Option<&KeyUsed>,
+    works: &KeyUsed,
+) -> Check {
+    let Some(cfg) = cfg else {
+        return Check::skip(
+            CheckId::SshConfigKey,
+            "the tunnel's `ssh_config` cannot be read",
+        );
+    };
+    let cfg_shown = ctx.show(&cfg.path);
+    let works_file = match works {
+        KeyUsed::File { path, .. } => Some(path.clone()),
+        KeyUsed::Agent { file, .. } => file.clone(),
+    };
+    let datagrip = |check: Check| match &works_file {
+        Some(f) if f.file_name().is_some_and(|n| n != "id_rsa") => check.note(format!(
+            "DataGrip's SSH tunnel looks for `~/.ssh/id_rsa` unless told otherwise: choose \
+             \"Key pair\" with `{}`, or \"OpenSSH config and authentication agent\"",
+            ctx.show(f)
+        )),
+        _ => check,
+    };
+    if tunnel_key.is_none() {
+        let (absent, present): (Vec<&PathBuf>, Vec<&PathBuf>) =
+            cfg.identity_files.iter().partition(|p| !p.exists());
+        let show = |v: &[&PathBuf]| {
+            v.iter()
+                .map(|p| format!("`IdentityFile {}`", ctx.show(p)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let named = match (absent.is_empty(), present.is_empty()) {
+            (true, true) => "no `IdentityFile` (so ssh tries `~/.ssh/id_rsa`, `~/.ssh/id_ecdsa`, \
+                 `~/.ssh/id_ed25519`), and the server refuses those"
+                .to_owned(),
+            (true, false) => format!("{}, which the server refuses", show(&present)),
+            (false, true) => format!("{}, which does not exist", show(&absent)),
+            (false, false) => format!(
+                "{} (missing) and {} (refused by the server)",
+                show(&absent),
+                show(&present)
+            ),
+        };
+        let fix = match &works_file {
+            Some(f) => format!(
+                "set `IdentityFile {}` (with `IdentitiesOnly yes`) in `{cfg_shown}`",
+                ctx.show(f)
+            ),
+            None => format!(
+                "remove the `IdentityFile` and `IdentitiesOnly` lines from `{cfg_shown}` so ssh \
+                 uses the agent's key, and keep that key loaded (`ssh-add`)"
+            ),
+        };
+        return datagrip(Check::fail(
+            CheckId::SshConfigKey,
+            format!(
+                "`{cfg_shown}` has {named}; the key that works is {}",
+                shown_key(ctx, works)
+            ),
+            fix,
+        ));
+    }
+    // The tunnel's own keys work; ssh also ignores a key file others can read.
+    if let Some(f) = &works_file
+        && let Ok(meta) = std::fs::metadata(f)
+        && meta.permissions().mode() & 0o077 != 0
+    {
+        return Check::fail(
+            CheckId::SshConfigKey,
+            format!(
+                "`{}` is mode {:04o}: OpenSSH ignores a private key others can read \
+                 (\"UNPROTECTED PRIVATE KEY FILE\")",
+                ctx.show(f),
+                meta.permissions().mode() & 0o777
+            ),
+            format!("`chmod 600 {}`", ctx.show(f)),
+        );
+    }
+    let found = match (&works_file, works) {
+        (Some(f), _) if cfg.identity_files.contains(f) => {
+            format!(
+                "`{cfg_shown}` names `{}`, the key that logs in",
+                ctx.show(f)
+            )
+        }
+        (_, KeyUsed::Agent { .. }) => format!(
+            "the tunnel logs in with ssh-agent's key {}; keep it loaded (`ssh-add -l`)",
+            shown_key(ctx, works)
+        ),
+        (Some(f), _) => format!(
+            "`{cfg_shown}` names no key; ssh finds `{}` among its defaults",
+            ctx.show(f)
+        ),
+        (None, _) => format!("`{cfg_shown}` works as written"),
+    };
+    datagrip(Check::ok(CheckId::SshConfigKey, found))
+}

@@ -1,0 +1,163 @@
+//! Rotation: a new key and certificate for an existing profile, over the one SSH session.
+//!
+//! In this order, so that a failure at any point leaves a working profile:
+//! 1. a new key and CSR on this machine (the key never leaves it), signed by the agent with
+//!    `sign --replaces OLD` (the agent checks OLD is this name's and logs a `rotate`);
+//! 2. every profile file built anew — same paths, same keystore password (DataGrip and Java
+//!    configs store it), same brokers and forwards (refreshing those is `tunnel up`'s job) — in
+//!    a staging folder next to the profile;
+//! 3. the new certificate logs in from there ([`verify`]: every broker and MySQL, through the
+//!    session). If a service refuses it, the new certificate is revoked and the old profile
+//!    stays as it was;
+//! 4. the staged profile replaces the old one in one atomic swap, keeping the tunnel's files (a
+//!    running tunnel only uses the SSH key, so it goes on working);
+//! 5. the old serial is revoked (`superseded`) unless `keep_old`, or unless no service could be
+//!    reached to prove the new certificate works.
+
+use std::path::Path;
+
+use serde::Serialize;
+use shiqi_ca::crl::Reason;
+use shiqi_ca::protocol::RevokeResponse;
+
+use crate::error::Error;
+use crate::profile::{Certificate, Profile};
+use crate::ssh::Session;
+use crate::steps::sign::{self, AgentCommand, Revocation};
+use crate::steps::verify::{self, Login};
+use crate::steps::{keygen, profile_files, render, write};
+
+/// What a rotation did.
+#[derive(Clone, Debug, Serialize)]
+pub struct Rotated {
+    /// The certificate before.
+    pub old: Certificate,
+    /// `profile.json` after.
+    pub profile: Profile,
+    /// The new certificate's logins.
+    pub logins: Vec<Login>,
+    /// The agent's answer to revoking the old certificate, when it was revoked.
+    pub revoked: Option<RevokeResponse>,
+    /// Why the old certificate is still valid, when it is.
+    pub kept_old: Option<String>,
+    /// The agent's error when it revoked the old certificate but could not make that effective
+    /// everywhere (MySQL or Kafka unreachable).
+    pub revoke_incomplete: Option<String>,
+}
+
+/// Rotates the certificate of the profile in `dir` (whose `profile.json` is `profile`).
+///
+/// # Errors
+/// A key, signing or SSH error (nothing changed); [`Error::NewCertRefused`] when a service
+/// refused the new certificate (the old profile is untouched, the new certificate revoked);
+/// [`Error::Io`] when the new profile cannot be put in place (the old one is untouched).
+#[tracing::instrument(skip_all, fields(profile = %profile.name))]
+pub async fn rotate(
+    session: &Session,
+    dir: &Path,
+    profile: &Profile,
+    keep_old: bool,
+) -> Result<Rotated, Error> {
+    let name = &profile.name;
+    let root = dir.parent().unwrap_or(dir);
+    let agent = AgentCommand::new(&profile.server.agent_command)?;
+    let old = profile.certificate.clone();
+
+    let fresh = keygen::keygen(name, old.key_type)?;
+    let signed = sign::sign_replacing(
+        session,
+        &agent,
+        name,
+        &fresh.csr_pem,
+        &fresh.key,
+        &old.serial,
+    )
+    .await?;
+    let mut new = profile.clone();
+    new.certificate = Certificate {
+        serial: signed.response.serial.clone(),
+        not_before: signed.response.not_before,
+        not_after: signed.response.not_after,
+        key_type: fresh.key.key_type(),
+    };
+    let forwards: Vec<render::Forward> = profile
+        .forwards
+        .iter()
+        .map(|f| render::Forward {
+            local_port: f.local_port,
+            remote_host: f.remote_host.clone(),
+            remote_port: f.remote_port,
+            purpose: f.purpose.clone(),
+        })
+        .collect();
+    let password =
+        profile_files::read_password(dir).unwrap_or_else(shiqi_ca::Secret::random_password);
+    let files = profile_files::build(&profile_files::Inputs {
+        dir,
+        target: session.target(),
+        key: &fresh.key,
+        signed: &signed,
+        profile: &new,
+        forwards: &forwards,
+        password: &password,
+    })?;
+    let staged = write::stage(root, name, &files)?;
+
+    let logins = verify::logins(session, staged.path(), &new).await;
+    if let Some(refused) = logins.iter().find(|l| !l.check.ok && !l.unreachable) {
+        drop(staged);
+        // Never leave a certificate nobody uses valid.
+        let revoked_new = sign::revoke(
+            session,
+            &agent,
+            &Revocation::Serial(new.certificate.serial.clone()),
+            Reason::CessationOfOperation,
+        )
+        .await
+        .is_ok();
+        return Err(Error::NewCertRefused {
+            service: refused.service.clone(),
+            why: refused.check.detail.clone(),
+            serial: new.certificate.serial.to_string(),
+            revoked_new,
+        });
+    }
+    staged.replace()?;
+
+    let proved = logins.is_empty() || logins.iter().any(|l| l.check.ok);
+    let mut rotated = Rotated {
+        old,
+        profile: new,
+        logins,
+        revoked: None,
+        kept_old: None,
+        revoke_incomplete: None,
+    };
+    if keep_old {
+        rotated.kept_old = Some("`--keep-old` was given".to_owned());
+        return Ok(rotated);
+    }
+    if !proved {
+        rotated.kept_old = Some(
+            "no broker and no MySQL server could be reached to prove that the new certificate \
+             logs in"
+                .to_owned(),
+        );
+        return Ok(rotated);
+    }
+    match sign::revoke(
+        session,
+        &agent,
+        &Revocation::Serial(rotated.old.serial.clone()),
+        Reason::Superseded,
+    )
+    .await
+    {
+        Ok(r) => {
+            rotated.revoke_incomplete = r.incomplete;
+            rotated.revoked = Some(r.response);
+        }
+        Err(e) => rotated.kept_old = Some(format!("revoking it failed: {e}")),
+    }
+    Ok(rotated)
+}

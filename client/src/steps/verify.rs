@@ -1,0 +1,126 @@
+//! Proving that a certificate logs in, before anything depends on it: `rotate` checks the new
+//! certificate here before it replaces the old profile and before the old serial is revoked.
+//!
+//! The checks run through the SSH session the command already holds, not through the tunnel:
+//! each one binds an ephemeral port on this machine's 127.0.0.1, and the one connection made to
+//! it is carried over an SSH `direct-tcpip` channel to the service as the server sees it (the
+//! broker's advertised host and port, MySQL's host and port). So they work whether or not a
+//! tunnel runs, never touch the tunnel's fixed ports, and cannot be fooled by something else
+//! listening on them. The probes themselves are the tunnel's ([`crate::tunnel::probe`]): a TLS
+//! handshake plus `ApiVersions` for each broker (only a reply proves the broker accepted the
+//! client certificate under TLS 1.3), and a real MySQL login as the certificate-only user.
+
+use std::path::Path;
+
+use serde::Serialize;
+use tokio::net::TcpListener;
+
+use crate::profile::Profile;
+use crate::ssh::Session;
+use crate::tunnel::probe::{self, Check, KafkaTls};
+
+/// One service's verdict on a certificate.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Login {
+    /// `Kafka broker 1 (localhost:19094)`, `MySQL (127.0.0.1:3306)`.
+    pub service: String,
+    /// The verdict.
+    pub check: Check,
+    /// True when the service could not be reached at all (no verdict on the certificate).
+    pub unreachable: bool,
+}
+
+/// The verdicts on the certificate in `identity_dir` (`ca.crt`, `client.crt`, `client.key`):
+/// every broker of `profile`, then MySQL.
+pub async fn logins(session: &Session, identity_dir: &Path, profile: &Profile) -> Vec<Login> {
+    let mut out = Vec::new();
+    let tls = KafkaTls::from_profile(identity_dir);
+    for b in &profile.brokers {
+        let service = format!("Kafka broker {} ({}:{})", b.id, b.host, b.port);
+        let (check, unreachable) = through_ssh(session, &b.host, b.port, |port| {
+            let tls = tls.clone();
+            let host = b.host.clone();
+            async move { probe::kafka(port, &host, &tls).await }
+        })
+        .await;
+        out.push(Login {
+            service,
+            check,
+            unreachable,
+        });
+    }
+    if let Some(m) = &profile.mysql {
+        let service = format!("MySQL ({}:{}) as `{}`", m.host, m.port, m.user);
+        let (check, unreachable) = through_ssh(session, &m.host, m.port, |port| {
+            let (host, user) = (m.host.clone(), m.user.clone());
+            async move { probe::mysql(port, &host, &user, identity_dir).await }
+        })
+        .await;
+        out.push(Login {
+            service,
+            check,
+            unreachable,
+        });
+    }
+    out
+}
+
+/// Runs `probe(port)` against a local port whose one connection is carried to `host:port` on
+/// the server. Returns the check and whether the server could not reach the service.
+async fn through_ssh<F, Fut>(session: &Session, host: &str, port: u16, probe: F) -> (Check, bool)
+where
+    F: FnOnce(u16) -> Fut,
+    Fut: std::future::Future<Output = Check>,
+{
+    let no_verdict = |why: String| {
+        (
+            Check {
+                ok: false,
+                detail: why,
+            },
+            true,
+        )
+    };
+    let listener = match TcpListener::bind(("127.0.0.1", 0)).await {
+        Ok(l) => l,
+        Err(e) => return no_verdict(format!("cannot listen on 127.0.0.1: {e}")),
+    };
+    let local = match listener.local_addr() {
+        Ok(a) => a.port(),
+        Err(e) => return no_verdict(format!("cannot listen on 127.0.0.1: {e}")),
+    };
+    let channel_error = std::sync::Mutex::new(None::<String>);
+    let serve = async {
+        let Ok((mut tcp, _)) = listener.accept().await else {
+            return std::future::pending::<()>().await;
+        };
+        match session
+            .handle()
+            .channel_open_direct_tcpip(host, u32::from(port), "127.0.0.1", u32::from(local))
+            .await
+        {
+            Ok(channel) => {
+                let mut remote = channel.into_stream();
+                let _ = tokio::io::copy_bidirectional(&mut tcp, &mut remote).await;
+            }
+            Err(e) => {
+                if let Ok(mut slot) = channel_error.lock() {
+                    *slot = Some(e.to_string());
+                }
+            }
+        }
+        // Dropping `tcp` here (on error) ends the probe's connection; then wait for its verdict.
+        drop(tcp);
+        std::future::pending::<()>().await
+    };
+    let check = tokio::select! {
+        check = probe(local) => check,
+        () = serve => unreachable!("serve never completes"),
+    };
+    match channel_error.lock().ok().and_then(|mut e| e.take()) {
+        Some(why) => no_verdict(format!(
+            "the server cannot reach `{host}:{port}` (SSH direct-tcpip: {why})"
+        )),
+        None => (check, false),
+    }
+}

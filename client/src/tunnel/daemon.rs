@@ -1,0 +1,366 @@
+//! The background process (`shiqi-connect tunnel run NAME`, started by `tunnel up`): binds every
+//! forward on 127.0.0.1, logs in, and keeps the connection up. When it drops, the listeners stay
+//! bound and it reconnects with backoff (0.5 s, 1 s, 2 s, 4 s, then every 5 s), so a cut
+//! connection is back within seconds and clients only retry. SIGHUP re-reads `profile.json`
+//! (added or removed brokers); SIGTERM closes the connection and exits.
+//!
+//! It reports through `tunnel.state.json` and logs through `tracing` to its stderr, which is
+//! `tunnel.log`: connects, disconnects and errors, never key material or passwords.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use shiqi_ca::ProfileName;
+use time::OffsetDateTime;
+use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinHandle;
+
+use crate::error::Error;
+use crate::profile::{ForwardRecord, Profile};
+use crate::ssh::Session;
+use crate::tunnel::forward::{self, Link, Shared};
+use crate::tunnel::login::Targets;
+use crate::tunnel::state::{self, Phase, State};
+use crate::tunnel::{Paths, ports, process};
+
+/// The first pause before reconnecting, doubled after each failure.
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+/// The longest pause between reconnect attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// How often the connection is checked for having closed (a forward that finds it dead pokes
+/// the supervisor at once).
+const CHECK_EVERY: Duration = Duration::from_millis(250);
+
+/// What the background process needs, settled by the command.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// `$SHIQI_HOME`.
+    pub root: PathBuf,
+    /// `$HOME`, for resolving the server like ssh does.
+    pub home: PathBuf,
+    /// The profile.
+    pub name: ProfileName,
+}
+
+/// Runs the tunnel until SIGTERM or SIGINT.
+///
+/// # Errors
+/// Only while starting: the profile cannot be read, a port is taken ([`Error::PortInUse`]), or
+/// the first login fails. Once up, failures are logged and retried, never returned.
+pub async fn run(opts: &Options) -> Result<(), Error> {
+    let paths = Paths::new(&opts.root, &opts.name);
+    let me = std::process::id();
+    if let Some(pid) = process::running(&paths.pid, &opts.root, &opts.name).filter(|p| *p != me) {
+        return Err(Error::TunnelRunning {
+            name: opts.name.to_string(),
+            pid,
+        });
+    }
+    let profile = Profile::load(&paths.dir)?;
+    let targets = Targets::resolve(&profile, &opts.home)?;
+    tracing::info!(
+        profile = %opts.name,
+        server = %targets.server(),
+        forwards = profile.forwards.len(),
+        "starting"
+    );
+    // Bind everything before logging in: a taken port is the commonest failure and needs no
+    // server to find out. The pid and state files are written only once every port is ours,
+    // so of two racing starts the one that loses the ports never touches the winner's files.
+    let mut bound = Vec::new();
+    for f in &profile.forwards {
+        bound.push((f.clone(), ports::bind(f.local_port)?));
+    }
+    process::write_pid(&paths.pid)?;
+    let st = State {
+        pid: me,
+        phase: Phase::Starting,
+        since: OffsetDateTime::now_utc(),
+        server: targets.server(),
+        generation: 0,
+        forwards: profile.forwards.clone(),
+        error: None,
+        hint: None,
+        problems: vec![],
+    };
+    st.write(&paths.state)?;
+    let session = targets.connect().await?;
+    log_connected(&session, &st.server);
+
+    let (tx, rx) = watch::channel(Some(Link {
+        generation: 1,
+        session: Arc::new(session),
+    }));
+    let shared = Shared {
+        link: rx,
+        lost: Arc::new(Notify::new()),
+    };
+    let mut listeners = BTreeMap::new();
+    for (f, l) in bound {
+        tracing::info!(
+            "forwarding 127.0.0.1:{} -> {}:{} ({})",
+            f.local_port,
+            f.remote_host,
+            f.remote_port,
+            f.purpose
+        );
+        let task = tokio::spawn(forward::serve(l, f.clone(), shared.clone()));
+        listeners.insert(f.local_port, (f, task));
+    }
+    let signals = Signals::new().map_err(|source| Error::Io {
+        action: "install signal handlers for",
+        path: paths.pid.clone(),
+        source,
+    })?;
+    let mut d = Daemon {
+        paths,
+        targets,
+        state: st,
+        tx,
+        shared,
+        listeners,
+        generation: 1,
+        signals,
+    };
+    d.state.phase = Phase::Up;
+    d.state.since = OffsetDateTime::now_utc();
+    d.save();
+    tracing::info!("tunnel up");
+    d.supervise().await;
+    d.stop().await;
+    Ok(())
+}
+
+struct Signals {
+    term: Signal,
+    int: Signal,
+    hup: Signal,
+}
+
+impl Signals {
+    fn new() -> std::io::Result<Self> {
+        Ok(Self {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            hup: signal(SignalKind::hangup())?,
+        })
+    }
+}
+
+enum Event {
+    Stop,
+    Reload,
+    Lost,
+}
+
+struct Daemon {
+    paths: Paths,
+    targets: Targets,
+    state: State,
+    tx: watch::Sender<Option<Link>>,
+    shared: Shared,
+    listeners: BTreeMap<u16, (ForwardRecord, JoinHandle<()>)>,
+    generation: u64,
+    signals: Signals,
+}
+
+impl Daemon {
+    async fn supervise(&mut self) {
+        loop {
+            let link = self.tx.borrow().clone();
+            let lost = self.shared.lost.clone();
+            let s = &mut self.signals;
+            let event = tokio::select! {
+                _ = s.term.recv() => Event::Stop,
+                _ = s.int.recv() => Event::Stop,
+                _ = s.hup.recv() => Event::Reload,
+                () = until_lost(link, lost) => Event::Lost,
+            };
+            match event {
+                Event::Stop => return,
+                Event::Reload => self.reload().await,
+                Event::Lost => {
+                    if !self.reconnect().await {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reconnects until it works; `false` when told to stop meanwhile.
+    async fn reconnect(&mut self) -> bool {
+        self.tx.send_replace(None);
+        tracing::warn!(server = %self.state.server, "connection lost; reconnecting");
+        self.state.phase = Phase::Reconnecting;
+        self.state.since = OffsetDateTime::now_utc();
+        self.state.error = Some("the SSH connection was lost".to_owned());
+        self.state.hint = None;
+        self.save();
+        let started = Instant::now();
+        let mut delay = FIRST_BACKOFF;
+        for attempt in 1u64.. {
+            let s = &mut self.signals;
+            let go = tokio::select! {
+                _ = s.term.recv() => false,
+                _ = s.int.recv() => false,
+                () = tokio::time::sleep(delay) => true,
+            };
+            if !go {
+                return false;
+            }
+            let s = &mut self.signals;
+            let res = tokio::select! {
+                _ = s.term.recv() => None,
+                _ = s.int.recv() => None,
+                r = self.targets.connect() => Some(r),
+            };
+            match res {
+                None => return false,
+                Some(Ok(session)) => {
+                    log_connected(&session, &self.state.server);
+                    self.generation += 1;
+                    self.tx.send_replace(Some(Link {
+                        generation: self.generation,
+                        session: Arc::new(session),
+                    }));
+                    tracing::info!(
+                        attempts = attempt,
+                        "reconnected after {:.1}s",
+                        started.elapsed().as_secs_f64()
+                    );
+                    self.state.phase = Phase::Up;
+                    self.state.since = OffsetDateTime::now_utc();
+                    self.state.error = None;
+                    self.save();
+                    return true;
+                }
+                Some(Err(e)) => {
+                    let line = one_line(&e);
+                    tracing::warn!(attempt, "reconnect failed: {line}");
+                    self.state.error = Some(line);
+                    self.state.hint = e.hint();
+                    self.save();
+                    delay = (delay * 2).min(MAX_BACKOFF);
+                }
+            }
+        }
+        false
+    }
+
+    /// Re-reads `profile.json` and makes the listeners match its forwards.
+    async fn reload(&mut self) {
+        tracing::info!("reloading the profile");
+        let mut problems = Vec::new();
+        match Profile::load(&self.paths.dir) {
+            Err(e) => problems.push(one_line(&e)),
+            Ok(profile) => {
+                let wanted = profile.forwards;
+                let stale: Vec<u16> = self
+                    .listeners
+                    .iter()
+                    .filter(|(_, (f, _))| !wanted.contains(f))
+                    .map(|(p, _)| *p)
+                    .collect();
+                for port in stale {
+                    if let Some((f, task)) = self.listeners.remove(&port) {
+                        task.abort();
+                        // Awaited so the port is free again before a changed forward rebinds it.
+                        let _ = task.await;
+                        tracing::info!("stopped forwarding 127.0.0.1:{port} ({})", f.purpose);
+                    }
+                }
+                for f in wanted {
+                    if self.listeners.contains_key(&f.local_port) {
+                        continue;
+                    }
+                    match ports::bind(f.local_port) {
+                        Ok(l) => {
+                            tracing::info!(
+                                "forwarding 127.0.0.1:{} -> {}:{} ({})",
+                                f.local_port,
+                                f.remote_host,
+                                f.remote_port,
+                                f.purpose
+                            );
+                            let task =
+                                tokio::spawn(forward::serve(l, f.clone(), self.shared.clone()));
+                            self.listeners.insert(f.local_port, (f, task));
+                        }
+                        Err(e) => {
+                            let line = one_line(&e);
+                            tracing::warn!("cannot add a forward: {line}");
+                            problems.push(line);
+                        }
+                    }
+                }
+            }
+        }
+        self.state.forwards = self.listeners.values().map(|(f, _)| f.clone()).collect();
+        self.state.problems = problems;
+        self.state.generation += 1;
+        self.save();
+    }
+
+    async fn stop(&mut self) {
+        tracing::info!("stopping");
+        for (_, (_, task)) in std::mem::take(&mut self.listeners) {
+            task.abort();
+        }
+        if let Some(link) = self.tx.send_replace(None) {
+            let bye = link.session.handle().disconnect(
+                russh::Disconnect::ByApplication,
+                "tunnel stopped",
+                "en",
+            );
+            let _ = tokio::time::timeout(Duration::from_secs(2), bye).await;
+        }
+        if process::read_pid(&self.paths.pid) == Some(self.state.pid) {
+            state::remove(&self.paths.pid);
+            state::remove(&self.paths.state);
+        }
+        tracing::info!("stopped");
+    }
+
+    fn save(&self) {
+        if let Err(e) = self.state.write(&self.paths.state) {
+            tracing::warn!("cannot write the state file: {}", one_line(&e));
+        }
+    }
+}
+
+/// Returns once the connection has closed (checked every [`CHECK_EVERY`], or at once when a
+/// forward pokes `lost`).
+async fn until_lost(link: Option<Link>, lost: Arc<Notify>) {
+    let Some(link) = link else { return };
+    while !link.session.handle().is_closed() {
+        tokio::select! {
+            () = lost.notified() => {}
+            () = tokio::time::sleep(CHECK_EVERY) => {}
+        }
+    }
+}
+
+fn log_connected(session: &Session, server: &str) {
+    tracing::info!(
+        %server,
+        key = %session.auth().used,
+        known_hosts = %session.host_key().file().display(),
+        "connected"
+    );
+}
+
+/// The error and its causes on one line, as the state file and the log carry it.
+pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        line.push_str(": ");
+        line.push_str(&s.to_string());
+        source = s.source();
+    }
+    line
+}

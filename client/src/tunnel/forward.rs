@@ -1,0 +1,121 @@
+//! One local forward: accept on `127.0.0.1:P`, open a `direct-tcpip` channel to the target on
+//! the server side, and copy both ways. The SSH connection is shared through a
+//! [`watch`] channel: while it is down (`None`) new clients wait for the next one instead of
+//! being refused, so a Kafka client that reconnects just sees a slow connect.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, watch};
+
+use crate::profile::ForwardRecord;
+use crate::ssh::Session;
+
+/// How long an accepted client waits for the connection to come back.
+const WAIT_FOR_LINK: Duration = Duration::from_secs(20);
+
+/// The current SSH connection, numbered so a forward can ask for a newer one than the one that
+/// just failed it.
+#[derive(Clone)]
+pub struct Link {
+    /// Counts connections since start.
+    pub generation: u64,
+    /// The connection.
+    pub session: Arc<Session>,
+}
+
+/// What every forward shares with the supervisor.
+#[derive(Clone)]
+pub struct Shared {
+    /// The current connection; `None` while reconnecting.
+    pub link: watch::Receiver<Option<Link>>,
+    /// Poked when a channel could not be opened on a connection that looks dead.
+    pub lost: Arc<Notify>,
+}
+
+/// Serves `listener` until the task is aborted.
+pub async fn serve(listener: TcpListener, forward: ForwardRecord, shared: Shared) {
+    let forward = Arc::new(forward);
+    loop {
+        match listener.accept().await {
+            Ok((socket, peer)) => {
+                let forward = forward.clone();
+                let shared = shared.clone();
+                tokio::spawn(async move { bridge(socket, peer, &forward, &shared).await });
+            }
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning.
+                tracing::warn!(port = forward.local_port, error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}
+
+async fn bridge(mut socket: TcpStream, peer: SocketAddr, f: &ForwardRecord, shared: &Shared) {
+    let _ = socket.set_nodelay(true);
+    let mut after = 0;
+    // One retry: the first channel may fail on a connection that died a moment ago.
+    for _ in 0..2 {
+        let Some(link) = wait_for_link(shared.link.clone(), after).await else {
+            tracing::warn!(
+                port = f.local_port,
+                %peer,
+                "no SSH connection within {}s; closing the client connection",
+                WAIT_FOR_LINK.as_secs()
+            );
+            return;
+        };
+        let opened = link
+            .session
+            .handle()
+            .channel_open_direct_tcpip(
+                f.remote_host.as_str(),
+                u32::from(f.remote_port),
+                peer.ip().to_string(),
+                u32::from(peer.port()),
+            )
+            .await;
+        match opened {
+            Ok(channel) => {
+                tracing::debug!(port = f.local_port, %peer, "channel open");
+                let mut stream = channel.into_stream();
+                match tokio::io::copy_bidirectional(&mut socket, &mut stream).await {
+                    Ok((up, down)) => {
+                        tracing::debug!(port = f.local_port, %peer, up, down, "closed");
+                    }
+                    Err(e) => tracing::debug!(port = f.local_port, %peer, error = %e, "closed"),
+                }
+                return;
+            }
+            Err(e) if link.session.handle().is_closed() => {
+                tracing::info!(port = f.local_port, error = %e, "the connection is gone");
+                shared.lost.notify_one();
+                after = link.generation;
+            }
+            Err(e) => {
+                // The server refused this channel (e.g. the target port is closed, or
+                // `AllowTcpForwarding no`): the client sees its connection closed.
+                tracing::warn!(
+                    port = f.local_port,
+                    target = %format!("{}:{}", f.remote_host, f.remote_port),
+                    error = %e,
+                    "the server did not open the forward"
+                );
+                return;
+            }
+        }
+    }
+}
+
+/// The first connection newer than generation `after`, waiting up to [`WAIT_FOR_LINK`].
+async fn wait_for_link(mut rx: watch::Receiver<Option<Link>>, after: u64) -> Option<Link> {
+    let wanted = |l: &Option<Link>| l.as_ref().is_some_and(|l| l.generation > after);
+    let got = tokio::time::timeout(WAIT_FOR_LINK, rx.wait_for(wanted)).await;
+    match got {
+        Ok(Ok(link)) => link.clone(),
+        _ => None,
+    }
+}

@@ -1,0 +1,174 @@
+//! The background process from the outside: its command line, the pid file it writes, whether
+//! a pid is still it (a pid file can outlive its process, and pids are reused), and stopping it.
+//! A pid counts as ours only when `/proc/PID/cmdline` is `… --home ROOT tunnel run NAME`.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, Signal};
+use shiqi_ca::ProfileName;
+
+use crate::error::Error;
+use crate::fsutil;
+
+/// The hidden subcommand the background process runs (`shiqi-connect … tunnel run NAME`).
+pub const RUN: [&str; 2] = ["tunnel", "run"];
+
+/// The arguments after the program name that start the background process for `name`.
+pub fn daemon_args(root: &Path, name: &ProfileName, verbose: u8) -> Vec<OsString> {
+    let mut args: Vec<OsString> = vec!["--home".into(), root.as_os_str().to_owned()];
+    if verbose > 0 {
+        args.push(format!("-{}", "v".repeat(usize::from(verbose.min(2)))).into());
+    }
+    args.extend(RUN.iter().map(OsString::from));
+    args.push(name.as_str().into());
+    args
+}
+
+/// Whether a command line (NUL-split `/proc/PID/cmdline`) is the background process of `name`
+/// under `root`.
+pub fn is_daemon_cmdline(args: &[String], root: &Path, name: &ProfileName) -> bool {
+    let root = root.to_string_lossy();
+    let has = |seq: &[&str]| args.windows(seq.len()).any(|w| w.iter().eq(seq.iter()));
+    has(&["--home", &root]) && has(&[RUN[0], RUN[1], name.as_str()])
+}
+
+/// `/proc/PID/cmdline`, split at NULs.
+pub fn cmdline(pid: u32) -> Option<Vec<String>> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    Some(
+        raw.split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect(),
+    )
+}
+
+/// Whether `pid` exists and has not exited (a zombie whose parent has not reaped it counts as
+/// gone: it holds no ports).
+pub fn alive(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // `pid (comm) S …`: the state follows the last `)`, as comm may contain anything.
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next())
+        .is_some_and(|s| s != 'Z' && s != 'X')
+}
+
+/// The pid in a pid file, if it holds one.
+pub fn read_pid(path: &Path) -> Option<u32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// Writes this process's pid (0600).
+///
+/// # Errors
+/// [`Error::Io`] when the profile folder is not writable.
+pub fn write_pid(path: &Path) -> Result<(), Error> {
+    fsutil::write_private(path, format!("{}\n", std::process::id()).as_bytes())
+}
+
+/// The running background process of `name`, from its pid file; `None` when there is none or
+/// the file is stale.
+pub fn running(pid_file: &Path, root: &Path, name: &ProfileName) -> Option<u32> {
+    let pid = read_pid(pid_file)?;
+    let ours = alive(pid) && cmdline(pid).is_some_and(|a| is_daemon_cmdline(&a, root, name));
+    ours.then_some(pid)
+}
+
+/// Sends `signal` to `pid`.
+///
+/// # Errors
+/// [`Error::Signal`] when it cannot be sent (gone, or not ours to signal).
+pub fn signal(pid: u32, signal: Signal) -> Result<(), Error> {
+    let target = i32::try_from(pid).ok().and_then(Pid::from_raw);
+    let Some(target) = target else {
+        return Err(Error::Signal {
+            pid,
+            source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
+        });
+    };
+    rustix::process::kill_process(target, signal).map_err(|e| Error::Signal {
+        pid,
+        source: e.into(),
+    })
+}
+
+/// Waits until `pid` is gone; `false` when it is still there after `timeout`.
+pub async fn wait_gone(pid: u32, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    while alive(pid) {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    true
+}
+
+/// Stops the background process: SIGTERM, up to `grace` for it to close the connection and
+/// exit, then SIGKILL. Returns whether it had to be killed.
+///
+/// # Errors
+/// [`Error::Signal`] when it cannot be signalled; [`Error::TunnelStuck`] when even SIGKILL does
+/// not end it.
+pub async fn stop(pid: u32, grace: Duration) -> Result<bool, Error> {
+    signal(pid, Signal::TERM)?;
+    if wait_gone(pid, grace).await {
+        return Ok(false);
+    }
+    tracing::warn!(pid, "the tunnel process ignored SIGTERM; killing it");
+    signal(pid, Signal::KILL)?;
+    if wait_gone(pid, Duration::from_secs(5)).await {
+        return Ok(true);
+    }
+    Err(Error::TunnelStuck {
+        pid,
+        secs: grace.as_secs() + 5,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recognises_its_own_command_line_only() {
+        let root = Path::new("/home/saige/.shiqi");
+        let name: ProfileName = "saige".parse().expect("name");
+        let args: Vec<String> = std::iter::once(OsString::from("/usr/bin/shiqi-connect"))
+            .chain(daemon_args(root, &name, 1))
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            args.join(" "),
+            "/usr/bin/shiqi-connect --home /home/saige/.shiqi -v tunnel run saige"
+        );
+        assert!(is_daemon_cmdline(&args, root, &name));
+        let other: ProfileName = "bob".parse().expect("name");
+        assert!(!is_daemon_cmdline(&args, root, &other));
+        assert!(!is_daemon_cmdline(&args, Path::new("/tmp/other"), &name));
+        let editor = ["vim", "tunnel", "run", "saige"].map(String::from);
+        assert!(!is_daemon_cmdline(&editor, root, &name));
+    }
+
+    #[test]
+    fn knows_live_and_missing_processes() {
+        let me = std::process::id();
+        assert!(alive(me));
+        let args = cmdline(me).expect("own cmdline");
+        assert!(!args.is_empty());
+        // Pids are at most 2^22 on Linux.
+        assert!(!alive(u32::MAX - 1));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = dir.path().join("tunnel.pid");
+        assert_eq!(read_pid(&f), None);
+        write_pid(&f).expect("write");
+        assert_eq!(read_pid(&f), Some(me));
+        let name: ProfileName = "saige".parse().expect("name");
+        // Alive, but not a tunnel: the pid file is stale.
+        assert_eq!(running(&f, dir.path(), &name), None);
+    }
+}

@@ -1,0 +1,125 @@
+//! `tunnel.state.json`: what the background process is doing. It writes the file (atomically,
+//! through `fsutil`) at every change; `tunnel up` waits on it and `tunnel status` shows it. It
+//! holds no secrets: forwards, times and one-line errors.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use crate::error::Error;
+use crate::fsutil;
+use crate::profile::ForwardRecord;
+
+/// Where the background process is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// Binding the ports and connecting for the first time.
+    Starting,
+    /// Connected; every listed forward is served.
+    Up,
+    /// The connection dropped; the ports stay bound while it reconnects.
+    Reconnecting,
+    /// It could not start and is exiting; `error` says why.
+    Failed,
+}
+
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Starting => "starting",
+            Self::Up => "up",
+            Self::Reconnecting => "reconnecting",
+            Self::Failed => "failed",
+        })
+    }
+}
+
+/// The state file's content.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct State {
+    /// The background process.
+    pub pid: u32,
+    /// What it is doing.
+    pub phase: Phase,
+    /// Since when.
+    #[serde(with = "time::serde::rfc3339")]
+    pub since: OffsetDateTime,
+    /// `user@host:port` of the SSH server.
+    pub server: String,
+    /// How many times the profile was reloaded (`tunnel up` on a running tunnel bumps it).
+    pub generation: u64,
+    /// The forwards being served.
+    pub forwards: Vec<ForwardRecord>,
+    /// The last error (why it failed, or why the last reconnect attempt did not work).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The fix for `error`, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    /// Forwards the last reload could not add (a taken port), one line each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
+}
+
+impl State {
+    /// Reads the state file; `None` when it is missing or unreadable (a crash mid-way cannot
+    /// leave half a file, but an older build may have left another shape).
+    pub fn read(path: &Path) -> Option<Self> {
+        let text = std::fs::read_to_string(path).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    /// Writes the state file atomically.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the profile folder is not writable.
+    pub fn write(&self, path: &Path) -> Result<(), Error> {
+        // Serializing plain strings and numbers cannot fail.
+        let mut text = serde_json::to_string_pretty(self).unwrap_or_default();
+        text.push('\n');
+        fsutil::write_private(path, text.as_bytes())
+    }
+}
+
+/// Removes a file that may not exist.
+pub fn remove(path: &Path) {
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => tracing::warn!(path = %path.display(), error = %e, "cannot remove"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_tolerates_junk() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("tunnel.state.json");
+        assert!(State::read(&path).is_none());
+        let s = State {
+            pid: 42,
+            phase: Phase::Reconnecting,
+            since: time::macros::datetime!(2026-10-10 08:00 UTC),
+            server: "shiqi-dev@10.231.0.1:22".into(),
+            generation: 1,
+            forwards: vec![],
+            error: Some("cannot connect".into()),
+            hint: None,
+            problems: vec![],
+        };
+        s.write(&path).expect("write");
+        assert_eq!(State::read(&path), Some(s));
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert!(text.contains("\"phase\": \"reconnecting\""), "{text}");
+        fsutil::write_private(&path, b"{").expect("write");
+        assert!(State::read(&path).is_none());
+        remove(&path);
+        remove(&path);
+        assert!(!path.exists());
+    }
+}
