@@ -203,6 +203,21 @@ pub struct NewCert {
     pub der: Vec<u8>,
 }
 
+impl NewCert {
+    /// The inventory row for a certificate just issued: subject, validity and DER come from
+    /// the certificate itself, so they cannot disagree with it.
+    pub fn from_cert(name: &str, kind: CertKind, cert: &crate::cert::Cert) -> Self {
+        Self {
+            name: name.to_owned(),
+            kind,
+            subject: cert.subject().to_owned(),
+            not_before: cert.not_before(),
+            not_after: cert.not_after(),
+            der: cert.der().to_vec(),
+        }
+    }
+}
+
 /// An open inventory file. One per process (or thread); SQLite serializes the writers.
 #[derive(Debug)]
 pub struct Inventory {

@@ -96,14 +96,11 @@ impl Context {
         let record = inventory.issue(|serial| {
             let cert =
                 ca.issue_for_key(&name, &key, serial, Validity::starting_now(now, lifetime))?;
-            Ok(shiqi_ca::inventory::NewCert {
-                name: name.clone(),
-                kind: shiqi_ca::inventory::CertKind::Admin,
-                subject: cert.subject().to_owned(),
-                not_before: cert.not_before(),
-                not_after: cert.not_after(),
-                der: cert.der().to_vec(),
-            })
+            Ok(shiqi_ca::inventory::NewCert::from_cert(
+                &name,
+                shiqi_ca::inventory::CertKind::Admin,
+                &cert,
+            ))
         })?;
         let cert = Cert::from_der(&record.der)?;
         fsutil::create_private_dir(&dir)?;

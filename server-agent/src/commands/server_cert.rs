@@ -65,14 +65,7 @@ pub fn run(ctx: &Context, args: ServerCertArgs) -> anyhow::Result<()> {
     };
     let record = ctx.inventory()?.issue(|serial| {
         let cert = ca.issue_server(name.as_str(), &args.sans, usage, &key, serial, validity)?;
-        Ok(NewCert {
-            name: name.to_string(),
-            kind: CertKind::Server,
-            subject: cert.subject().to_owned(),
-            not_before: cert.not_before(),
-            not_after: cert.not_after(),
-            der: cert.der().to_vec(),
-        })
+        Ok(NewCert::from_cert(name.as_str(), CertKind::Server, &cert))
     })?;
     let cert = Cert::from_der(&record.der)?;
     fsutil::create_private_dir(&args.out)?;

@@ -112,14 +112,7 @@ fn sign(ctx: &Context, args: &SignArgs) -> anyhow::Result<SignResponse> {
     let validity = Validity::starting_now(time::OffsetDateTime::now_utc(), lifetime);
     let record = inventory.issue(|serial| {
         let cert = ca.issue_client(&checked, serial, validity)?;
-        Ok(NewCert {
-            name: name.to_string(),
-            kind: CertKind::Client,
-            subject: cert.subject().to_owned(),
-            not_before: cert.not_before(),
-            not_after: cert.not_after(),
-            der: cert.der().to_vec(),
-        })
+        Ok(NewCert::from_cert(name.as_str(), CertKind::Client, &cert))
     })?;
     let cert = Cert::from_der(&record.der)?;
     tracing::debug!(serial = %cert.serial(), name = %name, "issued client certificate");
