@@ -3,7 +3,7 @@
 //! and fail), or a JSON document with `--json`. Exit 0 when nothing fails, 1 when a check fails
 //! (a problem found), 2 for bad input (STYLE §2).
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -123,12 +123,12 @@ pub async fn run(
         None
     } else {
         if let Some(d) = &s.inputs.profile_dir {
-            emit(&format!("profile {}\n", tilde(d, &s.inputs.home)))?;
+            super::print_stdout(&format!("profile {}\n", tilde(d, &s.inputs.home)))?;
         }
         let color = s.color;
         Some(Box::new(move |c: &Check| {
             // A closed stdout (`| head`) ends the output, not the checks.
-            let _ = emit(&line(c, color));
+            let _ = super::print_stdout(&line(c, color));
         }))
     };
     let st = doctor::run(&s.inputs, &prompter, sink).await;
@@ -142,29 +142,15 @@ pub async fn run(
         };
         let mut j = serde_json::to_string_pretty(&report).context("cannot write the report")?;
         j.push('\n');
-        emit(&j)?;
+        super::print_stdout(&j)?;
     } else {
-        emit(&summary(&st.checks))?;
+        super::print_stdout(&summary(&st.checks))?;
     }
     Ok(if worst == Status::Fail {
         ExitCode::from(EXIT_PROBLEM)
     } else {
         ExitCode::SUCCESS
     })
-}
-
-/// Writes to stdout; a broken pipe is not an error (STYLE §2).
-fn emit(text: &str) -> anyhow::Result<()> {
-    let mut stdout = std::io::stdout().lock();
-    match stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(e).context("cannot write to stdout")
-        }
-        _ => Ok(()),
-    }
 }
 
 /// `status  check  found`, then `fix:` and `note:` lines under it.

@@ -2,7 +2,6 @@
 //! one SSH connection, then the whole profile written at once. Settles every setting (and asks
 //! its questions) first, then runs the steps and shows each outcome.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -400,16 +399,7 @@ pub async fn execute(
     } else {
         format!("{}\n", dir.display())
     };
-    let mut stdout = std::io::stdout().lock();
-    match stdout
-        .write_all(out.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(e).context("cannot write to stdout")?;
-        }
-        _ => {}
-    }
+    super::print_stdout(&out)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -3,7 +3,6 @@
 //! one), then runs the `tunnel` modules and shows what they found: progress on stderr, the
 //! forwards (or `--json`) on stdout.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -454,7 +453,7 @@ fn print_up(
     } else {
         forward_lines(forwards)
     };
-    write_stdout(&out)
+    super::print_stdout(&out)
 }
 
 fn forward_lines(forwards: &[ForwardRecord]) -> String {
@@ -476,19 +475,6 @@ fn arrow(f: &ForwardRecord) -> String {
         f.remote_host.clone()
     };
     format!("127.0.0.1:{} -> {host}:{}", f.local_port, f.remote_port)
-}
-
-fn write_stdout(text: &str) -> anyhow::Result<()> {
-    let mut stdout = std::io::stdout().lock();
-    match stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(e).context("cannot write to stdout")
-        }
-        _ => Ok(()),
-    }
 }
 
 fn chain(e: &anyhow::Error) -> String {
@@ -568,10 +554,10 @@ pub async fn down(s: &Settings, printer: &Printer) -> anyhow::Result<ExitCode> {
         })
         .unwrap_or_default();
         j.push('\n');
-        write_stdout(&j)?;
+        super::print_stdout(&j)?;
     } else {
         for what in &stopped {
-            write_stdout(&format!("stopped {what}\n"))?;
+            super::print_stdout(&format!("stopped {what}\n"))?;
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -704,7 +690,7 @@ pub async fn status(s: &Settings) -> anyhow::Result<ExitCode> {
     } else {
         status_text(&report)
     };
-    write_stdout(&out)?;
+    super::print_stdout(&out)?;
     Ok(if ok {
         ExitCode::SUCCESS
     } else {

@@ -5,6 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::ssh::config::split_directive;
+
 /// One `LocalForward [bind:]port host:hostport`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LocalForward {
@@ -124,17 +126,6 @@ pub fn parse(text: &str, host: &str, home: &Path) -> Option<SshConfig> {
         }
     }
     named.then_some(cfg)
-}
-
-/// Splits `Key value`, `Key=value` or `Key = value`.
-fn split_directive(line: &str) -> (&str, &str) {
-    let end = line
-        .find(|c: char| c.is_whitespace() || c == '=')
-        .unwrap_or(line.len());
-    let (key, rest) = line.split_at(end);
-    let rest = rest.trim_start();
-    let rest = rest.strip_prefix('=').unwrap_or(rest).trim_start();
-    (key, rest)
 }
 
 /// Arguments, with double quotes grouping words.

@@ -483,7 +483,7 @@ fn simplify_for_russh_config(text: &str, home: &Path) -> String {
 }
 
 /// Splits `Key value`, `Key=value` or `Key = value`.
-fn split_directive(line: &str) -> (&str, &str) {
+pub(crate) fn split_directive(line: &str) -> (&str, &str) {
     let end = line
         .find(|c: char| c.is_whitespace() || c == '=')
         .unwrap_or(line.len());
