@@ -201,24 +201,14 @@ impl Drop for Background<'_> {
     }
 }
 
+/// The `java` command line of a Kafka tool as one shell string (for background runs); the
+/// class path's `*` is quoted so the shell leaves it to java.
 fn java_tool(s: &Stack, class: &str, args: &[&str]) -> String {
-    let classpath = format!("{}/*", s.info("kafka_libs"));
-    let log4j = s
-        .script()
-        .parent()
-        .expect("scripts/")
-        .join("kafka/log4j2-tools.properties");
-    let mut words = vec![
-        "java".to_owned(),
-        "-Xmx160m".to_owned(),
-        "-XX:TieredStopAtLevel=1".to_owned(),
-        format!("-Dlog4j2.configurationFile={}", log4j.display()),
-        "-cp".to_owned(),
-        format!("'{classpath}'"),
-        class.to_owned(),
-    ];
-    words.extend(args.iter().map(|a| (*a).to_owned()));
-    words.join(" ")
+    s.java_command(class, args)
+        .into_iter()
+        .map(|w| if w.contains('*') { format!("'{w}'") } else { w })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn create_topic(s: &Stack, topic: &str) {

@@ -100,25 +100,8 @@ pub(crate) fn laptop_kafka_tool(
     args: &[&str],
     stdin: Option<&[u8]>,
 ) -> Out {
-    let classpath = format!("{}/*", s.info("kafka_libs"));
-    let log4j = format!(
-        "-Dlog4j2.configurationFile={}/scripts/kafka/log4j2-tools.properties",
-        s.script()
-            .parent()
-            .and_then(Path::parent)
-            .map(|p| p.display().to_string())
-            .unwrap_or_default()
-    );
-    let mut full = vec![
-        "java",
-        "-Xmx192m",
-        "-XX:TieredStopAtLevel=1",
-        &log4j,
-        "-cp",
-        &classpath,
-        class,
-    ];
-    full.extend_from_slice(args);
+    let full = s.java_command(class, args);
+    let full: Vec<&str> = full.iter().map(String::as_str).collect();
     s.laptop(&full, &[], stdin)
 }
 

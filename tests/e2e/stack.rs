@@ -172,24 +172,29 @@ impl Stack {
 
     /// Runs a Kafka tool class from the fetched jars on the server, as root.
     pub(crate) fn kafka_tool(&self, class: &str, args: &[&str]) -> Out {
-        let classpath = format!("{}/*", self.info("kafka_libs"));
-        let log4j = format!(
-            "-Dlog4j2.configurationFile={}",
-            self.repo
-                .join("scripts/kafka/log4j2-tools.properties")
-                .display()
-        );
-        let mut full = vec![
+        let full = self.java_command(class, args);
+        let full: Vec<&str> = full.iter().map(String::as_str).collect();
+        self.server(None, &full, None)
+    }
+
+    /// `java … CLASS ARGS` with the fetched Kafka jars on the class path and the tools' log4j
+    /// config (log to stderr only), for either host.
+    pub(crate) fn java_command(&self, class: &str, args: &[&str]) -> Vec<String> {
+        let log4j = self.repo.join("scripts/kafka/log4j2-tools.properties");
+        let mut full: Vec<String> = [
             "java",
             "-Xmx192m",
             "-XX:TieredStopAtLevel=1",
-            &log4j,
+            &format!("-Dlog4j2.configurationFile={}", log4j.display()),
             "-cp",
-            &classpath,
+            &format!("{}/*", self.info("kafka_libs")),
             class,
-        ];
-        full.extend_from_slice(args);
-        self.server(None, &full, None)
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        full.extend(args.iter().map(|s| (*s).to_owned()));
+        full
     }
 
     /// A folder for one test's files, readable by every stack user (certs for tools that run
