@@ -20,6 +20,34 @@ pub enum Error {
         /// The serial as given (truncated).
         serial: String,
     },
+    /// A host that is neither a DNS name of RFC 1123 labels nor an IP literal.
+    #[error("invalid host `{}`: {why}", host.escape_debug())]
+    InvalidHost {
+        /// The host as given (truncated).
+        host: String,
+        /// Which rule it breaks.
+        why: &'static str,
+    },
+    /// A port outside 1–65535.
+    #[error("invalid port {port}: expected 1-65535")]
+    InvalidPort {
+        /// The number as given (-1 when it was not a number).
+        port: i64,
+    },
+    /// An address that is not `host:port` (`[v6]:port`).
+    #[error("invalid address `{}`: expected HOST:PORT such as `localhost:9094`", given.escape_debug())]
+    InvalidHostPort {
+        /// The address as given (truncated).
+        given: String,
+    },
+    /// An agent reply that does not parse into the protocol's strict types.
+    #[error("the agent's reply is not valid: {field}: {why}")]
+    Reply {
+        /// Where in the document (`facts.kafka.brokers[1].host`), `.` for the document itself.
+        field: String,
+        /// What is wrong, with any value from the reply escaped.
+        why: String,
+    },
     /// A `--key-type` value that is not one of the supported algorithms.
     #[error("unknown key type `{given}`")]
     UnknownKeyType {

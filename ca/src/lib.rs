@@ -9,6 +9,7 @@ pub mod cert;
 pub mod crl;
 pub mod csr;
 pub mod error;
+pub mod host;
 pub mod inventory;
 pub mod issue;
 pub mod key;
@@ -17,7 +18,9 @@ pub mod name;
 pub mod policy;
 pub mod protocol;
 pub mod secret;
+pub mod text;
 
 pub use error::Error;
+pub use host::{Host, HostPort, Port};
 pub use name::{ProfileName, Serial};
 pub use secret::Secret;

@@ -4,13 +4,64 @@
 //! not know instead of guessing. Add fields with `#[serde(default)]` so that old clients keep
 //! reading new agents.
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
+use crate::error::Error;
 use crate::name::{ProfileName, Serial};
 
 /// The protocol version this build speaks.
 pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Parses an agent reply into its strict type, refusing a version this build does not speak.
+///
+/// This is the one way the laptop reads what the agent printed: every field is typed, so a value
+/// that could break a config file, a command line or the terminal is refused here, and the error
+/// names the field (`facts.kafka.brokers[1].host`) with the offending value escaped.
+///
+/// # Errors
+/// [`Error::Reply`] naming the first field that does not parse.
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
+    #[derive(Deserialize)]
+    struct Versioned {
+        version: u32,
+    }
+    let fail = |field: String, why: String| Error::Reply {
+        field: if field.is_empty() {
+            ".".to_owned()
+        } else {
+            field
+        },
+        why: crate::text::one_line(&why, 200),
+    };
+    // Peek at the version first, so an agent from the future gets a clear answer rather than an
+    // error about whichever field changed.
+    let version = serde_json::from_slice::<Versioned>(bytes)
+        .map_err(|e| fail("version".to_owned(), strip_position(&e)))?
+        .version;
+    if version != PROTOCOL_VERSION {
+        return Err(fail(
+            "version".to_owned(),
+            format!("protocol version {version}; this client speaks {PROTOCOL_VERSION}"),
+        ));
+    }
+    let de = &mut serde_json::Deserializer::from_slice(bytes);
+    let value: T = serde_path_to_error::deserialize(de).map_err(|e| {
+        let field = e.path().to_string();
+        fail(field, strip_position(e.inner()))
+    })?;
+    Ok(value)
+}
+
+/// serde_json's message without its ` at line L column C` suffix (the field path says where).
+fn strip_position(e: &serde_json::Error) -> String {
+    let s = e.to_string();
+    match s.rfind(" at line ") {
+        Some(i) => s[..i].to_owned(),
+        None => s,
+    }
+}
 
 /// The reply to `shiqi-ca-agent sign --name NAME` (CSR on stdin).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -298,6 +349,27 @@ mod tests {
         let back: RevokeResponse =
             serde_json::from_str(&serde_json::to_string(&r).expect("serializes")).expect("reads");
         assert_eq!(back.crl, r.crl);
+    }
+
+    #[test]
+    fn decode_names_the_field_and_escapes_the_value() {
+        // A JSON string escape becomes a real newline and ESC once parsed.
+        let json = r#"{"version":1,"name":"saige\n[mysql]\u001b[2J","serial":"0a1b",
+            "not_before":"2026-01-01T00:00:00Z","not_after":"2026-02-01T00:00:00Z",
+            "certificate_pem":"x","chain_pem":["y"],"ca_pem":"y","facts":{}}"#;
+        let err = decode::<SignResponse>(json.as_bytes()).expect_err("hostile name");
+        let msg = err.to_string();
+        assert!(msg.contains(": name: "), "{msg}");
+        assert!(!msg.chars().any(char::is_control), "{msg}");
+        let future = r#"{"version":2}"#;
+        let msg = decode::<SignResponse>(future.as_bytes())
+            .expect_err("v2")
+            .to_string();
+        assert!(
+            msg.contains("version") && msg.contains("protocol version 2"),
+            "{msg}"
+        );
+        assert!(decode::<SignResponse>(b"not json").is_err());
     }
 
     #[test]
