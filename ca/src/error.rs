@@ -40,6 +40,22 @@ pub enum Error {
         /// The address as given (truncated).
         given: String,
     },
+    /// Free text from another machine that is not one printable line.
+    #[error("invalid text `{text}`: {why}")]
+    InvalidText {
+        /// The text, escaped and truncated.
+        text: String,
+        /// Which rule it breaks.
+        why: &'static str,
+    },
+    /// An agent reply in a protocol version this build does not speak.
+    #[error("the agent speaks protocol version {found}, this build speaks {expected}")]
+    ReplyVersion {
+        /// The version in the reply.
+        found: u32,
+        /// [`crate::protocol::PROTOCOL_VERSION`].
+        expected: u32,
+    },
     /// An agent reply that does not parse into the protocol's strict types.
     #[error("the agent's reply is not valid: {field}: {why}")]
     Reply {

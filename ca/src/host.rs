@@ -221,6 +221,54 @@ impl<'de> Deserialize<'de> for HostPort {
     }
 }
 
+/// Kafka's `bootstrap.servers`: one or more [`HostPort`]s separated by commas.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Bootstrap(Vec<HostPort>);
+
+impl Bootstrap {
+    /// The addresses, in the order given.
+    pub fn addresses(&self) -> &[HostPort] {
+        &self.0
+    }
+}
+
+impl FromStr for Bootstrap {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Error> {
+        let list = s
+            .split(',')
+            .map(|a| a.trim().parse())
+            .collect::<Result<Vec<HostPort>, Error>>()?;
+        Ok(Self(list))
+    }
+}
+
+impl fmt::Display for Bootstrap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, a) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{a}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Serialize for Bootstrap {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Bootstrap {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

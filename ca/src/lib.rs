@@ -21,6 +21,6 @@ pub mod secret;
 pub mod text;
 
 pub use error::Error;
-pub use host::{Host, HostPort, Port};
+pub use host::{Bootstrap, Host, HostPort, Port};
 pub use name::{ProfileName, Serial};
 pub use secret::Secret;

@@ -4,11 +4,17 @@
 //! not know instead of guessing. Add fields with `#[serde(default)]` so that old clients keep
 //! reading new agents.
 
+use std::fmt;
+use std::str::FromStr;
+
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::error::Category;
 use time::OffsetDateTime;
 
+use crate::crl::Reason;
 use crate::error::Error;
+use crate::host::{Bootstrap, Host, Port};
 use crate::name::{ProfileName, Serial};
 
 /// The protocol version this build speaks.
@@ -38,13 +44,18 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
     // Peek at the version first, so an agent from the future gets a clear answer rather than an
     // error about whichever field changed.
     let version = serde_json::from_slice::<Versioned>(bytes)
-        .map_err(|e| fail("version".to_owned(), strip_position(&e)))?
+        .map_err(|e| match e.classify() {
+            Category::Syntax | Category::Eof | Category::Io => {
+                fail(".".to_owned(), format!("not JSON ({})", strip_position(&e)))
+            }
+            Category::Data => fail("version".to_owned(), strip_position(&e)),
+        })?
         .version;
     if version != PROTOCOL_VERSION {
-        return Err(fail(
-            "version".to_owned(),
-            format!("protocol version {version}; this client speaks {PROTOCOL_VERSION}"),
-        ));
+        return Err(Error::ReplyVersion {
+            found: version,
+            expected: PROTOCOL_VERSION,
+        });
     }
     let de = &mut serde_json::Deserializer::from_slice(bytes);
     let value: T = serde_path_to_error::deserialize(de).map_err(|e| {
@@ -60,6 +71,148 @@ fn strip_position(e: &serde_json::Error) -> String {
     match s.rfind(" at line ") {
         Some(i) => s[..i].to_owned(),
         None => s,
+    }
+}
+
+/// The longest free text accepted in a reply field (a warning, a reason, an error line).
+pub const MAX_TEXT_LEN: usize = 1024;
+
+/// Free text from the agent that the laptop only ever shows (warnings, reasons, MySQL errors):
+/// one line, at most [`MAX_TEXT_LEN`] characters, no control characters. Quotes stay allowed
+/// (MariaDB's own errors carry them) because a `Text` never reaches a file or a command line.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Text(String);
+
+impl Text {
+    /// The text (no control characters by construction).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for Text {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Error> {
+        let invalid = |why: &'static str| Error::InvalidText {
+            text: crate::text::one_line(s, 64),
+            why,
+        };
+        if s.chars().any(char::is_control) {
+            return Err(invalid(
+                "it holds control characters (a newline, an escape sequence)",
+            ));
+        }
+        if s.chars().count() > MAX_TEXT_LEN {
+            return Err(invalid("it is longer than 1024 characters"));
+        }
+        Ok(Self(s.to_owned()))
+    }
+}
+
+impl Text {
+    /// Builds a `Text` from text the agent composed (an error's message), writing control
+    /// characters as escapes and cutting it to [`MAX_TEXT_LEN`], so the agent never emits what
+    /// the laptop would refuse.
+    pub fn lossy(s: &str) -> Self {
+        Self(crate::text::one_line(s, MAX_TEXT_LEN))
+    }
+}
+
+impl From<String> for Text {
+    /// [`Text::lossy`]: for the agent's own messages.
+    fn from(s: String) -> Self {
+        Self::lossy(&s)
+    }
+}
+
+impl From<&str> for Text {
+    /// [`Text::lossy`]: for the agent's own messages.
+    fn from(s: &str) -> Self {
+        Self::lossy(s)
+    }
+}
+
+impl fmt::Display for Text {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Serialize for Text {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Text {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// One certificate as PEM: exactly one `CERTIFICATE` block whose DER parses as X.509, kept in
+/// its canonical encoding (64 columns, `\n`), so nothing else from the server rides along into
+/// the files it is written to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CertPem(String);
+
+impl CertPem {
+    /// The canonical PEM text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The PEM of a certificate this process holds.
+    pub fn of(cert: &crate::cert::Cert) -> Self {
+        Self(cert.pem())
+    }
+}
+
+impl FromStr for CertPem {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Error> {
+        let bad = |why: String| Error::CertParse { why };
+        let blocks = pem::parse_many(s).map_err(|e| bad(format!("bad PEM: {e}")))?;
+        let [block] = blocks.as_slice() else {
+            return Err(bad(format!(
+                "expected one PEM block, found {}",
+                blocks.len()
+            )));
+        };
+        if block.tag() != "CERTIFICATE" {
+            return Err(bad("the PEM block is not a CERTIFICATE".to_owned()));
+        }
+        // Text outside the block (pem skips it) must not be there either.
+        let trimmed = s.trim();
+        if !trimmed.starts_with("-----BEGIN CERTIFICATE-----")
+            || !trimmed.ends_with("-----END CERTIFICATE-----")
+        {
+            return Err(bad("text outside the PEM block".to_owned()));
+        }
+        let cert = crate::cert::Cert::from_der(block.contents())?;
+        Ok(Self::of(&cert))
+    }
+}
+
+impl fmt::Display for CertPem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Serialize for CertPem {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for CertPem {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -79,11 +232,11 @@ pub struct SignResponse {
     #[serde(with = "time::serde::rfc3339")]
     pub not_after: OffsetDateTime,
     /// The leaf certificate, PEM.
-    pub certificate_pem: String,
+    pub certificate_pem: CertPem,
     /// The issuing chain above the leaf, PEM, nearest first; the last one is the root CA.
-    pub chain_pem: Vec<String>,
+    pub chain_pem: Vec<CertPem>,
     /// The root CA the client should trust for servers (brokers, MySQL), PEM.
-    pub ca_pem: String,
+    pub ca_pem: CertPem,
     /// The server's connection facts as far as the agent could learn them.
     pub facts: ServerFacts,
 }
@@ -105,8 +258,8 @@ pub struct ServerFacts {
 /// The Kafka cluster as its brokers advertise it.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct KafkaFacts {
-    /// The bootstrap address as the server sees it (from the agent's config).
-    pub bootstrap: String,
+    /// The bootstrap addresses as the server sees them (from the agent's config).
+    pub bootstrap: Bootstrap,
     /// Every broker with its advertised host and port, sorted by id.
     pub brokers: Vec<Broker>,
 }
@@ -117,29 +270,29 @@ pub struct Broker {
     /// The broker's node id.
     pub id: i32,
     /// The advertised host name (what the client dials and verifies).
-    pub host: String,
+    pub host: Host,
     /// The advertised port.
-    pub port: u16,
+    pub port: Port,
 }
 
 /// The MySQL server as clients reach it.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct MysqlFacts {
     /// Host the server listens on, as the server sees it (the tunnel's target).
-    pub host: String,
+    pub host: Host,
     /// Port the server listens on.
-    pub port: u16,
-    /// The MySQL user name for this certificate.
-    pub user: String,
+    pub port: Port,
+    /// The MySQL user name for this certificate: the profile's name.
+    pub user: ProfileName,
 }
 
 /// A fact the agent could not learn.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct MissingFact {
     /// Which fact: `kafka.brokers`, `mysql`.
-    pub fact: String,
+    pub fact: Text,
     /// Why, in one line (no secrets).
-    pub reason: String,
+    pub reason: Text,
 }
 
 /// The reply to `shiqi-ca-agent mysql-user NAME`.
@@ -147,14 +300,14 @@ pub struct MissingFact {
 pub struct MysqlUserResponse {
     /// Always [`PROTOCOL_VERSION`].
     pub version: u32,
-    /// The account's user part.
-    pub user: String,
+    /// The account's user part: the profile's name.
+    pub user: ProfileName,
     /// The account's host part (`127.0.0.1`: SSH forwards arrive from the server's loopback).
-    pub host: String,
+    pub host: Host,
     /// The `REQUIRE SUBJECT` string, built from the issued certificate.
-    pub subject: String,
+    pub subject: Text,
     /// The `REQUIRE ISSUER` string, built from the CA certificate.
-    pub issuer: String,
+    pub issuer: Text,
     /// True if the account was created now, false if it existed and was brought up to date.
     pub created: bool,
 }
@@ -165,7 +318,7 @@ pub struct KafkaUserResponse {
     /// Always [`PROTOCOL_VERSION`].
     pub version: u32,
     /// The Kafka principal, `User:NAME` (the brokers map `CN=NAME` to it).
-    pub principal: String,
+    pub principal: Text,
     /// Every ACL the principal holds after the call (none after `--revoke`), sorted.
     pub acls: Vec<KafkaAcl>,
     /// The ACLs this call created (empty when they all existed already).
@@ -180,19 +333,19 @@ pub struct KafkaUserResponse {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
 pub struct KafkaAcl {
     /// `User:NAME`.
-    pub principal: String,
+    pub principal: Text,
     /// `topic`, `group`, `cluster`, `transactional-id` (or `unknown`).
-    pub resource: String,
+    pub resource: Text,
     /// `literal` or `prefixed`.
-    pub pattern: String,
+    pub pattern: Text,
     /// The resource name or prefix.
-    pub name: String,
+    pub name: Text,
     /// `read`, `write`, `describe`, `describe-configs`, …
-    pub operation: String,
+    pub operation: Text,
     /// `allow` or `deny`.
-    pub permission: String,
+    pub permission: Text,
     /// The client host the ACL applies to, `*` for any.
-    pub host: String,
+    pub host: Text,
 }
 
 /// The reply to `shiqi-ca-agent brokers --json`.
@@ -212,8 +365,8 @@ pub struct BrokersResponse {
 pub struct RevokeResponse {
     /// Always [`PROTOCOL_VERSION`].
     pub version: u32,
-    /// The name whose certificates were revoked.
-    pub name: String,
+    /// The name whose certificates were revoked (a server certificate's name is a host).
+    pub name: Text,
     /// The certificates this call revoked (or found already revoked), oldest first.
     pub revoked: Vec<RevokedCert>,
     /// Serials of the name's client certificates that are still valid afterwards.
@@ -231,7 +384,7 @@ pub struct RevokeResponse {
     pub kafka: Option<KafkaRevocation>,
     /// Limits of what this revocation could do, one line each.
     #[serde(default)]
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Text>,
 }
 
 /// One revoked certificate.
@@ -240,10 +393,10 @@ pub struct RevokedCert {
     /// Its serial.
     pub serial: Serial,
     /// `client`, `server` or `admin`.
-    pub kind: String,
+    pub kind: Text,
     /// The reason recorded (kebab-case, e.g. `superseded`).
     #[serde(default)]
-    pub reason: Option<String>,
+    pub reason: Option<Reason>,
     /// When it was (first) revoked.
     #[serde(with = "time::serde::rfc3339")]
     pub revoked_at: OffsetDateTime,
@@ -265,11 +418,11 @@ pub struct CrlFacts {
     pub next_update: OffsetDateTime,
     /// How many serials it lists.
     pub revoked: usize,
-    /// The PEM copy in the state directory.
-    pub path: String,
+    /// The PEM copy in the state directory (shown, never used as a path by the laptop).
+    pub path: Text,
     /// The PEM copy in the publish directory, if one is configured.
     #[serde(default)]
-    pub published: Option<String>,
+    pub published: Option<Text>,
 }
 
 /// What `revoke` did on MySQL.
@@ -278,7 +431,7 @@ pub struct MysqlRevocation {
     /// The statement that made the server re-read its CRL (`FLUSH SSL` on MariaDB, `ALTER
     /// INSTANCE RELOAD TLS` on MySQL), if it succeeded.
     #[serde(default)]
-    pub reloaded_with: Option<String>,
+    pub reloaded_with: Option<Text>,
     /// The connection ids of the user's sessions that were killed.
     #[serde(default)]
     pub killed: Vec<u64>,
@@ -287,7 +440,7 @@ pub struct MysqlRevocation {
     pub locked: bool,
     /// Why (part of) it failed, if it did.
     #[serde(default)]
-    pub error: Option<String>,
+    pub error: Option<Text>,
 }
 
 /// What `revoke` did on Kafka.
@@ -298,10 +451,10 @@ pub struct KafkaRevocation {
     pub deleted: Vec<KafkaAcl>,
     /// Why the ACLs were kept, if they were (another valid certificate still needs them).
     #[serde(default)]
-    pub kept_because: Option<String>,
+    pub kept_because: Option<Text>,
     /// Why it failed, if it did.
     #[serde(default)]
-    pub error: Option<String>,
+    pub error: Option<Text>,
 }
 
 /// The reply to `shiqi-ca-agent crl [--refresh] --json`.
@@ -315,22 +468,57 @@ pub struct CrlResponse {
     pub crl: CrlFacts,
     /// The statement that made MySQL re-read the CRL, if one was run and succeeded.
     #[serde(default)]
-    pub mysql_reloaded_with: Option<String>,
+    pub mysql_reloaded_with: Option<Text>,
     /// Problems that did not stop the CRL from being written.
     #[serde(default)]
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Text>,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// A real certificate's PEM, made now (no fixture to go stale).
+    fn cert_pem() -> String {
+        let validity = crate::issue::Validity::starting_now(
+            time::OffsetDateTime::now_utc(),
+            time::Duration::days(1),
+        );
+        let ca = crate::issue::Ca::create(crate::key::KeyType::EcdsaP256, "test CA", validity)
+            .expect("CA");
+        ca.cert().pem()
+    }
+
+    /// A `SignResponse` document with `pem` in every PEM field.
+    fn sign_json(pem: &str) -> String {
+        let pem = serde_json::to_string(pem).expect("string");
+        format!(
+            r#"{{"version":1,"name":"saige","serial":"0a1b","not_before":"2026-01-01T00:00:00Z",
+            "not_after":"2026-02-01T00:00:00Z","certificate_pem":{pem},"chain_pem":[{pem}],
+            "ca_pem":{pem},"facts":{{}}}}"#
+        )
+    }
+
+    #[test]
+    fn pem_fields_hold_exactly_one_certificate() {
+        let pem = cert_pem();
+        assert!(decode::<SignResponse>(sign_json(&pem).as_bytes()).is_ok());
+        for bad in [
+            "x".to_owned(),
+            format!("{pem}{pem}"),
+            format!("{pem}\n[mysql]\npager=x\n"),
+            format!("junk\n{pem}"),
+            pem.replace("CERTIFICATE", "PRIVATE KEY"),
+        ] {
+            let e = decode::<SignResponse>(sign_json(&bad).as_bytes()).expect_err(&bad);
+            assert!(e.to_string().contains("certificate_pem"), "{e}");
+        }
+    }
+
     #[test]
     fn sign_response_round_trips_and_tolerates_missing_optional_fields() {
-        let json = r#"{"version":1,"name":"saige","serial":"0a1b","not_before":"2026-01-01T00:00:00Z",
-            "not_after":"2026-02-01T00:00:00Z","certificate_pem":"x","chain_pem":["y"],"ca_pem":"y",
-            "facts":{}}"#;
-        let r: SignResponse = serde_json::from_str(json).expect("valid document");
+        let json = sign_json(&cert_pem());
+        let r: SignResponse = serde_json::from_str(&json).expect("valid document");
         assert_eq!(r.name.as_str(), "saige");
         assert!(r.facts.kafka.is_none() && r.facts.missing.is_empty());
         let back = serde_json::to_string(&r).expect("serializes");
@@ -362,14 +550,21 @@ mod tests {
         assert!(msg.contains(": name: "), "{msg}");
         assert!(!msg.chars().any(char::is_control), "{msg}");
         let future = r#"{"version":2}"#;
-        let msg = decode::<SignResponse>(future.as_bytes())
-            .expect_err("v2")
-            .to_string();
+        let e = decode::<SignResponse>(future.as_bytes()).expect_err("v2");
         assert!(
-            msg.contains("version") && msg.contains("protocol version 2"),
-            "{msg}"
+            matches!(
+                e,
+                Error::ReplyVersion {
+                    found: 2,
+                    expected: 1
+                }
+            ),
+            "{e}"
         );
-        assert!(decode::<SignResponse>(b"not json").is_err());
+        let msg = decode::<SignResponse>(b"Welcome!\n{")
+            .expect_err("motd")
+            .to_string();
+        assert!(msg.contains("not JSON"), "{msg}");
     }
 
     #[test]

@@ -211,6 +211,29 @@ pub enum Error {
         why: String,
     },
 
+    /// A field of the agent's reply that does not parse into its strict type (a host that is
+    /// not a host name, a newline in a name): the whole reply is refused.
+    #[error("the server's `shiqi-ca-agent {}` sent an invalid `{field}`: {why}", op.subcommand())]
+    AgentField {
+        /// Which subcommand.
+        op: AgentOp,
+        /// Where in the reply (`facts.kafka.brokers[1].host`).
+        field: String,
+        /// What is wrong with it (the value escaped).
+        why: String,
+    },
+
+    /// A value the laptop supplies that could break a config file line.
+    #[error("refusing to write {field} `{value}` into a config file: {why}")]
+    UnsafeValue {
+        /// Which value.
+        field: &'static str,
+        /// The value, escaped and cut.
+        value: String,
+        /// Which rule it breaks.
+        why: &'static str,
+    },
+
     /// The agent speaks another protocol version.
     #[error("the server's agent speaks protocol version {found}, this client speaks {expected}")]
     ProtocolVersion {
@@ -458,6 +481,12 @@ impl Error {
             Self::AgentVanished { .. } => {
                 "check that the server is up (sshd, disk, memory), then run setup again".to_owned()
             }
+            Self::AgentField { op, .. } => format!(
+                "nothing was written; the server's agent or its agent.toml produced this value: run `shiqi-ca-agent {}` on the server and fix the value (or find who changed it)",
+                op.subcommand()
+            ),
+            Self::UnsafeValue { .. } => "use a plain value: check `--server`, the server's entry in ~/.ssh/config, and the path of SHIQI_HOME"
+                .to_owned(),
             Self::AgentReply { .. } | Self::ProtocolVersion { .. } => {
                 "install the same shiqi-connect version on the laptop and the server".to_owned()
             }

@@ -6,6 +6,7 @@
 use std::io::{IsTerminal, Write};
 
 use console::Style;
+use shiqi_ca::text::escape_controls;
 
 /// `--color`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -52,12 +53,22 @@ impl Printer {
         let _ = writeln!(err, "{text}");
     }
 
+    /// `text` with control characters escaped: messages quote the server (agent errors,
+    /// warnings, MySQL and Kafka errors), which must not move the cursor or forge lines.
+    fn clean(text: &str) -> std::borrow::Cow<'_, str> {
+        escape_controls(text)
+    }
+
     /// Starts a step; finish it with [`Step::done`] or [`Step::failed`].
     pub fn step(&self, label: &str) -> Step<'_> {
         if self.progress {
             let mut err = std::io::stderr().lock();
             let dim = self.style(Style::new().dim());
-            let _ = write!(err, "{}", dim.apply_to(format!("  … {label}")));
+            let _ = write!(
+                err,
+                "{}",
+                dim.apply_to(format!("  … {}", Self::clean(label)))
+            );
             let _ = err.flush();
         }
         Step {
@@ -77,20 +88,22 @@ impl Printer {
     /// `warning: …`, shown even with `-q`.
     pub fn warn(&self, msg: &str) {
         let y = self.style(Style::new().yellow().bold());
-        self.line(&format!("{} {msg}", y.apply_to("warning:")));
+        self.line(&format!("{} {}", y.apply_to("warning:"), Self::clean(msg)));
     }
 
     /// `  note: …` under the previous step.
     pub fn note(&self, msg: &str) {
         if !self.quiet {
-            self.line(&format!("  note: {msg}"));
+            self.line(&format!("  note: {}", Self::clean(msg)));
         }
     }
 
-    /// A plain line.
+    /// Plain lines (a table, a summary): each line's control characters escaped.
     pub fn info(&self, msg: &str) {
         if !self.quiet {
-            self.line(msg);
+            for l in msg.split('\n') {
+                self.line(&Self::clean(l));
+            }
         }
     }
 
@@ -98,7 +111,12 @@ impl Printer {
     pub fn next(&self, what: &str, command: &str) {
         if !self.quiet {
             let c = self.style(Style::new().cyan());
-            self.line(&format!("{what} {}", c.apply_to(format!("`{command}`"))));
+            let command = Self::clean(command);
+            self.line(&format!(
+                "{} {}",
+                Self::clean(what),
+                c.apply_to(format!("`{command}`"))
+            ));
         }
     }
 
@@ -106,13 +124,17 @@ impl Printer {
     pub fn error(&self, message: &str, causes: &[String], hint: Option<&str>) {
         let red = self.style(Style::new().red().bold());
         let cyan = self.style(Style::new().cyan());
-        self.line(&format!("{} {message}", red.apply_to("error:")));
+        self.line(&format!(
+            "{} {}",
+            red.apply_to("error:"),
+            Self::clean(message)
+        ));
         for c in causes {
-            self.line(&format!("  caused by: {c}"));
+            self.line(&format!("  caused by: {}", Self::clean(c)));
         }
         if let Some(h) = hint {
             self.line("");
-            self.line(&format!("{} {h}", cyan.apply_to("hint:")));
+            self.line(&format!("{} {}", cyan.apply_to("hint:"), Self::clean(h)));
         }
     }
 }
@@ -138,6 +160,7 @@ impl Step<'_> {
             } else {
                 format!("{}: {outcome}", self.label)
             };
+            let text = Printer::clean(&text);
             p.line(&format!("{} {text}", g.apply_to("✓")));
         }
         self.label.clear();
@@ -150,7 +173,11 @@ impl Drop for Step<'_> {
         p.clear_progress(self.open);
         if !self.label.is_empty() {
             let r = p.style(Style::new().red());
-            p.line(&format!("{} {}", r.apply_to("✗"), self.label));
+            p.line(&format!(
+                "{} {}",
+                r.apply_to("✗"),
+                Printer::clean(&self.label)
+            ));
         }
     }
 }

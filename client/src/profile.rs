@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use shiqi_ca::key::KeyType;
 use shiqi_ca::keystore::P12Format;
 use shiqi_ca::protocol::{Broker, MysqlFacts};
-use shiqi_ca::{ProfileName, Serial};
+use shiqi_ca::{Host, Port, ProfileName, Serial};
 use time::OffsetDateTime;
 
 use crate::error::Error;
@@ -120,9 +120,9 @@ pub struct ForwardRecord {
     /// Port on the laptop's 127.0.0.1.
     pub local_port: u16,
     /// Host as the server resolves it.
-    pub remote_host: String,
+    pub remote_host: Host,
     /// Port on that host.
-    pub remote_port: u16,
+    pub remote_port: Port,
     /// `kafka broker 1`, `mysql`.
     pub purpose: String,
 }
@@ -173,8 +173,8 @@ pub(crate) mod tests {
             created: time::macros::datetime!(2026-10-10 08:00 UTC),
             server: Server {
                 destination: "shiqi-dev@10.231.0.1".into(),
-                user: "shiqi-dev".into(),
-                host: "10.231.0.1".into(),
+                user: "shiqi-dev".parse().expect("name"),
+                host: "10.231.0.1".parse().expect("host"),
                 port: 22,
                 known_hosts: "/home/saige/.ssh/known_hosts".into(),
                 ssh_key: KeyUsed::File {
@@ -192,16 +192,16 @@ pub(crate) mod tests {
             brokers: (1..=3)
                 .map(|id| Broker {
                     id,
-                    host: "localhost".into(),
-                    port: (id * 10000 + 9094) as u16,
+                    host: "localhost".parse().expect("host"),
+                    port: shiqi_ca::Port::try_from((id * 10000 + 9094) as u16).expect("port"),
                 })
                 .collect(),
             mysql: Some(MysqlFacts {
-                host: "127.0.0.1".into(),
-                port: 3306,
-                user: "saige".into(),
+                host: "127.0.0.1".parse().expect("host"),
+                port: shiqi_ca::Port::try_from(3306).expect("port"),
+                user: "saige".parse().expect("name"),
             }),
-            tunnel_host: "shiqi-tunnel".into(),
+            tunnel_host: "shiqi-tunnel".parse().expect("host"),
             forwards: vec![],
             p12_format: P12Format::Modern,
         }

@@ -381,6 +381,26 @@ impl Config {
         }
         crate::mysql::check_account_part(&self.mysql.user_host)
             .map_err(|why| bad(format!("mysql.user_host: {why}")))?;
+        // These reach every laptop's config files through `sign` and `brokers`: refuse here
+        // what the laptop would refuse there.
+        self.mysql
+            .user_host
+            .parse::<shiqi_ca::Host>()
+            .map_err(|e| bad(format!("[mysql] user_host: {e}")))?;
+        if !self.mysql.host.is_empty() {
+            self.mysql
+                .host
+                .parse::<shiqi_ca::Host>()
+                .map_err(|e| bad(format!("[mysql] host: {e}")))?;
+            shiqi_ca::Port::try_from(self.mysql.port)
+                .map_err(|e| bad(format!("[mysql] port: {e}")))?;
+        }
+        if !self.kafka.bootstrap.is_empty() {
+            self.kafka
+                .bootstrap
+                .parse::<shiqi_ca::Bootstrap>()
+                .map_err(|e| bad(format!("[kafka] bootstrap: {e}")))?;
+        }
         self.crl.check().map_err(bad)?;
         for (i, grant) in self.kafka.grants.iter().enumerate() {
             grant
@@ -423,6 +443,28 @@ mod tests {
             .validate(Path::new("agent.toml"))
             .map_err(|e| e.to_string())?;
         Ok(config)
+    }
+
+    #[test]
+    fn refuses_hosts_that_would_reach_laptop_configs() {
+        for (text, key) in [
+            (
+                "[mysql]\nhost = \"localhost\\nMatch exec x\"\n",
+                "[mysql] host",
+            ),
+            ("[mysql]\nhost = \"a b\"\n", "[mysql] host"),
+            ("[mysql]\nport = 0\n", "[mysql] port"),
+            ("[mysql]\nuser_host = \"%\"\n", "user_host"),
+            (
+                "[kafka]\nbootstrap = \"localhost:19094,\\\"x\"\n",
+                "[kafka] bootstrap",
+            ),
+            ("[kafka]\nbootstrap = \"localhost\"\n", "[kafka] bootstrap"),
+        ] {
+            let err = validated(text).expect_err(text);
+            assert!(err.contains(key), "{text}: {err}");
+        }
+        assert!(validated("[kafka]\nbootstrap = \"a:1,b:2\"\n").is_ok());
     }
 
     #[test]

@@ -181,8 +181,8 @@ fn facts(info: &CrlInfo, pem: &Path, publish: Option<&Path>, now: OffsetDateTime
         this_update: info.this_update,
         next_update: info.next_update.unwrap_or(now),
         revoked: info.serials.len(),
-        path: pem.display().to_string(),
-        published: publish.map(|d| d.join(CRL_PEM).display().to_string()),
+        path: pem.display().to_string().into(),
+        published: publish.map(|d| d.join(CRL_PEM).display().to_string().into()),
     }
 }
 

@@ -6,6 +6,7 @@ use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use shiqi_ca::issue::Ca;
 use shiqi_ca::protocol::{Broker, KafkaFacts};
+use shiqi_ca::{Bootstrap, Error, Host, Port};
 
 use crate::error::AgentError;
 use crate::state::Context;
@@ -30,12 +31,19 @@ pub fn admin_client_config(ctx: &Context, ca: &Ca) -> anyhow::Result<ClientConfi
 }
 
 /// Every broker's advertised host and port, sorted by id.
+///
+/// The metadata is the brokers' word, relayed to laptops that write it into their configs, so
+/// each advertised host and port is parsed into the wire types here: a broker advertising
+/// something that is not a host name is refused, naming the broker.
 pub fn brokers(ctx: &Context, ca: &Ca) -> anyhow::Result<KafkaFacts> {
-    let bootstrap = ctx.config.kafka.bootstrap.clone();
+    let configured = ctx.config.kafka.bootstrap.clone();
     let kafka_error = |why: String| AgentError::Kafka {
-        bootstrap: bootstrap.clone(),
+        bootstrap: configured.clone(),
         why,
     };
+    let bootstrap: Bootstrap = configured
+        .parse()
+        .map_err(|e| kafka_error(format!("agent.toml [kafka] bootstrap: {e}")))?;
     let consumer: BaseConsumer = admin_client_config(ctx, ca)?
         .create()
         .map_err(|e| kafka_error(e.to_string()))?;
@@ -47,12 +55,21 @@ pub fn brokers(ctx: &Context, ca: &Ca) -> anyhow::Result<KafkaFacts> {
         .brokers()
         .iter()
         .map(|b| {
-            let port = u16::try_from(b.port()).map_err(|_| {
-                kafka_error(format!("broker {} advertises port {}", b.id(), b.port()))
+            let port = u16::try_from(b.port())
+                .map_err(|_| Error::InvalidPort {
+                    port: b.port().into(),
+                })
+                .and_then(Port::try_from)
+                .map_err(|e| kafka_error(format!("broker {} advertises {e}", b.id())))?;
+            let host: Host = b.host().parse().map_err(|e| {
+                kafka_error(format!(
+                    "broker {} advertises {e}; fix its advertised.listeners",
+                    b.id()
+                ))
             })?;
             Ok(Broker {
                 id: b.id(),
-                host: b.host().to_owned(),
+                host,
                 port,
             })
         })

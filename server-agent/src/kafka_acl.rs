@@ -392,13 +392,13 @@ impl AclBinding {
     /// The wire form for `KafkaUserResponse`.
     pub fn to_wire(&self) -> KafkaAcl {
         KafkaAcl {
-            principal: self.principal.clone(),
-            resource: self.resource.as_str().to_owned(),
-            pattern: self.pattern.as_str().to_owned(),
-            name: self.name.clone(),
-            operation: self.operation.as_str().to_owned(),
-            permission: self.permission.as_str().to_owned(),
-            host: self.host.clone(),
+            principal: self.principal.as_str().into(),
+            resource: self.resource.as_str().into(),
+            pattern: self.pattern.as_str().into(),
+            name: self.name.as_str().into(),
+            operation: self.operation.as_str().into(),
+            permission: self.permission.as_str().into(),
+            host: self.host.as_str().into(),
         }
     }
 }

@@ -38,9 +38,13 @@ pub(crate) fn signed(stack: &Stack, name: &str, dir: &Path) -> Identity {
     let chain = format!(
         "{}{}",
         response.certificate_pem,
-        response.chain_pem.join("")
+        response
+            .chain_pem
+            .iter()
+            .map(|c| c.as_str())
+            .collect::<String>()
     );
-    write_files(name, dir, &key, &chain, &response.ca_pem);
+    write_files(name, dir, &key, &chain, response.ca_pem.as_str());
     Identity {
         dir: dir.to_owned(),
         serial: response.serial.to_hex(),

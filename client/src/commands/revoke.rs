@@ -87,7 +87,7 @@ pub async fn run(
     let revoked = result.with_context(|| format!("cannot revoke `{name}`"))?;
     let r = &revoked.response;
     if let Revocation::Serial(_) = what
-        && r.name != name.as_str()
+        && r.name.as_str() != name.as_str()
     {
         printer.warn(&format!(
             "that serial belonged to `{}`, not `{name}`; it is revoked all the same",
@@ -111,7 +111,8 @@ pub async fn run(
             text.push_str(&format!(
                 "{} {}{}\n",
                 c.serial,
-                c.reason.as_deref().unwrap_or("unspecified"),
+                c.reason
+                    .map_or("unspecified", shiqi_ca::crl::Reason::as_str),
                 if c.already { " (already revoked)" } else { "" }
             ));
         }
@@ -156,6 +157,6 @@ fn show(r: &RevokeResponse, printer: &Printer) {
         printer.note(&format!("still valid: {}", serials.join(", ")));
     }
     for w in &r.warnings {
-        printer.warn(w);
+        printer.warn(w.as_str());
     }
 }

@@ -262,7 +262,11 @@ pub async fn execute(
                     "{} {}{}",
                     a.resource,
                     a.name,
-                    if a.pattern == "prefixed" { "*" } else { "" }
+                    if a.pattern.as_str() == "prefixed" {
+                        "*"
+                    } else {
+                        ""
+                    }
                 )
             })
             .collect();

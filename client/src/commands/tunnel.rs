@@ -469,12 +469,11 @@ fn forward_lines(forwards: &[ForwardRecord]) -> String {
 }
 
 fn arrow(f: &ForwardRecord) -> String {
-    let host = if f.remote_host.contains(':') {
-        format!("[{}]", f.remote_host)
-    } else {
-        f.remote_host.clone()
+    let target = shiqi_ca::HostPort {
+        host: f.remote_host.clone(),
+        port: f.remote_port,
     };
-    format!("127.0.0.1:{} -> {host}:{}", f.local_port, f.remote_port)
+    format!("127.0.0.1:{} -> {target}", f.local_port)
 }
 
 fn chain(e: &anyhow::Error) -> String {
@@ -641,13 +640,13 @@ pub async fn status(s: &Settings) -> anyhow::Result<ExitCode> {
     let mut probes = tokio::task::JoinSet::new();
     for (i, f) in profile.forwards.iter().enumerate() {
         let kind = match &profile.mysql {
-            Some(m) if m.port == f.local_port && m.host == f.remote_host => Kind::Mysql,
+            Some(m) if m.port.get() == f.local_port && m.host == f.remote_host => Kind::Mysql,
             _ => Kind::Kafka,
         };
         let user = profile
             .mysql
             .as_ref()
-            .map(|m| m.user.clone())
+            .map(|m| m.user.to_string())
             .unwrap_or_default();
         let (f, tls, dir) = (f.clone(), tls.clone(), s.paths.dir.clone());
         probes.spawn(async move {
@@ -657,9 +656,11 @@ pub async fn status(s: &Settings) -> anyhow::Result<ExitCode> {
                     ok: false,
                     detail: format!("nothing listens on 127.0.0.1:{}", f.local_port),
                 },
-                (true, Kind::Kafka) => probe::kafka(f.local_port, &f.remote_host, &tls).await,
+                (true, Kind::Kafka) => {
+                    probe::kafka(f.local_port, f.remote_host.as_str(), &tls).await
+                }
                 (true, Kind::Mysql) => {
-                    probe::mysql(f.local_port, &f.remote_host, &user, &dir).await
+                    probe::mysql(f.local_port, f.remote_host.as_str(), &user, &dir).await
                 }
             };
             (

@@ -219,15 +219,19 @@ fn metadata(bootstrap: &str, ca: &Path, crt: &Path, key: &Path) -> MetadataResul
     md.brokers()
         .iter()
         .map(|b| {
+            // The cluster's word, shown and compared: parsed like the agent's.
+            let refuse =
+                |e: shiqi_ca::Error| (format!("broker {} advertises {e}", b.id()), Vec::new());
+            let port = u16::try_from(b.port())
+                .map_err(|_| shiqi_ca::Error::InvalidPort {
+                    port: b.port().into(),
+                })
+                .and_then(shiqi_ca::Port::try_from)
+                .map_err(refuse)?;
             Ok(Broker {
                 id: b.id(),
-                host: b.host().to_owned(),
-                port: u16::try_from(b.port()).map_err(|_| {
-                    (
-                        format!("broker {} advertises port {}", b.id(), b.port()),
-                        Vec::new(),
-                    )
-                })?,
+                host: b.host().parse().map_err(refuse)?,
+                port,
             })
         })
         .collect()
@@ -290,14 +294,14 @@ async fn mysql(ctx: &Context, st: &State) -> Check {
     if let Some(why) = certificate_blocker(st) {
         return Check::skip(id, why);
     }
-    if st.tunnel_broken.contains(&m.port) {
+    if st.tunnel_broken.contains(&m.port.get()) {
         return Check::skip(id, needs(CheckId::Tunnel));
     }
-    match st.probes.get(&("127.0.0.1".to_owned(), m.port)) {
+    match st.probes.get(&("127.0.0.1".to_owned(), m.port.get())) {
         Some(Speaks::Mysql { tls: true, .. }) => {}
         _ => return Check::skip(id, "the MySQL port does not offer TLS (see `protocol`)"),
     }
-    if st.name_mismatch.contains(&m.port) {
+    if st.name_mismatch.contains(&m.port.get()) {
         return Check::skip(id, needs(CheckId::AddressNames));
     }
     let ssl = SslOpts::default()
@@ -309,8 +313,8 @@ async fn mysql(ctx: &Context, st: &State) -> Check {
         )));
     let opts = OptsBuilder::default()
         .ip_or_hostname("127.0.0.1")
-        .tcp_port(m.port)
-        .user(Some(m.user.clone()))
+        .tcp_port(m.port.get())
+        .user(Some(m.user.to_string()))
         .pass(None::<String>)
         .prefer_socket(false)
         .ssl_opts(ssl);

@@ -37,16 +37,16 @@ pub fn targets(ctx: &Context) -> Vec<Target> {
         .iter()
         .map(|b| Target {
             what: format!("broker {}", b.id),
-            host: b.host.clone(),
-            port: b.port,
+            host: b.host.to_string(),
+            port: b.port.get(),
             kafka: true,
         })
         .collect();
     if let Some(m) = &p.mysql {
         out.push(Target {
             what: "MySQL".to_owned(),
-            host: m.host.clone(),
-            port: m.port,
+            host: m.host.to_string(),
+            port: m.port.get(),
             kafka: false,
         });
     }
@@ -265,7 +265,7 @@ mod tests {
         let mut p = sample();
         p.mysql = None;
         for (b, port) in p.brokers.iter_mut().zip(ports) {
-            b.port = port;
+            b.port = shiqi_ca::Port::try_from(port).expect("port");
         }
         p.brokers.truncate(2);
         crate::fsutil::write_private(&dir.join(pf::PROFILE_JSON), p.to_json().as_bytes())

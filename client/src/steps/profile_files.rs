@@ -44,7 +44,7 @@ pub fn build(i: &Inputs<'_>) -> Result<Vec<ProfileFile>, Error> {
     let stores = keystore::stores(
         i.key,
         &i.signed.chain_pem,
-        &i.signed.response.ca_pem,
+        i.signed.response.ca_pem.as_str(),
         i.password,
         p.p12_format,
     )?;
@@ -71,7 +71,7 @@ pub fn build(i: &Inputs<'_>) -> Result<Vec<ProfileFile>, Error> {
         not_after: &not_after,
         serial: &serial,
     })?;
-    let mut ca = i.signed.response.ca_pem.trim_end().to_owned();
+    let mut ca = i.signed.response.ca_pem.as_str().trim_end().to_owned();
     ca.push('\n');
     let mut out = vec![
         ProfileFile {

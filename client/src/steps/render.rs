@@ -9,7 +9,7 @@ use minijinja::value::Serde;
 use minijinja::{Environment, UndefinedBehavior, context};
 use serde::Serialize;
 use shiqi_ca::protocol::{Broker, MysqlFacts};
-use shiqi_ca::{ProfileName, Secret};
+use shiqi_ca::{Host, Port, ProfileName, Secret};
 
 use crate::error::Error;
 use crate::profile::{ForwardRecord, files};
@@ -27,9 +27,9 @@ pub struct Forward {
     /// Port on the laptop's 127.0.0.1.
     pub local_port: u16,
     /// Host as the server resolves it.
-    pub remote_host: String,
+    pub remote_host: Host,
     /// Port there.
-    pub remote_port: u16,
+    pub remote_port: Port,
     /// What it carries, for comments (`Kafka broker 1 (advertised localhost:19094)`).
     pub purpose: String,
 }
@@ -58,16 +58,16 @@ pub fn forwards(
     mysql: Option<&MysqlFacts>,
 ) -> Result<(Vec<Forward>, Vec<String>), Error> {
     let mut out: Vec<Forward> = Vec::new();
-    let mut claimed: Vec<(u16, String, String)> = Vec::new();
+    let mut claimed: Vec<(u16, String, Host)> = Vec::new();
     let mut warnings = Vec::new();
     let mut claim = |f: Forward, who: String| -> Result<(), Error> {
         if let Some((_, first, first_host)) = claimed.iter().find(|c| c.0 == f.local_port) {
             return Err(Error::DuplicatePort {
                 port: f.local_port,
                 first: first.clone(),
-                first_host: first_host.clone(),
+                first_host: first_host.to_string(),
                 second: who,
-                second_host: f.remote_host.clone(),
+                second_host: f.remote_host.to_string(),
             });
         }
         claimed.push((f.local_port, who, f.remote_host.clone()));
@@ -77,7 +77,7 @@ pub fn forwards(
     let mut sorted: Vec<&Broker> = brokers.iter().collect();
     sorted.sort_by_key(|b| b.id);
     for b in sorted {
-        if !is_loopback_name(&b.host) {
+        if !b.host.is_loopback() {
             // Seed: wasted-weekend-on-kafka — advertised names that resolve differently on each
             // side of the tunnel send clients around it.
             warnings.push(format!(
@@ -89,7 +89,7 @@ pub fn forwards(
         }
         let who = format!("broker {}", b.id);
         let f = Forward {
-            local_port: b.port,
+            local_port: b.port.get(),
             remote_host: b.host.clone(),
             remote_port: b.port,
             purpose: format!("Kafka broker {} (advertised {}:{})", b.id, b.host, b.port),
@@ -98,7 +98,7 @@ pub fn forwards(
     }
     if let Some(m) = mysql {
         let f = Forward {
-            local_port: m.port,
+            local_port: m.port.get(),
             remote_host: m.host.clone(),
             remote_port: m.port,
             purpose: format!("MySQL (on the server's {}:{})", m.host, m.port),
@@ -106,14 +106,6 @@ pub fn forwards(
         claim(f, "MySQL".to_owned())?;
     }
     Ok((out, warnings))
-}
-
-fn is_loopback_name(host: &str) -> bool {
-    host.eq_ignore_ascii_case("localhost")
-        || host.to_ascii_lowercase().ends_with(".localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Everything the templates need; all paths are the profile's final (not staging) paths.
@@ -170,9 +162,69 @@ pub struct Rendered {
     pub datagrip_md: String,
 }
 
+/// What a value may hold before it reaches a config file. Values from the server are already
+/// typed ([`Host`], [`Port`], [`ProfileName`]) and cannot hold any of this; these checks are
+/// for what the laptop itself supplies (the `--server` text, ssh_config answers, paths).
+#[derive(Clone, Copy)]
+enum Shape {
+    /// A token: no whitespace, quotes, `#`, `\\`, `=` or control characters.
+    Word,
+    /// A file path: spaces allowed (every template quotes or escapes paths where its format
+    /// needs it), no quotes, `#` or control characters.
+    Path,
+    /// Free text in a comment: no control characters.
+    Comment,
+}
+
+/// Refuses a value that could end a line, open a quote or start a comment in a config file.
+fn checked<'a>(field: &'static str, value: &'a str, shape: Shape) -> Result<&'a str, Error> {
+    let bad = |why: &'static str| Error::UnsafeValue {
+        field,
+        value: shiqi_ca::text::one_line(value, 80),
+        why,
+    };
+    if value.chars().any(char::is_control) {
+        return Err(bad(
+            "it holds a control character (a newline, an escape sequence)",
+        ));
+    }
+    let word_breakers = |c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '#' | '\\' | '=');
+    match shape {
+        Shape::Word if value.contains(word_breakers) => Err(bad(
+            "it holds whitespace, a quote, `#`, `\\` or `=`, which config files would split or treat as syntax",
+        )),
+        Shape::Path if value.contains(['"', '\'', '#']) => Err(bad(
+            "it holds a quote or `#`, which config files would treat as syntax",
+        )),
+        _ => Ok(value),
+    }
+}
+
+/// The last line of defence: no rendered value may hold a control character, whatever its
+/// origin (a template field added later without a [`checked`] call still cannot add a line).
+fn refuse_control_characters(
+    out: &mut minijinja::Output<'_>,
+    state: &mut minijinja::State<'_, '_>,
+    value: &minijinja::Value,
+) -> Result<(), minijinja::Error> {
+    if let Some(s) = value.as_str()
+        && s.chars().any(char::is_control)
+    {
+        return Err(minijinja::Error::new(
+            minijinja::ErrorKind::InvalidOperation,
+            format!(
+                "refusing a value with a control character: `{}`",
+                shiqi_ca::text::one_line(s, 80)
+            ),
+        ));
+    }
+    minijinja::escape_formatter(out, state, value)
+}
+
 fn env() -> Environment<'static> {
     let mut env = Environment::new();
     env.set_undefined_behavior(UndefinedBehavior::Strict);
+    env.set_formatter(refuse_control_characters);
     let syntax = SyntaxConfig::builder()
         .trim_blocks(true)
         .lstrip_blocks(true)
@@ -221,17 +273,61 @@ fn hostport(host: &str, port: u16) -> String {
     }
 }
 
+/// Every string the laptop supplies, checked by its shape before any template sees it.
+fn check_input(i: &RenderInput<'_>) -> Result<(), Error> {
+    checked("--server", i.destination, Shape::Word)?;
+    checked("HostName", i.ssh_host, Shape::Word)?;
+    checked("User", i.ssh_user, Shape::Word)?;
+    if let Some(alias) = i.host_key_alias {
+        checked("HostKeyAlias", alias, Shape::Word)?;
+    }
+    checked("tunnel Host", i.tunnel_host, Shape::Word)?;
+    checked("p12 format", i.p12_format, Shape::Word)?;
+    checked("created", i.created, Shape::Word)?;
+    checked("not_after", i.not_after, Shape::Word)?;
+    checked("serial", i.serial, Shape::Word)?;
+    checked("profile folder", &i.dir.display().to_string(), Shape::Path)?;
+    checked(
+        "UserKnownHostsFile",
+        &i.known_hosts.display().to_string(),
+        Shape::Path,
+    )?;
+    checked(
+        "keystore password",
+        i.keystore_password.expose(),
+        Shape::Word,
+    )?;
+    match i.key_used {
+        KeyUsed::File { path, .. } => {
+            checked("IdentityFile", &path.display().to_string(), Shape::Path)?;
+        }
+        KeyUsed::Agent {
+            comment,
+            fingerprint,
+            file,
+        } => {
+            checked("ssh-agent key comment", comment, Shape::Comment)?;
+            checked("ssh-agent key fingerprint", fingerprint, Shape::Word)?;
+            if let Some(p) = file {
+                checked("IdentityFile", &p.display().to_string(), Shape::Path)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Renders every text file of the profile.
 ///
 /// # Errors
 /// [`Error::Template`] only on a template bug.
 pub fn render(input: &RenderInput<'_>) -> Result<Rendered, Error> {
+    check_input(input)?;
     let env = env();
     let path = |f: &str| input.dir.join(f).display().to_string();
     let bootstrap = input
         .brokers
         .iter()
-        .map(|b| hostport(&b.host, b.port))
+        .map(|b| hostport(b.host.as_str(), b.port.get()))
         .collect::<Vec<_>>()
         .join(",");
     let (key_file, agent_key) = match input.key_used {
@@ -315,17 +411,17 @@ mod tests {
             .enumerate()
             .map(|(i, p)| Broker {
                 id: i as i32 + 1,
-                host: "localhost".into(),
-                port: *p,
+                host: "localhost".parse().expect("host"),
+                port: shiqi_ca::Port::try_from(*p).expect("port"),
             })
             .collect()
     }
 
     fn mysql() -> MysqlFacts {
         MysqlFacts {
-            host: "127.0.0.1".into(),
-            port: 3306,
-            user: "saige".into(),
+            host: "127.0.0.1".parse().expect("host"),
+            port: shiqi_ca::Port::try_from(3306).expect("port"),
+            user: "saige".parse().expect("name"),
         }
     }
 
@@ -337,7 +433,7 @@ mod tests {
         let ports: Vec<_> = f.iter().map(|f| f.local_port).collect();
         assert_eq!(ports, [39094, 19094, 29094, 3306]);
         assert!(warnings.is_empty());
-        assert_eq!(f[3].remote_host, "127.0.0.1");
+        assert_eq!(f[3].remote_host.as_str(), "127.0.0.1");
     }
 
     #[test]
@@ -356,8 +452,8 @@ mod tests {
     fn warns_about_brokers_the_laptop_resolves_itself() {
         let b = vec![Broker {
             id: 2,
-            host: "kafka-2.internal".into(),
-            port: 9093,
+            host: "kafka-2.internal".parse().expect("host"),
+            port: shiqi_ca::Port::try_from(9093).expect("port"),
         }];
         let (_, w) = forwards(&b, None).expect("ok");
         assert_eq!(w.len(), 1);
@@ -393,6 +489,82 @@ mod tests {
             not_after: "2026-11-09T08:00:00Z",
             serial: "0a1b",
         }
+    }
+
+    /// Every string the laptop feeds the templates, with each hostile payload in turn, through
+    /// the public `render`: each is refused, naming the field. (Server values cannot even be
+    /// built with these payloads: `Host`, `Port` and `ProfileName` refuse them when parsed.)
+    #[test]
+    fn refuses_hostile_strings_in_every_field_of_every_template() {
+        let name: ProfileName = "saige".parse().expect("name");
+        let b = brokers(&[19094]);
+        let m = mysql();
+        let (f, _) = forwards(&b, Some(&m)).expect("forwards");
+        let pw = Secret::new("pw123".to_owned());
+        let dir = PathBuf::from("/home/saige/.shiqi/saige");
+        let payloads = [
+            "x\nMatch exec \"touch /tmp/pwned\"",
+            "x\rProxyCommand sh",
+            "x\u{1b}]0;title\u{7}",
+            "x\0y",
+            "x\"y",
+            "x'y",
+            "x#y",
+        ];
+        let fields: [(&str, fn(&mut RenderInput<'_>, &'static str)); 9] = [
+            ("--server", |i, v| i.destination = v),
+            ("HostName", |i, v| i.ssh_host = v),
+            ("User", |i, v| i.ssh_user = v),
+            ("HostKeyAlias", |i, v| i.host_key_alias = Some(v)),
+            ("tunnel Host", |i, v| i.tunnel_host = v),
+            ("p12 format", |i, v| i.p12_format = v),
+            ("created", |i, v| i.created = v),
+            ("not_after", |i, v| i.not_after = v),
+            ("serial", |i, v| i.serial = v),
+        ];
+        let file_key = KeyUsed::File {
+            path: PathBuf::from("/home/saige/.ssh/id_ed25519"),
+            fingerprint: "SHA256:x".into(),
+        };
+        for payload in payloads {
+            for (field, set) in &fields {
+                let mut i = input(&name, &b, Some(&m), &f, &file_key, &pw, &dir);
+                set(&mut i, payload);
+                let e = render(&i).map(|_| ()).expect_err(payload);
+                assert!(
+                    matches!(e, Error::UnsafeValue { field: got, .. } if got == *field),
+                    "{field} with {payload:?}: {e}"
+                );
+                assert!(!e.to_string().chars().any(char::is_control), "{e}");
+            }
+            // Paths and the ssh-agent key's comment, which allow spaces but nothing else.
+            let bad_dir = PathBuf::from(format!("/home/saige/{payload}"));
+            let i = input(&name, &b, Some(&m), &f, &file_key, &pw, &bad_dir);
+            assert!(render(&i).is_err(), "profile folder with {payload:?}");
+            let bad_key = KeyUsed::File {
+                path: PathBuf::from(format!("/k/{payload}")),
+                fingerprint: "SHA256:x".into(),
+            };
+            let i = input(&name, &b, Some(&m), &f, &bad_key, &pw, &dir);
+            assert!(render(&i).is_err(), "IdentityFile with {payload:?}");
+            let bad_pw = Secret::new(payload.to_owned());
+            let i = input(&name, &b, Some(&m), &f, &file_key, &bad_pw, &dir);
+            assert!(render(&i).is_err(), "password with {payload:?}");
+        }
+        let agent_key = KeyUsed::Agent {
+            comment: "saige@laptop\nMatch exec x".into(),
+            fingerprint: "SHA256:x".into(),
+            file: None,
+        };
+        let i = input(&name, &b, Some(&m), &f, &agent_key, &pw, &dir);
+        assert!(render(&i).is_err(), "agent key comment with a newline");
+        // A path with a space stays possible: it is quoted where the format needs it.
+        let spaced = PathBuf::from("/Users/Saige Doe/.shiqi/saige");
+        let r = render(&input(&name, &b, Some(&m), &f, &file_key, &pw, &spaced)).expect("space");
+        assert!(
+            r.ssh_config
+                .contains("\"/Users/Saige Doe/.shiqi/saige/tunnel.sock\"")
+        );
     }
 
     #[test]

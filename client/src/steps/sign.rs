@@ -165,7 +165,7 @@ pub async fn revoke(
     let partial = match out.status {
         Some(0) => None,
         // Exit 2 with a JSON answer: revoked, but MySQL or Kafka could not be reached.
-        Some(_) if serde_json::from_slice::<RevokeResponse>(&out.stdout).is_ok() => Some(
+        Some(_) if shiqi_ca::protocol::decode::<RevokeResponse>(&out.stdout).is_ok() => Some(
             read_stderr(&String::from_utf8_lossy(&out.stderr))
                 .0
                 .unwrap_or_default(),
@@ -214,10 +214,11 @@ pub async fn mysql_user(
         .await?;
     let stdout = successful(AgentOp::MysqlUser, agent, out)?;
     let response: MysqlUserResponse = parse_reply(AgentOp::MysqlUser, &stdout)?;
-    if response.version != PROTOCOL_VERSION {
-        return Err(Error::ProtocolVersion {
-            found: response.version,
-            expected: PROTOCOL_VERSION,
+    if &response.user != name {
+        return Err(Error::AgentField {
+            op: AgentOp::MysqlUser,
+            field: "user".to_owned(),
+            why: format!("`{}` is not the requested name `{name}`", response.user),
         });
     }
     Ok(response)
@@ -239,12 +240,6 @@ pub async fn kafka_user(
         .await?;
     let stdout = successful(AgentOp::KafkaUser, agent, out)?;
     let response: KafkaUserResponse = parse_reply(AgentOp::KafkaUser, &stdout)?;
-    if response.version != PROTOCOL_VERSION {
-        return Err(Error::ProtocolVersion {
-            found: response.version,
-            expected: PROTOCOL_VERSION,
-        });
-    }
     Ok(response)
 }
 
@@ -296,27 +291,22 @@ fn read_stderr(stderr: &str) -> (Option<String>, Option<String>) {
     (error, hint)
 }
 
+/// Parses an agent reply through [`shiqi_ca::protocol::decode`]: every field into its strict
+/// type, or one error naming the field.
 pub(crate) fn parse_reply<T: serde::de::DeserializeOwned>(
     op: AgentOp,
     stdout: &[u8],
 ) -> Result<T, Error> {
-    // Check the version before the shape, so a newer agent gets the clearer error.
-    let value: serde_json::Value =
-        serde_json::from_slice(stdout).map_err(|e| Error::AgentReply {
+    shiqi_ca::protocol::decode(stdout).map_err(|e| match e {
+        shiqi_ca::Error::Reply { field, why } if field == "." => Error::AgentReply { op, why },
+        shiqi_ca::Error::Reply { field, why } => Error::AgentField { op, field, why },
+        shiqi_ca::Error::ReplyVersion { found, expected } => {
+            Error::ProtocolVersion { found, expected }
+        }
+        other => Error::AgentReply {
             op,
-            why: format!("not JSON ({e})"),
-        })?;
-    if let Some(v) = value.get("version").and_then(serde_json::Value::as_u64)
-        && v != u64::from(PROTOCOL_VERSION)
-    {
-        return Err(Error::ProtocolVersion {
-            found: u32::try_from(v).unwrap_or(u32::MAX),
-            expected: PROTOCOL_VERSION,
-        });
-    }
-    serde_json::from_value(value).map_err(|e| Error::AgentReply {
-        op,
-        why: e.to_string(),
+            why: other.to_string(),
+        },
     })
 }
 
@@ -338,16 +328,30 @@ fn check_sign_response(
             response.name
         )));
     }
+    // The user the server will create is the profile's name, exactly: it reaches my.cnf.
+    if let Some(m) = &response.facts.mysql
+        && &m.user != name
+    {
+        return Err(Error::AgentField {
+            op: AgentOp::Sign,
+            field: "facts.mysql.user".to_owned(),
+            why: format!("`{}` is not the requested name `{name}`", m.user),
+        });
+    }
     let ca_err = |what| move |source| Error::Ca { what, source };
-    let cert = Cert::from_pem(&response.certificate_pem).map_err(ca_err("read the certificate"))?;
-    let ca = Cert::from_pem(&response.ca_pem).map_err(ca_err("read the CA certificate"))?;
+    let cert = Cert::from_pem(response.certificate_pem.as_str())
+        .map_err(ca_err("read the certificate"))?;
+    let ca = Cert::from_pem(response.ca_pem.as_str()).map_err(ca_err("read the CA certificate"))?;
     if !cert.matches_key(key) {
         return Err(mismatch(
             "it certifies another public key than the CSR's".to_owned(),
         ));
     }
     if cert.common_name() != Some(name.as_str()) {
-        return Err(mismatch(format!("its subject is `{}`", cert.subject())));
+        return Err(mismatch(format!(
+            "its subject is `{}`",
+            shiqi_ca::text::one_line(cert.subject(), 120)
+        )));
     }
     if cert.serial() != &response.serial {
         return Err(mismatch(format!(
@@ -357,7 +361,9 @@ fn check_sign_response(
         )));
     }
     let issuer = match response.chain_pem.first() {
-        Some(pem) => Cert::from_pem(pem).map_err(ca_err("read the issuing certificate"))?,
+        Some(pem) => {
+            Cert::from_pem(pem.as_str()).map_err(ca_err("read the issuing certificate"))?
+        }
         None => ca.clone(),
     };
     if !cert.is_signed_by(&issuer) {
@@ -365,12 +371,12 @@ fn check_sign_response(
             "it is not signed by the chain the server sent".to_owned(),
         ));
     }
-    let mut chain_pem = ensure_newline(&response.certificate_pem);
+    let mut chain_pem = ensure_newline(response.certificate_pem.as_str());
     for c in &response.chain_pem {
-        chain_pem.push_str(&ensure_newline(c));
+        chain_pem.push_str(&ensure_newline(c.as_str()));
     }
     if response.chain_pem.is_empty() {
-        chain_pem.push_str(&ensure_newline(&response.ca_pem));
+        chain_pem.push_str(&ensure_newline(response.ca_pem.as_str()));
     }
     Ok(Signed {
         response,

@@ -37,10 +37,10 @@ pub async fn logins(session: &Session, identity_dir: &Path, profile: &Profile) -
     let tls = KafkaTls::from_profile(identity_dir);
     for b in &profile.brokers {
         let service = format!("Kafka broker {} ({}:{})", b.id, b.host, b.port);
-        let (check, unreachable) = through_ssh(session, &b.host, b.port, |port| {
+        let (check, unreachable) = through_ssh(session, b.host.as_str(), b.port.get(), |port| {
             let tls = tls.clone();
             let host = b.host.clone();
-            async move { probe::kafka(port, &host, &tls).await }
+            async move { probe::kafka(port, host.as_str(), &tls).await }
         })
         .await;
         out.push(Login {
@@ -51,9 +51,9 @@ pub async fn logins(session: &Session, identity_dir: &Path, profile: &Profile) -
     }
     if let Some(m) = &profile.mysql {
         let service = format!("MySQL ({}:{}) as `{}`", m.host, m.port, m.user);
-        let (check, unreachable) = through_ssh(session, &m.host, m.port, |port| {
+        let (check, unreachable) = through_ssh(session, m.host.as_str(), m.port.get(), |port| {
             let (host, user) = (m.host.clone(), m.user.clone());
-            async move { probe::mysql(port, &host, &user, identity_dir).await }
+            async move { probe::mysql(port, host.as_str(), user.as_str(), identity_dir).await }
         })
         .await;
         out.push(Login {

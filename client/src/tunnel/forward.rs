@@ -73,7 +73,7 @@ async fn bridge(mut socket: TcpStream, peer: SocketAddr, f: &ForwardRecord, shar
             .handle()
             .channel_open_direct_tcpip(
                 f.remote_host.as_str(),
-                u32::from(f.remote_port),
+                u32::from(f.remote_port.get()),
                 peer.ip().to_string(),
                 u32::from(peer.port()),
             )

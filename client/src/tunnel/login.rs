@@ -96,9 +96,9 @@ mod tests {
     fn resolved() -> Target {
         Target {
             destination: "shiqi-dev@vm".parse().expect("dest"),
-            host: "vm.example".into(),
+            host: "vm.example".parse().expect("host"),
             port: 2222,
-            user: "other".into(),
+            user: "other".parse().expect("name"),
             identity_files: vec![
                 "/home/saige/.ssh/id_rsa".into(),
                 "/home/saige/.ssh/id_ed25519".into(),

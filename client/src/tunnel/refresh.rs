@@ -171,8 +171,8 @@ mod tests {
         let mut four = old.brokers.clone();
         four.push(Broker {
             id: 4,
-            host: "localhost".into(),
-            port: 49094,
+            host: "localhost".parse().expect("host"),
+            port: shiqi_ca::Port::try_from(49094).expect("port"),
         });
         let p = plan(&old, four).expect("plan");
         assert!(p.changed(&old));
@@ -198,8 +198,8 @@ mod tests {
         let mut brokers = old.brokers.clone();
         brokers.push(Broker {
             id: 4,
-            host: "localhost".into(),
-            port: 49094,
+            host: "localhost".parse().expect("host"),
+            port: shiqi_ca::Port::try_from(49094).expect("port"),
         });
         let p = plan(&old, brokers).expect("plan");
         write(&p, dir.path(), Some("vm-alias")).expect("write");

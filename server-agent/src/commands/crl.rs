@@ -3,7 +3,7 @@
 //! systemd timer; a failure (including MySQL not re-reading a new CRL, which would lock every
 //! user out once the old one expires) exits 2.
 
-use shiqi_ca::protocol::{CrlFacts, CrlResponse, PROTOCOL_VERSION};
+use shiqi_ca::protocol::{CrlFacts, CrlResponse, PROTOCOL_VERSION, Text};
 use time::format_description::well_known::Rfc3339;
 
 use crate::audit;
@@ -34,7 +34,9 @@ pub fn run(ctx: &Context, args: CrlArgs) -> anyhow::Result<()> {
             Ok(done) => done,
             Err(e) => {
                 let why = format!("{e:#}");
-                warnings.push(format!("MySQL did not re-read the new CRL: {why}"));
+                warnings.push(Text::from(format!(
+                    "MySQL did not re-read the new CRL: {why}"
+                )));
                 reload_failed = Some(why);
                 None
             }
@@ -56,7 +58,7 @@ pub fn run(ctx: &Context, args: CrlArgs) -> anyhow::Result<()> {
             version: PROTOCOL_VERSION,
             regenerated: updated.regenerated,
             crl: updated.facts.clone(),
-            mysql_reloaded_with: reloaded.clone(),
+            mysql_reloaded_with: reloaded.clone().map(Text::from),
             warnings,
         })?;
     } else {

@@ -82,7 +82,7 @@ fn grant(ctx: &Context, args: &KafkaUserArgs) -> anyhow::Result<KafkaUserRespons
     let now: BTreeSet<&AclBinding> = held.iter().chain(&missing).collect();
     Ok(KafkaUserResponse {
         version: PROTOCOL_VERSION,
-        principal,
+        principal: principal.into(),
         acls: now.into_iter().map(AclBinding::to_wire).collect(),
         created: missing.iter().map(AclBinding::to_wire).collect(),
         deleted: Vec::new(),
@@ -104,7 +104,7 @@ pub(crate) fn revoke_acls(ctx: &Context, name: &ProfileName) -> anyhow::Result<K
         .with_context(|| format!("Kafka at `{bootstrap}`"))?;
     Ok(KafkaUserResponse {
         version: PROTOCOL_VERSION,
-        principal,
+        principal: principal.into(),
         acls: Vec::new(),
         created: Vec::new(),
         deleted: deleted.iter().map(AclBinding::to_wire).collect(),

@@ -66,10 +66,10 @@ fn ensure(ctx: &Context, args: &MysqlUserArgs) -> anyhow::Result<MysqlUserRespon
     })?;
     Ok(MysqlUserResponse {
         version: PROTOCOL_VERSION,
-        user: name.to_string(),
-        host,
-        subject,
-        issuer,
+        user: name.clone(),
+        host: host.parse()?,
+        subject: subject.into(),
+        issuer: issuer.into(),
         created: ensured == Ensured::Created,
     })
 }

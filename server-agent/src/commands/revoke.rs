@@ -69,7 +69,7 @@ pub fn run(ctx: &Context, args: RevokeArgs) -> anyhow::Result<()> {
             ctx,
             &audit::Entry {
                 action: "revoke",
-                name: &response.name,
+                name: response.name.as_str(),
                 serial: None,
                 outcome,
                 reason: Some(format!("nothing newly revoked; {effects}")),
@@ -81,12 +81,12 @@ pub fn run(ctx: &Context, args: RevokeArgs) -> anyhow::Result<()> {
             ctx,
             &audit::Entry {
                 action: "revoke",
-                name: &response.name,
+                name: response.name.as_str(),
                 serial: Some(cert.serial.to_hex()),
                 outcome,
                 reason: Some(format!(
                     "{}; {effects}",
-                    cert.reason.as_deref().unwrap_or("unspecified")
+                    cert.reason.map_or("unspecified", Reason::as_str)
                 )),
             },
         );
@@ -96,7 +96,7 @@ pub fn run(ctx: &Context, args: RevokeArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     Err(AgentError::RevokeIncomplete {
-        name: response.name.clone(),
+        name: response.name.to_string(),
         crl_number: response.crl.number,
         why: failures.join("; "),
     }
@@ -116,8 +116,8 @@ fn revoke(ctx: &Context, args: &RevokeArgs) -> anyhow::Result<RevokeResponse> {
         let record = inventory.revoke(&target.serial, Some(reason.as_str()), now)?;
         revoked.push(RevokedCert {
             serial: record.serial.clone(),
-            kind: record.kind.as_str().to_owned(),
-            reason: record.reason.clone(),
+            kind: record.kind.as_str().into(),
+            reason: record.reason.as_deref().map(parse_reason).transpose()?,
             revoked_at: record.revoked_at.unwrap_or(now),
             already,
         });
@@ -129,7 +129,7 @@ fn revoke(ctx: &Context, args: &RevokeArgs) -> anyhow::Result<RevokeResponse> {
 
     let mut response = RevokeResponse {
         version: PROTOCOL_VERSION,
-        name: name.clone(),
+        name: name.as_str().into(),
         revoked,
         still_valid: Vec::new(),
         crl: updated.facts,
@@ -142,14 +142,17 @@ fn revoke(ctx: &Context, args: &RevokeArgs) -> anyhow::Result<RevokeResponse> {
             "`[crl]` has no publish_dir or distribution_point: certificates carry no CRL \
              distribution point, so Kafka brokers cannot refuse a revoked certificate at the \
              handshake"
-                .to_owned(),
+                .into(),
         );
     }
     if kind != CertKind::Client {
-        response.warnings.push(format!(
-            "a revoked {kind} certificate is refused only by peers that check the CRL; issue a \
+        response.warnings.push(
+            format!(
+                "a revoked {kind} certificate is refused only by peers that check the CRL; issue a \
              new one with `shiqi-ca-agent server-cert` and restart the server that uses it"
-        ));
+            )
+            .into(),
+        );
         reload_only(ctx, &mut response);
         return Ok(response);
     }
@@ -170,14 +173,14 @@ fn revoke(ctx: &Context, args: &RevokeArgs) -> anyhow::Result<RevokeResponse> {
                  Kafka connections opened with the revoked certificate stay open until they \
                  close (Kafka cannot end them); revoke every certificate of the name \
                  (`revoke --name {name}`) to cut them"
-            ));
+            ).into());
         }
     }
     if ctx.config.crl.publish_dir.is_none() && !none_left {
         response.warnings.push(
             "no `[crl] publish_dir`: MySQL cannot read the CRL, so the revoked certificate can \
              still log in while another certificate of the name is valid"
-                .to_owned(),
+                .into(),
         );
     }
     Ok(response)
@@ -241,7 +244,7 @@ fn mysql_side(
     {
         Ok(r) => r,
         Err(e) => {
-            out.error = Some(e.to_string());
+            out.error = Some(e.to_string().into());
             return out;
         }
     };
@@ -253,7 +256,7 @@ fn mysql_side(
                 out.locked = mysql::lock_account(&mut conn, &address, user, &host, &issuer).await?;
             }
             if ctx.config.crl.publish_dir.is_some() {
-                out.reloaded_with = Some(mysql::reload_tls(&mut conn, &address).await?.to_owned());
+                out.reloaded_with = Some(mysql::reload_tls(&mut conn, &address).await?.into());
             }
             if end_sessions {
                 out.killed = mysql::kill_sessions(&mut conn, &address, user).await?;
@@ -265,7 +268,7 @@ fn mysql_side(
         done
     });
     if let Err(e) = result {
-        out.error = Some(e.to_string());
+        out.error = Some(e.to_string().into());
     }
     out
 }
@@ -279,12 +282,12 @@ fn kafka_side(
     let mut out = KafkaRevocation::default();
     if !none_left {
         let serials: Vec<String> = still_valid.iter().map(Serial::to_hex).collect();
-        out.kept_because = Some(format!("still valid for `{user}`: {}", serials.join(", ")));
+        out.kept_because = Some(format!("still valid for `{user}`: {}", serials.join(", ")).into());
         return out;
     }
     match kafka_user::revoke_acls(ctx, user) {
         Ok(r) => out.deleted = r.deleted,
-        Err(e) => out.error = Some(format!("{e:#}")),
+        Err(e) => out.error = Some(format!("{e:#}").into()),
     }
     out
 }
@@ -294,14 +297,14 @@ fn reload_only(ctx: &Context, response: &mut RevokeResponse) {
     match crl::reload_mysql(ctx) {
         Ok(Some(statement)) => {
             response.mysql = Some(MysqlRevocation {
-                reloaded_with: Some(statement),
+                reloaded_with: Some(statement.into()),
                 ..MysqlRevocation::default()
             });
         }
         Ok(None) => {}
         Err(e) => {
             response.mysql = Some(MysqlRevocation {
-                error: Some(format!("{e:#}")),
+                error: Some(format!("{e:#}").into()),
                 ..MysqlRevocation::default()
             });
         }
@@ -329,7 +332,7 @@ fn effects(r: &RevokeResponse) -> String {
             p.push("account locked".to_owned());
         }
         if let Some(s) = &m.reloaded_with {
-            p.push(s.clone());
+            p.push(s.to_string());
         }
         p.push(format!("{} session(s) killed", m.killed.len()));
         if let Some(e) = &m.error {
@@ -416,7 +419,7 @@ mod tests {
         let now = OffsetDateTime::now_utc();
         let response = RevokeResponse {
             version: PROTOCOL_VERSION,
-            name: "saige".to_owned(),
+            name: "saige".into(),
             revoked: Vec::new(),
             still_valid: Vec::new(),
             crl: shiqi_ca::protocol::CrlFacts {
@@ -424,17 +427,17 @@ mod tests {
                 this_update: now,
                 next_update: now,
                 revoked: 2,
-                path: "/s/crl.pem".to_owned(),
+                path: "/s/crl.pem".into(),
                 published: None,
             },
             mysql: Some(MysqlRevocation {
-                reloaded_with: Some("FLUSH SSL".to_owned()),
+                reloaded_with: Some("FLUSH SSL".into()),
                 killed: vec![7, 9],
                 locked: true,
                 error: None,
             }),
             kafka: Some(KafkaRevocation {
-                error: Some("timed out".to_owned()),
+                error: Some("timed out".into()),
                 ..KafkaRevocation::default()
             }),
             warnings: Vec::new(),

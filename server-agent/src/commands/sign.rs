@@ -5,11 +5,14 @@
 
 use std::io::Read as _;
 
+use shiqi_ca::Port;
 use shiqi_ca::cert::Cert;
 use shiqi_ca::inventory::{CertKind, NewCert};
 use shiqi_ca::issue::Validity;
 use shiqi_ca::policy::{MAX_CSR_BYTES, check_csr};
-use shiqi_ca::protocol::{MissingFact, MysqlFacts, PROTOCOL_VERSION, ServerFacts, SignResponse};
+use shiqi_ca::protocol::{
+    CertPem, MissingFact, MysqlFacts, PROTOCOL_VERSION, ServerFacts, SignResponse,
+};
 use shiqi_ca::{ProfileName, error::CsrRefusal};
 
 use crate::audit;
@@ -123,9 +126,9 @@ fn sign(ctx: &Context, args: &SignArgs) -> anyhow::Result<SignResponse> {
         serial: cert.serial().clone(),
         not_before: cert.not_before(),
         not_after: cert.not_after(),
-        certificate_pem: cert.pem(),
-        chain_pem: vec![ca.cert().pem()],
-        ca_pem: ca.cert().pem(),
+        certificate_pem: CertPem::of(&cert),
+        chain_pem: vec![CertPem::of(ca.cert())],
+        ca_pem: CertPem::of(ca.cert()),
         facts: facts(ctx, &ca, &name, args.no_kafka),
     })
 }
@@ -165,35 +168,44 @@ fn facts(
     let mut facts = ServerFacts::default();
     if no_kafka {
         facts.missing.push(MissingFact {
-            fact: "kafka.brokers".to_owned(),
-            reason: "not asked (--no-kafka)".to_owned(),
+            fact: "kafka.brokers".into(),
+            reason: "not asked (--no-kafka)".into(),
         });
     } else if ctx.config.kafka.bootstrap.is_empty() {
         facts.missing.push(MissingFact {
-            fact: "kafka.brokers".to_owned(),
-            reason: "Kafka is not configured on the server".to_owned(),
+            fact: "kafka.brokers".into(),
+            reason: "Kafka is not configured on the server".into(),
         });
     } else {
         match crate::kafka::brokers(ctx, ca) {
             Ok(k) => facts.kafka = Some(k),
             Err(e) => facts.missing.push(MissingFact {
-                fact: "kafka.brokers".to_owned(),
-                reason: format!("{e:#}"),
+                fact: "kafka.brokers".into(),
+                reason: format!("{e:#}").into(),
             }),
         }
     }
     let m = &ctx.config.mysql;
     if m.host.is_empty() {
         facts.missing.push(MissingFact {
-            fact: "mysql".to_owned(),
-            reason: "MySQL is not configured on the server".to_owned(),
+            fact: "mysql".into(),
+            reason: "MySQL is not configured on the server".into(),
         });
     } else {
-        facts.mysql = Some(MysqlFacts {
-            host: m.host.clone(),
-            port: m.port,
-            user: name.to_string(),
-        });
+        // `Config::load` validated both; a failure here is reported, never emitted.
+        match (m.host.parse(), Port::try_from(m.port)) {
+            (Ok(host), Ok(port)) => {
+                facts.mysql = Some(MysqlFacts {
+                    host,
+                    port,
+                    user: name.clone(),
+                });
+            }
+            (Err(e), _) | (_, Err(e)) => facts.missing.push(MissingFact {
+                fact: "mysql".into(),
+                reason: format!("agent.toml [mysql]: {e}").into(),
+            }),
+        }
     }
     facts
 }
