@@ -511,7 +511,8 @@ mod tests {
             "x'y",
             "x#y",
         ];
-        let fields: [(&str, fn(&mut RenderInput<'_>, &'static str)); 9] = [
+        type Set = fn(&mut RenderInput<'_>, &'static str);
+        let fields: [(&str, Set); 9] = [
             ("--server", |i, v| i.destination = v),
             ("HostName", |i, v| i.ssh_host = v),
             ("User", |i, v| i.ssh_user = v),
