@@ -192,6 +192,9 @@ impl FromStr for HostPort {
                 (h, p)
             }
         };
+        if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(invalid());
+        }
         Ok(Self {
             host: host.parse()?,
             port: port.parse()?,

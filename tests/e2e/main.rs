@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, reason = "tests fail loudly by design")]
 
 mod doctor;
+mod hostile;
 mod identity;
 mod kafka;
 mod lifecycle;

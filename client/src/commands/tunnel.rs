@@ -304,6 +304,15 @@ async fn refresh_profile(
     session.close().await;
     let brokers = match listed {
         Ok(b) => b,
+        // An answer that does not parse is not a cluster that is down: the server said
+        // something hostile or broken, so no tunnel starts on its word or on old facts.
+        Err(
+            e @ (Error::AgentField { .. }
+            | Error::AgentReply { .. }
+            | Error::ProtocolVersion { .. }),
+        ) => {
+            return Err(anyhow::Error::new(e).context("refusing the server's broker list"));
+        }
         Err(e) => {
             drop(step);
             let e = anyhow::Error::new(e);
