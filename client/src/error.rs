@@ -164,6 +164,30 @@ pub enum Error {
         source: russh::keys::Error,
     },
 
+    /// A `@revoked` line in known_hosts lists the key the server showed.
+    #[error("the host key of `{host}` ({fingerprint}) is REVOKED at `{}` line {line}: refusing to connect", known_hosts.display())]
+    HostKeyRevoked {
+        /// The known_hosts name.
+        host: String,
+        /// The key's fingerprint.
+        fingerprint: String,
+        /// The file with the `@revoked` line.
+        known_hosts: PathBuf,
+        /// Its line.
+        line: usize,
+    },
+
+    /// Only a `@cert-authority` line vouches for the host; host certificates are not checked.
+    #[error("`{host}` is trusted only through a host certificate authority (`{}` line {line}), which shiqi-connect does not check", known_hosts.display())]
+    HostCertAuthority {
+        /// The known_hosts name.
+        host: String,
+        /// The file with the `@cert-authority` line.
+        known_hosts: PathBuf,
+        /// Its line.
+        line: usize,
+    },
+
     /// No identity was accepted by the server.
     #[error("the server `{host}` accepted none of the SSH keys for user `{user}` (tried: {tried})")]
     AuthFailed {
@@ -457,11 +481,25 @@ impl Error {
                 (`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` on it), then run again on a \
                 terminal to confirm it, or pass `--accept-new-host-key`"
                 .to_owned(),
-            Self::HostKeyChanged { known_hosts, line, .. } => format!(
+            Self::HostKeyChanged {
+                known_hosts,
+                line,
+                host,
+                ..
+            } => format!(
                 "if the server was really reinstalled, ask its admin for the new fingerprint, then \
-                 remove line {line} from `{}` (`ssh-keygen -R HOST`); otherwise someone may be \
+                 remove line {line}: `ssh-keygen -R '{host}' -f {}`; otherwise someone may be \
                  intercepting the connection",
                 known_hosts.display()
+            ),
+            Self::HostKeyRevoked { known_hosts, line, .. } => format!(
+                "someone holding a revoked host key may be impersonating the server; ask its \
+                 admin. Line {line} of `{}` revoked it on purpose: do not remove it to get in",
+                known_hosts.display()
+            ),
+            Self::HostCertAuthority { host, .. } => format!(
+                "add the server's plain host key: `ssh-keyscan -t ed25519 {host} >> ~/.ssh/known_hosts`, \
+                 after checking its fingerprint with the admin"
             ),
             Self::KnownHosts { path, .. } => format!(
                 "check that `{}` is readable and its lines are `host key-type base64`",

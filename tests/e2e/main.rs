@@ -8,6 +8,7 @@ mod doctor;
 mod hostile;
 mod identity;
 mod kafka;
+mod known_hosts;
 mod lifecycle;
 mod server;
 mod setup;

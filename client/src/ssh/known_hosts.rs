@@ -1,12 +1,13 @@
 //! Host-key checking against known_hosts, as OpenSSH does it: known → go on; unknown → ask or
-//! refuse; changed → refuse loudly. The lookup itself is russh's (hashed entries and the
-//! `[host]:port` form). Never prompts: the command decides what to ask.
+//! refuse; changed or revoked → refuse loudly. Reading the files and matching hosts is
+//! [`hostfile`]'s. Never prompts: the command decides what to ask.
 
 use std::path::{Path, PathBuf};
 
 use russh::keys::ssh_key::{HashAlg, PublicKey};
 
 use crate::error::Error;
+use crate::ssh::hostfile::{self, Verdict};
 
 /// What to do with a host key that is not in known_hosts.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,18 +45,30 @@ pub fn fingerprint(key: &PublicKey) -> String {
 
 /// The known_hosts spelling of a host: `host` on port 22, `[host]:port` otherwise.
 pub fn known_hosts_name(host: &str, port: u16) -> String {
-    if port == 22 {
-        host.to_owned()
-    } else {
-        format!("[{host}]:{port}")
+    hostfile::host_name(host, port)
+}
+
+/// Reads a known_hosts file; a missing one is empty, as for ssh.
+fn read(file: &Path) -> Result<String, Error> {
+    match std::fs::read(file) {
+        Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+        Err(source) => Err(Error::Io {
+            action: "read",
+            path: file.to_path_buf(),
+            source,
+        }),
     }
 }
 
 /// Checks `key` for `host:port` in `user_files` then `global_files`, learning it into the first
-/// user file when `policy` allows.
+/// user file when `policy` allows. At least as strict as OpenSSH with `StrictHostKeyChecking`:
+/// a `@revoked` line for the key wins over every file; a host known with any other key (of
+/// any type) is *changed*, never learned; a host vouched for only by a `@cert-authority` line
+/// is refused (this client does not check host certificates).
 ///
 /// # Errors
-/// [`Error::HostKeyChanged`] when a file records another key of the same type for the host;
+/// [`Error::HostKeyRevoked`], [`Error::HostKeyChanged`], [`Error::HostCertAuthority`], or
 /// [`Error::HostKeyUnknown`] when no file knows it and the policy does not accept it.
 pub fn check(
     host: &str,
@@ -67,26 +80,50 @@ pub fn check(
 ) -> Result<HostKeyOutcome, Error> {
     let fp = fingerprint(key);
     let algorithm = key.algorithm().to_string();
+    let name = known_hosts_name(host, port);
+    let mut verdicts = Vec::new();
     for file in user_files.iter().chain(global_files) {
-        match russh::keys::check_known_hosts_path(host, port, key, file) {
-            Ok(true) => return Ok(HostKeyOutcome::Known(file.clone())),
-            Ok(false) => {}
-            Err(russh::keys::Error::KeyChanged { line }) => {
-                return Err(Error::HostKeyChanged {
-                    host: known_hosts_name(host, port),
-                    algorithm,
-                    fingerprint: fp,
-                    known_hosts: file.clone(),
-                    line: real_line(file, line),
-                });
-            }
-            Err(source) => {
-                return Err(Error::KnownHosts {
-                    path: file.clone(),
-                    source,
-                });
-            }
-        }
+        let text = read(file)?;
+        verdicts.push((file, hostfile::verdict(&text, &name, key)));
+    }
+    if let Some((file, Verdict::Revoked { line })) = verdicts
+        .iter()
+        .find(|(_, v)| matches!(v, Verdict::Revoked { .. }))
+    {
+        return Err(Error::HostKeyRevoked {
+            host: name,
+            fingerprint: fp,
+            known_hosts: (*file).clone(),
+            line: *line,
+        });
+    }
+    if let Some((file, _)) = verdicts
+        .iter()
+        .find(|(_, v)| matches!(v, Verdict::Known { .. }))
+    {
+        return Ok(HostKeyOutcome::Known((*file).clone()));
+    }
+    if let Some((file, Verdict::Changed { line })) = verdicts
+        .iter()
+        .find(|(_, v)| matches!(v, Verdict::Changed { .. }))
+    {
+        return Err(Error::HostKeyChanged {
+            host: name,
+            algorithm,
+            fingerprint: fp,
+            known_hosts: (*file).clone(),
+            line: *line,
+        });
+    }
+    if let Some((file, Verdict::CertAuthority { line })) = verdicts
+        .iter()
+        .find(|(_, v)| matches!(v, Verdict::CertAuthority { .. }))
+    {
+        return Err(Error::HostCertAuthority {
+            host: name,
+            known_hosts: (*file).clone(),
+            line: *line,
+        });
     }
     let learn_into = user_files
         .first()
@@ -99,7 +136,7 @@ pub fn check(
     };
     if !accept {
         return Err(Error::HostKeyUnknown {
-            host: known_hosts_name(host, port),
+            host: name,
             algorithm,
             fingerprint: fp,
             known_hosts: learn_into,
@@ -111,7 +148,7 @@ pub fn check(
     {
         crate::fsutil::create_private_dir(dir)?;
     }
-    append_entry(&learn_into, &known_hosts_name(host, port), key)?;
+    append_entry(&learn_into, &name, key)?;
     tracing::debug!(file = %learn_into.display(), fingerprint = %fp, "learned host key");
     Ok(HostKeyOutcome::Learned(learn_into))
 }
@@ -148,25 +185,6 @@ fn append_entry(path: &Path, name: &str, key: &PublicKey) -> Result<(), Error> {
     f.sync_all().map_err(io_err)
 }
 
-/// russh counts known_hosts lines without the `#` comment lines; ssh-keygen -R and editors
-/// count them all. Converts russh's number to the file's.
-fn real_line(path: &Path, russh_line: usize) -> usize {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return russh_line;
-    };
-    let mut counted = 0;
-    for (i, l) in text.lines().enumerate() {
-        if l.starts_with('#') {
-            continue;
-        }
-        counted += 1;
-        if counted == russh_line {
-            return i + 1;
-        }
-    }
-    russh_line
-}
-
 /// The key algorithms recorded for the host, so the handshake can prefer them (as OpenSSH
 /// orders `HostKeyAlgorithms` by what known_hosts holds) and not stumble on a second key type.
 pub fn recorded_algorithms(
@@ -174,11 +192,13 @@ pub fn recorded_algorithms(
     port: u16,
     files: &[PathBuf],
 ) -> Vec<russh::keys::Algorithm> {
+    let name = known_hosts_name(host, port);
     let mut algs = Vec::new();
     for file in files {
-        if let Ok(keys) = russh::keys::known_hosts::known_host_keys_path(host, port, file) {
-            for (_, k) in keys {
-                let a = k.algorithm();
+        let Ok(text) = read(file) else { continue };
+        for e in hostfile::entries(&text, &name) {
+            if let (None, Some(key)) = (e.marker, &e.key) {
+                let a = key.algorithm();
                 if !algs.contains(&a) {
                     algs.push(a);
                 }

@@ -5,6 +5,7 @@
 
 pub mod auth;
 pub mod config;
+pub mod hostfile;
 pub mod known_hosts;
 
 use std::sync::{Arc, Mutex};
