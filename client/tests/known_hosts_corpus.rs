@@ -91,12 +91,12 @@ fn matches_ssh_keygen_on_every_file_and_name() {
          host5 {a}\n"
     );
     let plain_file = d.join("plain");
-    std::fs::write(&plain_file, &plain).unwrap();
+    shiqi_connect::fsutil::write_private(&plain_file, plain.as_bytes()).unwrap();
 
     // A hashed copy of a marker-free file, as `ssh-keygen -H` writes it.
     let hashable = format!("host {a}\nhost2 {b}\n[host]:2222 {c}\n10.0.0.1 {a}\nmixed.Case {b}\n");
     let hashed_file = d.join("hashed");
-    std::fs::write(&hashed_file, hashable).unwrap();
+    shiqi_connect::fsutil::write_private(&hashed_file, hashable.as_bytes()).unwrap();
     let out = Command::new("ssh-keygen")
         .args(["-q", "-H", "-f"])
         .arg(&hashed_file)
