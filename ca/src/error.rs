@@ -48,6 +48,16 @@ pub enum Error {
         /// Which rule it breaks.
         why: &'static str,
     },
+    /// A lifetime outside 1 day..the cap for the kind of certificate.
+    #[error("a {kind} certificate may live 1 to {max} days, not {days}")]
+    Lifetime {
+        /// `client`, `server` or `CA`.
+        kind: &'static str,
+        /// What was asked.
+        days: u64,
+        /// The cap.
+        max: u32,
+    },
     /// An agent reply in a protocol version this build does not speak.
     #[error("the agent speaks protocol version {found}, this build speaks {expected}")]
     ReplyVersion {
@@ -227,9 +237,16 @@ impl Error {
             Self::InventorySchema { .. } => {
                 Some("upgrade `shiqi-ca-agent`; a newer version wrote this inventory".to_owned())
             }
+            Self::Lifetime { max, .. } => Some(format!(
+                "pick at most {max} days (`--days`, or `[lifetime]` in agent.toml); renew instead of issuing for longer"
+            )),
             Self::CrlValidity { .. } => {
                 Some("use a positive validity; the default is 30 days".to_owned())
             }
+            Self::InvalidHost { .. } | Self::InvalidHostPort { .. } => Some(
+                "use a DNS name (letters, digits, `-` and dots) or an IP address, such as `localhost` or `10.0.0.5`"
+                    .to_owned(),
+            ),
             Self::InvalidName { .. } => Some(
                 "names start with a lowercase letter and use only a-z, 0-9, `_` and `-` (at most 32)"
                     .to_owned(),
@@ -293,7 +310,7 @@ impl std::fmt::Display for CsrRefusal {
             }
             Self::Key(k) => write!(
                 f,
-                "key {k} is not allowed (ECDSA P-256/P-384, Ed25519 or RSA of at least 2048 bits)"
+                "key {k} is not allowed (ECDSA P-256/P-384, Ed25519, or RSA of 2048-4096 bits with e = 65537)"
             ),
             Self::AsksForCa => write!(f, "it asks for CA basic constraints"),
             Self::Extension(e) => write!(f, "it asks for `{e}`, which the policy does not allow"),

@@ -27,11 +27,59 @@ pub struct Validity {
 }
 
 impl Validity {
-    /// From `now - 5 min` to `now + lifetime`.
+    /// From `now - 5 min` to `now + lifetime` (saturating: never a panic, whatever the input).
     pub fn starting_now(now: OffsetDateTime, lifetime: time::Duration) -> Self {
         Self {
-            not_before: now - time::Duration::minutes(5),
-            not_after: now + lifetime,
+            not_before: now.saturating_sub(time::Duration::minutes(5)),
+            not_after: now.saturating_add(lifetime),
+        }
+    }
+
+    /// `days` days from now for a certificate of `kind`, refused beyond its cap.
+    ///
+    /// # Errors
+    /// [`Error::Lifetime`] for 0 days or more than [`Lifetime::max_days`].
+    pub fn for_days(now: OffsetDateTime, kind: Lifetime, days: u64) -> Result<Self, Error> {
+        let max = kind.max_days();
+        if days == 0 || days > u64::from(max) {
+            return Err(Error::Lifetime {
+                kind: kind.name(),
+                days,
+                max,
+            });
+        }
+        let lifetime = time::Duration::days(i64::from(u32::try_from(days).unwrap_or(max)));
+        Ok(Self::starting_now(now, lifetime))
+    }
+}
+
+/// What a certificate is, for its lifetime cap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lifetime {
+    /// A person's client certificate.
+    Client,
+    /// A server's (broker, MariaDB) certificate.
+    Server,
+    /// The CA itself.
+    Ca,
+}
+
+impl Lifetime {
+    /// The longest lifetime, in days: 398 for leaves (the CA/Browser Forum's cap, which
+    /// clients such as Apple's enforce), 20 years for the CA.
+    pub const fn max_days(self) -> u32 {
+        match self {
+            Self::Client | Self::Server => 398,
+            Self::Ca => 7305,
+        }
+    }
+
+    /// `client`, `server` or `CA`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Client => "client",
+            Self::Server => "server",
+            Self::Ca => "CA",
         }
     }
 }
@@ -281,4 +329,28 @@ fn leaf_params(
     params.use_authority_key_identifier_extension = true;
     params.key_identifier_method = KeyIdMethod::Sha256;
     params
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lifetimes_are_capped_without_overflow() {
+        let now = OffsetDateTime::now_utc();
+        assert!(Validity::for_days(now, Lifetime::Client, 398).is_ok());
+        assert!(Validity::for_days(now, Lifetime::Ca, 7305).is_ok());
+        for (kind, days) in [
+            (Lifetime::Client, 0),
+            (Lifetime::Client, 399),
+            (Lifetime::Server, 4_000_000_000),
+            (Lifetime::Ca, u64::MAX),
+        ] {
+            let e = Validity::for_days(now, kind, days).expect_err("capped");
+            assert!(e.to_string().contains(&days.to_string()), "{e}");
+        }
+        // The unchecked form saturates instead of panicking.
+        let v = Validity::starting_now(now, time::Duration::MAX);
+        assert!(v.not_after > now);
+    }
 }

@@ -22,6 +22,8 @@ pub const MAX_CSR_BYTES: usize = 64 * 1024;
 
 /// The smallest RSA modulus accepted.
 pub const MIN_RSA_BITS: usize = 2048;
+/// The largest RSA modulus accepted.
+pub const MAX_RSA_BITS: usize = 4096;
 
 /// A CSR that passed the policy: its public key and the name it was checked against.
 #[derive(Clone, Debug)]
@@ -162,9 +164,25 @@ fn key_type(spki: &x509_parser::x509::SubjectPublicKeyInfo<'_>) -> Result<KeyTyp
         };
     }
     if alg == &OID_PKCS1_RSAENCRYPTION {
-        let bits = crate::cert::rsa_bits(spki.raw).unwrap_or(0);
+        let Ok(x509_parser::public_key::PublicKey::RSA(rsa)) = spki.parsed() else {
+            return Err(CsrRefusal::Key(
+                "RSA with a malformed public key".to_owned(),
+            ));
+        };
+        // e = 65537 only: small exponents invite the classic e = 3 attacks on bad padding,
+        // and every mainstream generator uses 65537.
+        if rsa.try_exponent().ok() != Some(65537) {
+            return Err(CsrRefusal::Key(format!(
+                "RSA with public exponent {}",
+                rsa.try_exponent()
+                    .map_or_else(|_| "larger than 64 bits".to_owned(), |e| e.to_string())
+            )));
+        }
+        let bits = rsa.key_size();
         return match bits {
             b if b < MIN_RSA_BITS => Err(CsrRefusal::Key(format!("RSA-{b}"))),
+            // Larger keys buy nothing over P-384 and make every handshake slow.
+            b if b > MAX_RSA_BITS => Err(CsrRefusal::Key(format!("RSA-{b}"))),
             b if b <= 2048 => Ok(KeyType::Rsa2048),
             b if b <= 3072 => Ok(KeyType::Rsa3072),
             _ => Ok(KeyType::Rsa4096),

@@ -93,12 +93,13 @@ pub struct ServerCertArgs {
     /// host name).
     #[arg(long = "san", required = true)]
     pub sans: Vec<String>,
-    /// Where to write the files (created 0700).
+    /// Where to write the files: created 0700 if missing; an existing folder keeps its mode.
+    /// Keys and keystores are written 0600, certificates 0644.
     #[arg(long)]
     pub out: PathBuf,
     /// Validity in days [default: config `lifetime.server_days`].
     #[arg(long)]
-    pub days: Option<u32>,
+    pub days: Option<u64>,
 }
 
 /// `sign`.

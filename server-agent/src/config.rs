@@ -372,8 +372,19 @@ impl Config {
             path: path.to_owned(),
             why,
         };
-        if self.lifetime.client_days == 0 || self.lifetime.server_days == 0 {
-            return Err(bad("lifetimes must be at least one day".to_owned()));
+        use shiqi_ca::issue::Lifetime;
+        for (key, days, kind) in [
+            ("client_days", self.lifetime.client_days, Lifetime::Client),
+            ("server_days", self.lifetime.server_days, Lifetime::Server),
+            ("ca_days", self.lifetime.ca_days, Lifetime::Ca),
+        ] {
+            if days == 0 || days > kind.max_days() {
+                return Err(bad(format!(
+                    "[lifetime] {key} = {days}: a {} certificate may live 1 to {} days",
+                    kind.name(),
+                    kind.max_days()
+                )));
+            }
         }
         for grant in &self.mysql.grants {
             crate::mysql::check_grant(grant)
@@ -443,6 +454,22 @@ mod tests {
             .validate(Path::new("agent.toml"))
             .map_err(|e| e.to_string())?;
         Ok(config)
+    }
+
+    #[test]
+    fn refuses_lifetimes_beyond_their_caps() {
+        for (text, key) in [
+            ("[lifetime]\nclient_days = 399\n", "client_days = 399"),
+            (
+                "[lifetime]\nserver_days = 4000000000\n",
+                "server_days = 4000000000",
+            ),
+            ("[lifetime]\nca_days = 7306\n", "ca_days = 7306"),
+            ("[lifetime]\nclient_days = 0\n", "client_days = 0"),
+        ] {
+            let err = validated(text).expect_err(text);
+            assert!(err.contains(key), "{text}: {err}");
+        }
     }
 
     #[test]

@@ -30,6 +30,8 @@ pub const CRL_PEM: &str = "crl.pem";
 /// The DER file name (the distribution point Java fetches).
 pub const CRL_DER: &str = "crl.der";
 const LOCK: &str = "crl.lock";
+/// Present while MySQL may hold an older CRL than the state directory's (a reload failed).
+pub const RELOAD_PENDING: &str = "mysql-reload.pending";
 
 /// When to write a new CRL.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,6 +126,39 @@ pub fn reload_mysql(ctx: &Context) -> anyhow::Result<Option<String>> {
     if ctx.config.crl.publish_dir.is_none() || ctx.config.mysql.host.is_empty() {
         return Ok(None);
     }
+    let result = reload_now(ctx);
+    note_reload(ctx, result.is_ok());
+    result.map(Some)
+}
+
+/// Whether an earlier reload failed, so MySQL may still hold an older CRL than the one on disk:
+/// the next `sign`, `revoke` or `crl --refresh` retries it even though the CRL did not change.
+pub fn reload_pending(ctx: &Context) -> bool {
+    ctx.path(RELOAD_PENDING).exists()
+}
+
+/// Records the outcome of a reload: a failure leaves [`RELOAD_PENDING`] behind (durably, so a
+/// later process sees it), a success removes it.
+pub fn note_reload(ctx: &Context, ok: bool) {
+    let path = ctx.path(RELOAD_PENDING);
+    let result = if ok {
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.to_string()),
+            _ => Ok(()),
+        }
+    } else {
+        fsutil::write_private(&path, b"MySQL has not re-read the newest CRL\n")
+            .map_err(|e| e.to_string())
+    };
+    if let Err(why) = result {
+        tracing::warn!(
+            "cannot record the MySQL reload state in {}: {why}",
+            path.display()
+        );
+    }
+}
+
+fn reload_now(ctx: &Context) -> anyhow::Result<String> {
     let address = crate::mysql::address(ctx);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -134,7 +169,7 @@ pub fn reload_mysql(ctx: &Context) -> anyhow::Result<Option<String>> {
         let _ = conn.disconnect().await;
         done
     })?;
-    Ok(Some(statement.to_owned()))
+    Ok(statement.to_owned())
 }
 
 /// The state directory's CRL, if both files are there, agree, and the CA signed them.

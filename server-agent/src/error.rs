@@ -122,6 +122,14 @@ pub enum AgentError {
         /// What failed.
         why: String,
     },
+    /// A command-line value that does not parse.
+    #[error("{flag}: {source}")]
+    Argument {
+        /// The flag, e.g. `--san`.
+        flag: &'static str,
+        /// Why.
+        source: shiqi_ca::Error,
+    },
     /// A template failed to render (a bug in templates/).
     #[error("cannot render template `{name}`: {why}")]
     Template {
@@ -136,6 +144,7 @@ impl AgentError {
     /// One next step for the user.
     pub fn hint(&self) -> Option<String> {
         Some(match self {
+            Self::Argument { source, .. } => return source.hint(),
             Self::CaExists { .. } => {
                 "the existing CA was left untouched; use another `--state-dir` for a new one".into()
             }

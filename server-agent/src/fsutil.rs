@@ -21,6 +21,19 @@ pub fn create_private_dir(dir: &Path) -> Result<(), AgentError> {
     fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(file_error(dir))
 }
 
+/// Creates `dir` with mode 0700 if it is missing; an existing folder keeps its mode and owner
+/// (`server-cert --out /etc/kafka` must not lock the broker out of its own folder).
+pub fn ensure_dir(dir: &Path) -> Result<(), AgentError> {
+    match fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(AgentError::File {
+            path: dir.to_owned(),
+            source: std::io::Error::new(std::io::ErrorKind::AlreadyExists, "not a folder"),
+        }),
+        Err(_) => create_private_dir(dir),
+    }
+}
+
 /// Writes `bytes` to `path` atomically with mode 0600.
 pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), AgentError> {
     write_atomic(path, bytes, 0o600)

@@ -278,6 +278,35 @@ fn sign_refuses_each_policy_violation_with_its_reason_and_changes_nothing() {
             ),
             "is not allowed",
         ),
+        (
+            "RSA e = 3",
+            name.clone(),
+            openssl_csr(
+                d,
+                &[
+                    "-algorithm",
+                    "RSA",
+                    "-pkeyopt",
+                    "rsa_keygen_bits:2048",
+                    "-pkeyopt",
+                    "rsa_keygen_pubexp:3",
+                ],
+                &format!("/CN={name}"),
+                &[],
+            ),
+            "public exponent 3",
+        ),
+        (
+            "RSA-8192",
+            name.clone(),
+            openssl_csr(
+                d,
+                &["-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:8192"],
+                &format!("/CN={name}"),
+                &[],
+            ),
+            "RSA-8192",
+        ),
         ("garbage", name.clone(), b"not a csr".to_vec(), "not a PEM"),
         (
             "too large",
@@ -396,4 +425,155 @@ fn keytool_reads_every_keystore_and_truststore_written() {
             "{file}: {text}"
         );
     }
+}
+
+/// A failed `FLUSH SSL` is remembered: MariaDB keeps the old CRL (the revoked certificate
+/// still logs in) until the next `crl --refresh`, which retries the reload although the CRL
+/// itself is fresh, and from then on the revoked certificate is refused.
+#[test]
+fn a_failed_mysql_reload_is_retried_by_the_next_crl_refresh() {
+    let s = stack();
+    let name = unique_name("e2e-reload");
+    let (d1, d2) = (s.scratch(), s.scratch());
+    let first = identity::signed(s, &name, d1.path());
+    let second = identity::signed(s, &name, d2.path());
+    s.agent(&["mysql-user", &name], None).ok();
+    let tls = |id: &identity::Identity| {
+        vec![
+            format!("--ssl-ca={}", id.path_str("ca.crt")),
+            format!("--ssl-cert={}", id.path_str("client.crt")),
+            format!("--ssl-key={}", id.path_str("client.key")),
+        ]
+    };
+    mariadb(s, &name, &tls(&first)).ok();
+
+    // The agent's MySQL admin login fails for this one revoke: a config whose password file
+    // holds a wrong password (the state, inventory and CRL are the real ones).
+    let cfg_dir = s.scratch();
+    let config = std::fs::read_to_string(s.info("agent_config")).unwrap_or_default();
+    let wrong = cfg_dir.path().join("wrong.password");
+    std::fs::write(&wrong, "not-the-password\n").expect("write");
+    let broken = cfg_dir.path().join("agent.toml");
+    let mut text = String::new();
+    let mut in_mysql = false;
+    for line in config.lines() {
+        if line.trim_start().starts_with('[') {
+            if in_mysql {
+                text.push_str(&format!("admin_password_file = \"{}\"\n", wrong.display()));
+            }
+            in_mysql = line.trim() == "[mysql]";
+        }
+        if !(in_mysql && line.trim_start().starts_with("admin_password_file")) {
+            text.push_str(line);
+            text.push('\n');
+        }
+    }
+    if in_mysql {
+        text.push_str(&format!("admin_password_file = \"{}\"\n", wrong.display()));
+    }
+    std::fs::write(&broken, text).expect("write");
+    use std::os::unix::fs::PermissionsExt as _;
+    for f in [&wrong, &broken] {
+        std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    }
+    let revoked = s.agent(
+        &[
+            "--config",
+            &broken.display().to_string(),
+            "revoke",
+            &first.serial,
+            "--reason",
+            "superseded",
+        ],
+        None,
+    );
+    assert_eq!(revoked.code, Some(2), "{}", revoked.all());
+    assert!(
+        revoked.stderr.contains("MySQL"),
+        "the revoke says MySQL was not told:\n{}",
+        revoked.stderr
+    );
+    // MariaDB still holds the old CRL.
+    mariadb(s, &name, &tls(&first)).ok();
+
+    let refresh = s.agent(&["crl", "--refresh"], None).ok();
+    assert!(
+        refresh
+            .stdout
+            .contains("an earlier MySQL reload had failed"),
+        "{}",
+        refresh.all()
+    );
+    let refused = mariadb(s, &name, &tls(&first)).failed();
+    assert!(
+        refused.stderr.contains("revoked") || refused.stderr.contains("TLS"),
+        "{}",
+        refused.stderr
+    );
+    mariadb(s, &name, &tls(&second)).ok();
+    // Done: the next refresh has nothing to retry.
+    let again = s.agent(&["crl", "--refresh"], None).ok();
+    assert!(again.stdout.contains("nothing to do"), "{}", again.stdout);
+}
+
+/// `server-cert` checks what it is given before it spends a serial, and leaves an existing
+/// shared folder's mode alone.
+#[test]
+fn server_cert_refuses_bad_input_and_keeps_a_shared_folders_mode() {
+    let s = stack();
+    let dir = s.scratch();
+    let shared = dir.path().join("etc-kafka");
+    std::fs::create_dir(&shared).expect("mkdir");
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let out = shared.display().to_string();
+    let before = inventory(s);
+    for (args, expect) in [
+        (vec!["--days", "4000000000"], "may live 1 to 398 days"),
+        (vec!["--days", "0"], "may live 1 to 398 days"),
+        (vec!["--san", "bad host"], "--san: invalid host"),
+        (vec!["--san", "x\nMatch exec y"], "--san: invalid host"),
+    ] {
+        let mut full = vec!["server-cert", "e2e-srv", "--kind", "mysql", "--out", &out];
+        if !args.contains(&"--san") {
+            full.extend(["--san", "localhost"]);
+        }
+        full.extend(args.iter().copied());
+        let r = s.agent(&full, None).failed();
+        assert_eq!(r.code, Some(2), "{args:?}: {}", r.all());
+        let first = r.stderr.lines().next().unwrap_or_default();
+        assert!(
+            first.starts_with("error: ") && first.contains(expect),
+            "{args:?}: {}",
+            r.stderr
+        );
+        assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+    }
+    assert_eq!(inventory(s), before, "a refusal must not spend a serial");
+    s.agent(
+        &[
+            "server-cert",
+            "e2e-srv",
+            "--kind",
+            "mysql",
+            "--out",
+            &out,
+            "--san",
+            "localhost",
+        ],
+        None,
+    )
+    .ok();
+    let mode = std::fs::metadata(&shared)
+        .expect("stat")
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o777, "server-cert changed an existing folder's mode");
+    let key_mode = std::fs::metadata(shared.join("server.key"))
+        .expect("key")
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(key_mode, 0o600);
 }

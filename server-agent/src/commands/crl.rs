@@ -29,7 +29,10 @@ pub fn run(ctx: &Context, args: CrlArgs) -> anyhow::Result<()> {
     };
     let mut warnings = Vec::new();
     let mut reload_failed = None;
-    let reloaded = if updated.changed() && !args.no_reload {
+    // A reload that failed earlier is retried even when the CRL did not change now: MySQL may
+    // still hold the CRL from before a revocation.
+    let retried = crl::reload_pending(ctx) && !updated.changed();
+    let reloaded = if (updated.changed() || crl::reload_pending(ctx)) && !args.no_reload {
         match crl::reload_mysql(ctx) {
             Ok(done) => done,
             Err(e) => {
@@ -44,7 +47,7 @@ pub fn run(ctx: &Context, args: CrlArgs) -> anyhow::Result<()> {
     } else {
         None
     };
-    if updated.changed() {
+    if updated.changed() || retried {
         let outcome = if reload_failed.is_some() {
             "partial"
         } else {
@@ -62,13 +65,14 @@ pub fn run(ctx: &Context, args: CrlArgs) -> anyhow::Result<()> {
             warnings,
         })?;
     } else {
-        crate::commands::print_text(&summary(
+        let text = summary(
             &updated.facts,
             updated.regenerated,
             updated.published,
             reloaded.as_deref(),
             ctx,
-        ))?;
+        );
+        crate::commands::print_text(&text)?;
     }
     match reload_failed {
         Some(why) => Err(AgentError::Mysql {
@@ -100,6 +104,8 @@ fn summary(
         format!("wrote {what} to {}", facts.path)
     } else if published {
         format!("{what} is fresh; published it again")
+    } else if reloaded.is_some() {
+        format!("{what} is fresh, but an earlier MySQL reload had failed: retried it")
     } else {
         format!("nothing to do: {what} is fresh until {}", date(refresh_at))
     };

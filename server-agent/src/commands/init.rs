@@ -1,7 +1,7 @@
 //! `init`: create the CA.
 
 use anyhow::Context as _;
-use shiqi_ca::issue::{Ca, Validity};
+use shiqi_ca::issue::{Ca, Lifetime, Validity};
 use shiqi_ca::key::KeyType;
 
 use crate::audit;
@@ -23,12 +23,12 @@ pub fn run(ctx: &Context, args: InitArgs) -> anyhow::Result<()> {
         .into());
     }
     fsutil::create_private_dir(&ctx.dir)?;
-    let lifetime = time::Duration::days(i64::from(ctx.config.lifetime.ca_days));
-    let ca = Ca::create(
-        key_type,
-        &args.common_name,
-        Validity::starting_now(time::OffsetDateTime::now_utc(), lifetime),
+    let validity = Validity::for_days(
+        time::OffsetDateTime::now_utc(),
+        Lifetime::Ca,
+        u64::from(ctx.config.lifetime.ca_days),
     )?;
+    let ca = Ca::create(key_type, &args.common_name, validity)?;
     // The key goes first and only if absent: two racing `init`s cannot both win.
     if !fsutil::create_new_private(&ctx.path("ca.key"), ca.key_pem().expose().as_bytes())? {
         return Err(AgentError::CaExists {

@@ -270,6 +270,9 @@ fn mysql_side(
     if let Err(e) = result {
         out.error = Some(e.to_string().into());
     }
+    if ctx.config.crl.publish_dir.is_some() {
+        crl::note_reload(ctx, out.reloaded_with.is_some());
+    }
     out
 }
 

@@ -2,13 +2,14 @@
 
 use serde::Serialize;
 use shiqi_ca::inventory::{CertKind, NewCert};
-use shiqi_ca::issue::{ServerUsage, Validity};
+use shiqi_ca::issue::{Lifetime, ServerUsage, Validity};
 use shiqi_ca::key::{KeyType, PrivateKey};
 use shiqi_ca::keystore::{self, P12Format};
 use shiqi_ca::{Secret, cert::Cert};
 
 use crate::audit;
 use crate::cli::{ServerCertArgs, ServerKind};
+use crate::error::AgentError;
 use crate::fsutil;
 use crate::render::render;
 use crate::state::Context;
@@ -52,13 +53,21 @@ fn crl_for_mysql(ctx: &Context, ca: &shiqi_ca::issue::Ca) -> anyhow::Result<Opti
 /// Issues the certificate and writes the server's files into `--out`.
 pub fn run(ctx: &Context, args: ServerCertArgs) -> anyhow::Result<()> {
     let name: shiqi_ca::ProfileName = args.name.parse()?;
+    // Everything the caller gave is checked before a serial is spent.
+    for san in &args.sans {
+        san.parse::<shiqi_ca::Host>()
+            .map_err(|source| AgentError::Argument {
+                flag: "--san",
+                source,
+            })?;
+    }
+    fsutil::ensure_dir(&args.out)?;
     let ca = ctx.ca()?;
     let key = PrivateKey::generate(KeyType::EcdsaP256)?;
-    let days = args.days.unwrap_or(ctx.config.lifetime.server_days).max(1);
-    let validity = Validity::starting_now(
-        time::OffsetDateTime::now_utc(),
-        time::Duration::days(i64::from(days)),
-    );
+    let days = args
+        .days
+        .unwrap_or(u64::from(ctx.config.lifetime.server_days));
+    let validity = Validity::for_days(time::OffsetDateTime::now_utc(), Lifetime::Server, days)?;
     let usage = match args.kind {
         ServerKind::Kafka => ServerUsage::ServerAndClient,
         ServerKind::Mysql => ServerUsage::Server,
@@ -68,7 +77,6 @@ pub fn run(ctx: &Context, args: ServerCertArgs) -> anyhow::Result<()> {
         Ok(NewCert::from_cert(name.as_str(), CertKind::Server, &cert))
     })?;
     let cert = Cert::from_der(&record.der)?;
-    fsutil::create_private_dir(&args.out)?;
     let out = std::fs::canonicalize(&args.out)?;
     let chain = format!("{}{}", cert.pem(), ca.cert().pem());
     let not_after = cert

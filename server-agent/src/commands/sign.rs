@@ -8,7 +8,7 @@ use std::io::Read as _;
 use shiqi_ca::Port;
 use shiqi_ca::cert::Cert;
 use shiqi_ca::inventory::{CertKind, NewCert};
-use shiqi_ca::issue::Validity;
+use shiqi_ca::issue::{Lifetime, Validity};
 use shiqi_ca::policy::{MAX_CSR_BYTES, check_csr};
 use shiqi_ca::protocol::{
     CertPem, MissingFact, MysqlFacts, PROTOCOL_VERSION, ServerFacts, SignResponse,
@@ -64,7 +64,7 @@ fn refresh_crl(ctx: &Context) {
         .ca()
         .and_then(|ca| crate::crl::update(ctx, &ca, crate::crl::When::IfDue));
     match updated {
-        Ok(u) if u.changed() => {
+        Ok(u) if u.changed() || crate::crl::reload_pending(ctx) => {
             if let Err(e) = crate::crl::reload_mysql(ctx) {
                 tracing::warn!("wrote a new CRL, but MySQL did not re-read it: {e:#}");
             }
@@ -111,8 +111,11 @@ fn sign(ctx: &Context, args: &SignArgs) -> anyhow::Result<SignResponse> {
         }
         .into());
     }
-    let lifetime = time::Duration::days(i64::from(ctx.config.lifetime.client_days));
-    let validity = Validity::starting_now(time::OffsetDateTime::now_utc(), lifetime);
+    let validity = Validity::for_days(
+        time::OffsetDateTime::now_utc(),
+        Lifetime::Client,
+        u64::from(ctx.config.lifetime.client_days),
+    )?;
     let record = inventory.issue(|serial| {
         let cert = ca.issue_client(&checked, serial, validity)?;
         Ok(NewCert::from_cert(name.as_str(), CertKind::Client, &cert))
