@@ -174,7 +174,12 @@ impl Cert {
         &self.spki
     }
 
-    /// Whether `key` is the private half of this certificate's public key.
+    /// The certified key's [`crate::KeyId`].
+    pub fn key_id(&self) -> crate::name::KeyId {
+        crate::name::KeyId::of_spki(&self.spki)
+    }
+
+    /// Whether `key` is the private half of this certificate's key.
     pub fn matches_key(&self, key: &PrivateKey) -> bool {
         key.public_key_der() == self.spki
     }

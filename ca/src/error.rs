@@ -74,6 +74,12 @@ pub enum Error {
         /// What is wrong, with any value from the reply escaped.
         why: String,
     },
+    /// A key identity that is not 64 lowercase hex digits.
+    #[error("invalid key id `{}`: expected the 64 hex digits of a SHA-256", given.escape_debug())]
+    InvalidKeyId {
+        /// As given (truncated).
+        given: String,
+    },
     /// A `--key-type` value that is not one of the supported algorithms.
     #[error("unknown key type `{given}`")]
     UnknownKeyType {

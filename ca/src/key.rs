@@ -123,7 +123,12 @@ impl PrivateKey {
         Secret::new(self.pair.serialize_der())
     }
 
-    /// The DER SubjectPublicKeyInfo of the public half.
+    /// The public half's [`crate::KeyId`].
+    pub fn key_id(&self) -> crate::name::KeyId {
+        crate::name::KeyId::of_spki(&self.public_key_der())
+    }
+
+    /// The DER SubjectPublicKeyInfo.
     pub fn public_key_der(&self) -> Vec<u8> {
         rcgen::PublicKeyData::subject_public_key_info(&self.pair)
     }

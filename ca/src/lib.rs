@@ -22,5 +22,5 @@ pub mod text;
 
 pub use error::Error;
 pub use host::{Bootstrap, Host, HostPort, Port};
-pub use name::{ProfileName, Serial};
+pub use name::{KeyId, ProfileName, Serial};
 pub use secret::Secret;

@@ -183,3 +183,58 @@ mod tests {
         assert!(a.as_bytes()[0] < 0x80);
     }
 }
+
+/// A public key's identity: the SHA-256 of its DER SubjectPublicKeyInfo, as 64 hex digits. The
+/// laptop journals the key of a certificate it asked for before it asks, so that a certificate
+/// whose setup never finished can be found and revoked by its key alone.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct KeyId(String);
+
+impl KeyId {
+    /// The identity of a DER SubjectPublicKeyInfo.
+    pub fn of_spki(spki_der: &[u8]) -> Self {
+        use sha2::Digest as _;
+        Self(hex::encode(sha2::Sha256::digest(spki_der)))
+    }
+
+    /// The 64 lowercase hex digits.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for KeyId {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Error> {
+        if s.len() != 64
+            || !s
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
+            return Err(Error::InvalidKeyId {
+                given: s.chars().take(80).collect(),
+            });
+        }
+        Ok(Self(s.to_owned()))
+    }
+}
+
+impl fmt::Display for KeyId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Serialize for KeyId {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for KeyId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}

@@ -312,6 +312,13 @@ pub enum Error {
         source: minijinja::Error,
     },
 
+    /// Another run holds the name's lock.
+    #[error("another shiqi-connect is working on profile `{name}` right now")]
+    ProfileBusy {
+        /// The profile.
+        name: String,
+    },
+
     /// A profile of this name exists and `--force` was not given.
     #[error("profile `{name}` already exists at `{}`; keeping it", path.display())]
     ProfileExists {
@@ -537,6 +544,7 @@ impl Error {
                 brokers, then run setup again"
                 .to_owned(),
             Self::Template { .. } => "this is a bug in shiqi-connect's templates".to_owned(),
+            Self::ProfileBusy { .. } => "wait for it to finish (setup, rotate or renew), then run this again".to_owned(),
             Self::ProfileExists { name, .. } => {
                 format!(
                     "pass `--force` to replace it, or pick another name than `{name}`; to renew \

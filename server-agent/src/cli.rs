@@ -160,6 +160,11 @@ pub struct RevokeArgs {
     /// Revoke every valid client certificate of NAME instead.
     #[arg(long)]
     pub name: Option<String>,
+    /// With `--name`: only the certificates of NAME for this public key (the SHA-256 of its
+    /// SubjectPublicKeyInfo, hex). Finding none is not an error: the laptop uses this to
+    /// revoke a certificate whose setup never finished.
+    #[arg(long, requires = "name")]
+    pub key: Option<String>,
     /// Why: unspecified, key-compromise, ca-compromise, affiliation-changed, superseded,
     /// cessation-of-operation or certificate-hold.
     #[arg(long, default_value = "unspecified")]

@@ -81,6 +81,7 @@ pub async fn run(
     let step = printer.step(&match &what {
         Revocation::Serial(s) => format!("revoke certificate {s} of `{name}` ({reason})"),
         Revocation::Name(n) => format!("revoke every certificate of `{n}` ({reason})"),
+        Revocation::Key(n, k) => format!("revoke the certificates of `{n}` for key {k} ({reason})"),
     });
     let result = sign::revoke(&session, &agent, &what, reason).await;
     session.close().await;

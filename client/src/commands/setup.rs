@@ -23,7 +23,7 @@ use crate::ssh::config::{self, Destination, Env, IncludeChange, Target};
 use crate::ssh::known_hosts::{HostKeyOutcome, HostKeyPolicy};
 use crate::steps::sign::{AgentCommand, Signed};
 use crate::steps::write::{Installed, ProfileFile};
-use crate::steps::{keygen, render, sign, write};
+use crate::steps::{journal, keygen, render, sign, write};
 
 /// Everything `setup` needs, settled before any step runs.
 #[derive(Clone, Debug)]
@@ -214,138 +214,40 @@ pub async fn execute(
         printer.note(n);
     }
 
-    let step = printer.step("get a certificate from the server's agent");
-    let signed = sign::sign(
-        &session,
-        &s.agent,
-        &s.name,
-        &generated.csr_pem,
-        &generated.key,
-    )
-    .await
-    .with_context(|| format!("cannot get a certificate for `{}`", s.name))?;
-    step.done(&format!(
-        "serial {}, valid until {}",
-        signed.response.serial,
-        date(signed.response.not_after)
-    ));
-    for MissingFact { fact, reason } in &signed.response.facts.missing {
-        printer.warn(&format!("the server could not tell `{fact}`: {reason}"));
-    }
-
-    let facts = &signed.response.facts;
-    let brokers = facts
-        .kafka
-        .as_ref()
-        .map(|k| k.brokers.clone())
-        .unwrap_or_default();
-    let (forwards, warnings) = render::forwards(&brokers, facts.mysql.as_ref())
-        .context("cannot plan the tunnel for this cluster")?;
-    for w in &warnings {
-        printer.warn(w);
-    }
-    if facts.kafka.is_none() {
-        printer
-            .warn("no Kafka brokers known: client.properties and librdkafka.conf are not written");
-    }
-
-    if let Some(kafka) = &facts.kafka {
-        let step = printer.step("grant the Kafka permissions");
-        let granted = sign::kafka_user(&session, &s.agent, &s.name)
-            .await
-            .with_context(|| format!("cannot grant Kafka permissions to `User:{}`", s.name))?;
-        let mut scopes: Vec<String> = granted
-            .acls
-            .iter()
-            .map(|a| {
-                format!(
-                    "{} {}{}",
-                    a.resource,
-                    a.name,
-                    if a.pattern.as_str() == "prefixed" {
-                        "*"
-                    } else {
-                        ""
-                    }
-                )
-            })
-            .collect();
-        scopes.dedup();
-        step.done(&format!(
-            "{} on {} ({} ACLs, {} new) across {} brokers",
-            granted.principal,
-            scopes.join(", "),
-            granted.acls.len(),
-            granted.created.len(),
-            kafka.brokers.len()
+    // A run of this name that died (SIGKILL, power) may have left a certificate behind: its key
+    // is journaled, and its certificate is revoked before this run asks for another.
+    let lock = journal::lock(&s.shiqi_home, &s.name)?;
+    let replaced = if s.force { current_key(&dir) } else { None };
+    let swept = journal::settle(&lock, &session, &s.agent, &s.name, replaced.as_ref())
+        .await
+        .context("cannot revoke the certificate of an unfinished earlier run")?;
+    if swept > 0 {
+        printer.note(&format!(
+            "revoked {swept} certificate(s) of `{}` that an unfinished earlier run left",
+            s.name
         ));
     }
-
-    let mysql = match &facts.mysql {
-        Some(m) => {
-            let step = printer.step("set up the MySQL user");
-            let user = sign::mysql_user(&session, &s.agent, &s.name)
-                .await
-                .with_context(|| format!("cannot set up the MySQL user `{}`", s.name))?;
-            step.done(&format!(
-                "'{}'@'{}' {} (REQUIRE SUBJECT '{}')",
-                user.user,
-                user.host,
-                if user.created { "created" } else { "updated" },
-                user.subject
-            ));
-            let mut m = m.clone();
-            m.user = user.user;
-            Some(m)
-        }
-        None => {
-            printer.warn("the server has no MySQL configured: my.cnf is not written");
-            None
-        }
+    // Journaled before the agent signs: whatever happens next, the next run can find them.
+    lock.add(&generated.key.key_id())?;
+    if let Some(old) = &replaced {
+        lock.add(old)?;
+    }
+    let provisioned = provision(s, &session, &target, &generated, printer).await;
+    // Success: the replaced profile's certificate goes. Failure: the new one goes (its key is
+    // not in any profile). Best effort; what is left stays journaled for the next run.
+    let keep = match &provisioned {
+        Ok(_) => Some(generated.key.key_id()),
+        Err(_) => replaced.clone(),
     };
-    let known_hosts = session.host_key().file().to_path_buf();
-    let key_used = session.auth().used.clone();
+    if let Err(e) = journal::settle(&lock, &session, &s.agent, &s.name, keep.as_ref()).await {
+        printer.warn(&format!(
+            "could not revoke a certificate this run no longer needs ({e}); the next setup or rotate of `{}` will",
+            s.name
+        ));
+    }
     session.close().await;
-
-    let step = printer.step(&format!("write the profile to {}", s.show(&dir)));
-    let created = OffsetDateTime::now_utc();
-    let profile = Profile {
-        version: profile::PROFILE_VERSION,
-        name: s.name.clone(),
-        created,
-        server: profile::Server {
-            destination: s.destination_text.clone(),
-            user: target.user.clone(),
-            host: target.host.clone(),
-            port: target.port,
-            known_hosts: known_hosts.clone(),
-            ssh_key: key_used.clone(),
-            agent_command: s.agent.as_str().to_owned(),
-        },
-        certificate: profile::Certificate {
-            serial: signed.response.serial.clone(),
-            not_before: signed.response.not_before,
-            not_after: signed.response.not_after,
-            key_type: generated.key.key_type(),
-        },
-        brokers: brokers.clone(),
-        mysql: mysql.clone(),
-        tunnel_host: s.tunnel_host.clone(),
-        forwards: forwards.iter().map(render::Forward::record).collect(),
-        p12_format: s.p12_format,
-    };
-    let files = profile_files(s, &target, &generated.key, &signed, &profile, &forwards)
-        .context("cannot build the profile files")?;
-    let count = files.len();
-    let installed = write::install(&s.shiqi_home, &s.name, &files, s.force)
-        .with_context(|| format!("cannot write profile `{}`", s.name))?;
-    step.done(&format!(
-        "{count} files, {}",
-        match installed {
-            Installed::Created(_) => "new",
-            Installed::Replaced(_) => "replaced the old profile",
-        }
-    ));
+    let profile = provisioned?;
+    let (brokers, mysql) = (&profile.brokers, &profile.mysql);
 
     if s.install_ssh_include {
         let step = printer.step("add the Include line to ~/.ssh/config");
@@ -405,6 +307,156 @@ pub async fn execute(
     };
     super::print_stdout(&out)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The key of the profile now in `dir`, if it has a readable certificate.
+fn current_key(dir: &Path) -> Option<shiqi_ca::KeyId> {
+    let pem = std::fs::read_to_string(dir.join(files::CLIENT_CRT)).ok()?;
+    Some(shiqi_ca::cert::Cert::from_pem(&pem).ok()?.key_id())
+}
+
+/// Steps 2-4 over the open session: the certificate, the Kafka ACLs, the MySQL user, the files.
+async fn provision(
+    s: &Settings,
+    session: &Session,
+    target: &Target,
+    generated: &keygen::KeyAndCsr,
+    printer: &Printer,
+) -> anyhow::Result<Profile> {
+    let dir = s.profile_dir();
+    let step = printer.step("get a certificate from the server's agent");
+    let signed = sign::sign(
+        session,
+        &s.agent,
+        &s.name,
+        &generated.csr_pem,
+        &generated.key,
+    )
+    .await
+    .with_context(|| format!("cannot get a certificate for `{}`", s.name))?;
+    step.done(&format!(
+        "serial {}, valid until {}",
+        signed.response.serial,
+        date(signed.response.not_after)
+    ));
+    for MissingFact { fact, reason } in &signed.response.facts.missing {
+        printer.warn(&format!("the server could not tell `{fact}`: {reason}"));
+    }
+
+    let facts = &signed.response.facts;
+    let brokers = facts
+        .kafka
+        .as_ref()
+        .map(|k| k.brokers.clone())
+        .unwrap_or_default();
+    let (forwards, warnings) = render::forwards(&brokers, facts.mysql.as_ref())
+        .context("cannot plan the tunnel for this cluster")?;
+    for w in &warnings {
+        printer.warn(w);
+    }
+    if facts.kafka.is_none() {
+        printer
+            .warn("no Kafka brokers known: client.properties and librdkafka.conf are not written");
+    }
+
+    if let Some(kafka) = &facts.kafka {
+        let step = printer.step("grant the Kafka permissions");
+        let granted = sign::kafka_user(session, &s.agent, &s.name)
+            .await
+            .with_context(|| format!("cannot grant Kafka permissions to `User:{}`", s.name))?;
+        let mut scopes: Vec<String> = granted
+            .acls
+            .iter()
+            .map(|a| {
+                format!(
+                    "{} {}{}",
+                    a.resource,
+                    a.name,
+                    if a.pattern.as_str() == "prefixed" {
+                        "*"
+                    } else {
+                        ""
+                    }
+                )
+            })
+            .collect();
+        scopes.dedup();
+        step.done(&format!(
+            "{} on {} ({} ACLs, {} new) across {} brokers",
+            granted.principal,
+            scopes.join(", "),
+            granted.acls.len(),
+            granted.created.len(),
+            kafka.brokers.len()
+        ));
+    }
+
+    let mysql = match &facts.mysql {
+        Some(m) => {
+            let step = printer.step("set up the MySQL user");
+            let user = sign::mysql_user(session, &s.agent, &s.name)
+                .await
+                .with_context(|| format!("cannot set up the MySQL user `{}`", s.name))?;
+            step.done(&format!(
+                "'{}'@'{}' {} (REQUIRE SUBJECT '{}')",
+                user.user,
+                user.host,
+                if user.created { "created" } else { "updated" },
+                user.subject
+            ));
+            let mut m = m.clone();
+            m.user = user.user;
+            Some(m)
+        }
+        None => {
+            printer.warn("the server has no MySQL configured: my.cnf is not written");
+            None
+        }
+    };
+    let known_hosts = session.host_key().file().to_path_buf();
+    let key_used = session.auth().used.clone();
+
+    let step = printer.step(&format!("write the profile to {}", s.show(&dir)));
+    let created = OffsetDateTime::now_utc();
+    let profile = Profile {
+        version: profile::PROFILE_VERSION,
+        name: s.name.clone(),
+        created,
+        server: profile::Server {
+            destination: s.destination_text.clone(),
+            user: target.user.clone(),
+            host: target.host.clone(),
+            port: target.port,
+            known_hosts: known_hosts.clone(),
+            ssh_key: key_used.clone(),
+            agent_command: s.agent.as_str().to_owned(),
+        },
+        certificate: profile::Certificate {
+            serial: signed.response.serial.clone(),
+            not_before: signed.response.not_before,
+            not_after: signed.response.not_after,
+            key_type: generated.key.key_type(),
+        },
+        brokers: brokers.clone(),
+        mysql: mysql.clone(),
+        tunnel_host: s.tunnel_host.clone(),
+        forwards: forwards.iter().map(render::Forward::record).collect(),
+        p12_format: s.p12_format,
+    };
+    let files = profile_files(s, target, &generated.key, &signed, &profile, &forwards)
+        .context("cannot build the profile files")?;
+    let count = files.len();
+    let installed = write::install(&s.shiqi_home, &s.name, &files, s.force)
+        .with_context(|| format!("cannot write profile `{}`", s.name))?;
+    step.done(&format!(
+        "{count} files, {}",
+        match installed {
+            Installed::Created(_) => "new",
+            Installed::Replaced(_) => "replaced the old profile",
+        }
+    ));
+
+    Ok(profile)
 }
 
 /// Connects; an unknown host key is shown and asked about on a terminal, then the connection is

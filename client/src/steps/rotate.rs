@@ -25,7 +25,7 @@ use crate::profile::{Certificate, Profile};
 use crate::ssh::Session;
 use crate::steps::sign::{self, AgentCommand, Revocation};
 use crate::steps::verify::{self, Login};
-use crate::steps::{keygen, profile_files, render, write};
+use crate::steps::{journal, keygen, profile_files, render, write};
 
 /// What a rotation did.
 #[derive(Clone, Debug, Serialize)]
@@ -61,9 +61,52 @@ pub async fn rotate(
     let name = &profile.name;
     let root = dir.parent().unwrap_or(dir);
     let agent = AgentCommand::new(&profile.server.agent_command)?;
-    let old = profile.certificate.clone();
+    // Crash safety (see `journal`): a rotation that died left its keys journaled; the profile's
+    // own key is the one to keep.
+    let lock = journal::lock(root, name)?;
+    let current = current_key(dir);
+    journal::settle(&lock, session, &agent, name, current.as_ref()).await?;
+    let fresh = keygen::keygen(name, profile.certificate.key_type)?;
+    lock.add(&fresh.key.key_id())?;
+    if let Some(old) = &current {
+        // Until this run decides (revoked, or kept on purpose), a run killed after the swap
+        // must not leave the old certificate valid.
+        lock.add(old)?;
+    }
+    let result = rotate_with(session, dir, profile, keep_old, &agent, fresh).await;
+    let keep = match &result {
+        Ok(_) => {
+            if let Some(old) = &current {
+                lock.forget(old)?;
+            }
+            current_key(dir)
+        }
+        Err(_) => current.clone(),
+    };
+    if let Err(e) = journal::settle(&lock, session, &agent, name, keep.as_ref()).await {
+        tracing::warn!("left for the next run to revoke: {e}");
+    }
+    result
+}
 
-    let fresh = keygen::keygen(name, old.key_type)?;
+/// The key of the profile's certificate in `dir`.
+fn current_key(dir: &Path) -> Option<shiqi_ca::KeyId> {
+    let pem = std::fs::read_to_string(dir.join(crate::profile::files::CLIENT_CRT)).ok()?;
+    Some(shiqi_ca::cert::Cert::from_pem(&pem).ok()?.key_id())
+}
+
+async fn rotate_with(
+    session: &Session,
+    dir: &Path,
+    profile: &Profile,
+    keep_old: bool,
+    agent: &AgentCommand,
+    fresh: keygen::KeyAndCsr,
+) -> Result<Rotated, Error> {
+    let agent = agent.clone();
+    let name = &profile.name;
+    let root = dir.parent().unwrap_or(dir);
+    let old = profile.certificate.clone();
     let signed = sign::sign_replacing(
         session,
         &agent,

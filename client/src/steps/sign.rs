@@ -72,6 +72,13 @@ impl AgentCommand {
         match what {
             Revocation::Serial(serial) => format!("{} revoke {serial} --reason {reason}", self.0),
             Revocation::Name(name) => format!("{} revoke --name {name} --reason {reason}", self.0),
+            // A `KeyId` prints as 64 hex digits only.
+            Revocation::Key(name, key) => {
+                format!(
+                    "{} revoke --name {name} --key {key} --reason {reason}",
+                    self.0
+                )
+            }
         }
     }
 }
@@ -83,6 +90,8 @@ pub enum Revocation {
     Serial(Serial),
     /// Every valid client certificate of the name.
     Name(ProfileName),
+    /// The name's certificates for one key (a run that did not finish).
+    Key(ProfileName, shiqi_ca::KeyId),
 }
 
 impl Default for AgentCommand {

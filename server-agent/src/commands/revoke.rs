@@ -19,14 +19,15 @@
 
 use std::collections::BTreeSet;
 
-use shiqi_ca::ProfileName;
 use shiqi_ca::Serial;
+use shiqi_ca::cert::Cert;
 use shiqi_ca::crl::{Reason, parse_reason};
 use shiqi_ca::inventory::{CertKind, Inventory, Record, Status};
 use shiqi_ca::issue::Ca;
 use shiqi_ca::protocol::{
     KafkaRevocation, MysqlRevocation, PROTOCOL_VERSION, RevokeResponse, RevokedCert,
 };
+use shiqi_ca::{KeyId, ProfileName};
 
 use crate::audit;
 use crate::cli::RevokeArgs;
@@ -108,6 +109,21 @@ fn revoke(ctx: &Context, args: &RevokeArgs) -> anyhow::Result<RevokeResponse> {
     let ca = ctx.ca()?;
     let mut inventory = ctx.inventory()?;
     let (name, kind, targets) = targets(&inventory, args)?;
+    if targets.is_empty() {
+        // `--key` found nothing to revoke: report the CRL as it is and touch nothing else.
+        drop(inventory);
+        let updated = crl::update(ctx, &ca, When::IfDue)?;
+        return Ok(RevokeResponse {
+            version: PROTOCOL_VERSION,
+            name: name.as_str().into(),
+            revoked: Vec::new(),
+            still_valid: Vec::new(),
+            crl: updated.facts,
+            mysql: None,
+            kafka: None,
+            warnings: Vec::new(),
+        });
+    }
 
     let now = time::OffsetDateTime::now_utc();
     let mut revoked = Vec::with_capacity(targets.len());
@@ -200,11 +216,19 @@ fn targets(
     }
     let raw = args.name.as_deref().unwrap_or_default();
     let name: ProfileName = raw.parse()?;
+    let key: Option<KeyId> = args.key.as_deref().map(str::parse).transpose()?;
+    let of_key = |r: &Record| {
+        key.as_ref()
+            .is_none_or(|k| Cert::from_der(&r.der).is_ok_and(|c| &c.key_id() == k))
+    };
     let all: Vec<Record> = inventory
         .list()?
         .into_iter()
-        .filter(|r| r.name == name.as_str() && r.kind == CertKind::Client)
+        .filter(|r| r.name == name.as_str() && r.kind == CertKind::Client && of_key(r))
         .collect();
+    if all.is_empty() && key.is_some() {
+        return Ok((name.to_string(), CertKind::Client, Vec::new()));
+    }
     if all.is_empty() {
         return Err(AgentError::NoCertificate {
             name: name.to_string(),
@@ -382,6 +406,7 @@ mod tests {
         RevokeArgs {
             serial: serial.map(str::to_owned),
             name: name.map(str::to_owned),
+            key: None,
             reason: "unspecified".to_owned(),
         }
     }
