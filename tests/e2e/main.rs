@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, reason = "tests fail loudly by design")]
 
+mod crash;
 mod doctor;
 mod hostile;
 mod identity;
