@@ -7,6 +7,7 @@
 mod crash;
 mod doctor;
 mod hostile;
+mod hostile_table;
 mod identity;
 mod kafka;
 mod known_hosts;
