@@ -10,6 +10,35 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::Error;
 
+/// Serialize as a string and Deserialize through `FromStr` (so a document cannot hold a value
+/// the type's parser refuses) — and, with `display`, `Display` as `as_str()` — for the
+/// validated string types.
+macro_rules! string_type {
+    ($t:ty, display) => {
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+        $crate::name::string_type!($t);
+    };
+    ($t:ty) => {
+        impl serde::Serialize for $t {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $t {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = String::deserialize(d)?;
+                s.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+pub(crate) use string_type;
+
 /// The longest name accepted: MySQL user names are limited to 32 characters.
 pub const MAX_NAME_LEN: usize = 32;
 
@@ -47,25 +76,6 @@ impl FromStr for ProfileName {
             return Err(invalid("only a-z, 0-9, `_` and `-` are allowed"));
         }
         Ok(Self(s.to_owned()))
-    }
-}
-
-impl fmt::Display for ProfileName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl Serialize for ProfileName {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.0)
-    }
-}
-
-impl<'de> Deserialize<'de> for ProfileName {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -135,6 +145,9 @@ impl<'de> Deserialize<'de> for Serial {
         s.parse().map_err(serde::de::Error::custom)
     }
 }
+
+crate::name::string_type!(ProfileName, display);
+crate::name::string_type!(KeyId, display);
 
 #[cfg(test)]
 mod tests {
@@ -217,24 +230,5 @@ impl FromStr for KeyId {
             });
         }
         Ok(Self(s.to_owned()))
-    }
-}
-
-impl fmt::Display for KeyId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl Serialize for KeyId {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.0)
-    }
-}
-
-impl<'de> Deserialize<'de> for KeyId {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
     }
 }

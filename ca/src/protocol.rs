@@ -4,11 +4,10 @@
 //! not know instead of guessing. Add fields with `#[serde(default)]` so that old clients keep
 //! reading new agents.
 
-use std::fmt;
 use std::str::FromStr;
 
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 use serde_json::error::Category;
 use time::OffsetDateTime;
 
@@ -133,25 +132,6 @@ impl From<&str> for Text {
     }
 }
 
-impl fmt::Display for Text {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl Serialize for Text {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.0)
-    }
-}
-
-impl<'de> Deserialize<'de> for Text {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
-    }
-}
-
 /// One certificate as PEM: exactly one `CERTIFICATE` block whose DER parses as X.509, kept in
 /// its canonical encoding (64 columns, `\n`), so nothing else from the server rides along into
 /// the files it is written to.
@@ -194,25 +174,6 @@ impl FromStr for CertPem {
         }
         let cert = crate::cert::Cert::from_der(block.contents())?;
         Ok(Self::of(&cert))
-    }
-}
-
-impl fmt::Display for CertPem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl Serialize for CertPem {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.0)
-    }
-}
-
-impl<'de> Deserialize<'de> for CertPem {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -473,6 +434,9 @@ pub struct CrlResponse {
     #[serde(default)]
     pub warnings: Vec<Text>,
 }
+
+crate::name::string_type!(Text, display);
+crate::name::string_type!(CertPem, display);
 
 #[cfg(test)]
 mod tests {

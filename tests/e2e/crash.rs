@@ -181,33 +181,34 @@ fn no_staging(home: &Home, name: &str, case: &str) {
     );
 }
 
-#[test]
-fn setup_killed_anywhere_is_made_good_by_the_next_run() {
-    let s = stack();
-    let home = Home::new(s, "crash-setup");
-    let name = unique_name("cs");
+/// `TRIALS` times: start `args` on the laptop, SIGKILL it after a random share of `normal`,
+/// check what it left, then run it again to the end and check that it made everything good.
+fn kill_and_rerun(
+    s: &Stack,
+    home: &Home,
+    name: &str,
+    args: &[&str],
+    normal: Duration,
+    label: &str,
+) {
     let env = format!("SHIQI_HOME={}", home.env());
-    let dest = s.info("ssh_destination").to_owned();
-    let args = ["setup", &name, "--server", &dest, "--yes", "--force"];
-
-    let started = Instant::now();
-    home.setup(s, &name, &[]).ok();
-    let normal = started.elapsed();
-    let files = file_names(&home.profile(&name));
-    let mut rng = Rng::new("setup");
+    let dir = home.profile(name);
+    let files = file_names(&dir);
+    let mut rng = Rng::new(label);
     for trial in 0..TRIALS {
-        let case = format!("setup trial {trial}");
+        let case = format!("{label} trial {trial}");
         let delay = Duration::from_millis(rng.below(normal.as_millis() as u64 * 11 / 10));
-        kill_after(spawn(s, &laptop_args(&env, &args), None), delay);
+        kill_after(spawn(s, &laptop_args(&env, args), None), delay);
         inventory_sound(s, &case);
-        profile_whole(&home.profile(&name), &files, &case);
+        // The old profile or the new one, whole: the swap is a single rename.
+        profile_whole(&dir, &files, &case).expect("a profile");
 
-        home.connect(s, &args).ok();
-        let serial = profile_whole(&home.profile(&name), &files, &case).expect("a profile");
-        no_staging(&home, &name, &case);
+        home.connect(s, args).ok();
+        let serial = profile_whole(&dir, &files, &case).expect("a profile");
+        no_staging(home, name, &case);
         let list = inventory_sound(s, &case);
         assert_eq!(
-            valid_of(&list, &name),
+            valid_of(&list, name),
             [serial],
             "{case} (killed after {delay:?}): exactly the profile's certificate is valid"
         );
@@ -215,36 +216,29 @@ fn setup_killed_anywhere_is_made_good_by_the_next_run() {
 }
 
 #[test]
+fn setup_killed_anywhere_is_made_good_by_the_next_run() {
+    let s = stack();
+    let home = Home::new(s, "crash-setup");
+    let name = unique_name("cs");
+    let dest = s.info("ssh_destination").to_owned();
+    let started = Instant::now();
+    home.setup(s, &name, &[]).ok();
+    let normal = started.elapsed();
+    let args = ["setup", &name, "--server", &dest, "--yes", "--force"];
+    kill_and_rerun(s, &home, &name, &args, normal, "setup");
+}
+
+#[test]
 fn rotate_killed_anywhere_is_made_good_by_the_next_run() {
     let s = stack();
     let home = Home::new(s, "crash-rotate");
     let name = unique_name("cr");
-    let env = format!("SHIQI_HOME={}", home.env());
     home.setup(s, &name, &[]).ok();
-    let files = file_names(&home.profile(&name));
     let args = ["rotate", &name];
-
     let started = Instant::now();
     home.connect(s, &args).ok();
     let normal = started.elapsed();
-    let mut rng = Rng::new("rotate");
-    for trial in 0..TRIALS {
-        let case = format!("rotate trial {trial}");
-        let delay = Duration::from_millis(rng.below(normal.as_millis() as u64 * 11 / 10));
-        kill_after(spawn(s, &laptop_args(&env, &args), None), delay);
-        inventory_sound(s, &case);
-        profile_whole(&home.profile(&name), &files, &case).expect("the old or the new profile");
-
-        home.connect(s, &args).ok();
-        let serial = profile_whole(&home.profile(&name), &files, &case).expect("a profile");
-        no_staging(&home, &name, &case);
-        let list = inventory_sound(s, &case);
-        assert_eq!(
-            valid_of(&list, &name),
-            [serial],
-            "{case} (killed after {delay:?}): exactly the profile's certificate is valid"
-        );
-    }
+    kill_and_rerun(s, &home, &name, &args, normal, "rotate");
 }
 
 #[test]

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
+use crate::server::openssl_csr;
 use crate::setup::Home;
 use crate::stack::{Out, Stack, stack, unique_name};
 
@@ -63,26 +64,6 @@ fn one_line_error(out: &Out, expect: &str, row: &str) {
     assert!(!out.stderr.contains("panicked"), "{row}: {}", out.stderr);
 }
 
-fn openssl_csr(dir: &Path, label: &str, key_args: &[&str], subj: &str, extra: &[&str]) -> Vec<u8> {
-    let key = dir.join(format!("{label}.key"));
-    let csr = dir.join(format!("{label}.csr"));
-    let run = |args: Vec<&str>| {
-        let out = std::process::Command::new("openssl")
-            .args(&args)
-            .output()
-            .expect("openssl");
-        assert!(out.status.success(), "openssl {args:?}");
-    };
-    let (k, c) = (key.display().to_string(), csr.display().to_string());
-    run([&["genpkey", "-out", &k][..], key_args].concat());
-    run([
-        &["req", "-new", "-key", &k, "-subj", subj, "-out", &c][..],
-        extra,
-    ]
-    .concat());
-    std::fs::read(csr).expect("csr")
-}
-
 #[test]
 fn every_hostile_input_gets_one_clear_error_and_changes_nothing() {
     let s = stack();
@@ -92,7 +73,7 @@ fn every_hostile_input_gets_one_clear_error_and_changes_nothing() {
     let name = unique_name("ht");
     let p256 = ["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"];
     let cn = format!("/CN={name}");
-    let good = openssl_csr(d, "good", &p256, &cn, &[]);
+    let good = openssl_csr(d, &p256, &cn, &[]);
     let mut rows = 0;
 
     // --- The agent: (row, args, stdin, expected words).
@@ -175,7 +156,6 @@ fn every_hostile_input_gets_one_clear_error_and_changes_nothing() {
             vec!["sign", "--name", &name],
             Some(openssl_csr(
                 d,
-                "r1024",
                 &["-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:1024"],
                 &cn,
                 &[],
@@ -187,7 +167,6 @@ fn every_hostile_input_gets_one_clear_error_and_changes_nothing() {
             vec!["sign", "--name", &name],
             Some(openssl_csr(
                 d,
-                "e3",
                 &[
                     "-algorithm",
                     "RSA",
@@ -206,7 +185,6 @@ fn every_hostile_input_gets_one_clear_error_and_changes_nothing() {
             vec!["sign", "--name", &name],
             Some(openssl_csr(
                 d,
-                "p521",
                 &["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-521"],
                 &cn,
                 &[],
@@ -218,7 +196,6 @@ fn every_hostile_input_gets_one_clear_error_and_changes_nothing() {
             vec!["sign", "--name", &name],
             Some(openssl_csr(
                 d,
-                "ca",
                 &p256,
                 &cn,
                 &["-addext", "basicConstraints=critical,CA:TRUE"],
@@ -230,7 +207,6 @@ fn every_hostile_input_gets_one_clear_error_and_changes_nothing() {
             vec!["sign", "--name", &name],
             Some(openssl_csr(
                 d,
-                "san",
                 &p256,
                 &cn,
                 &["-addext", "subjectAltName=DNS:evil.example"],

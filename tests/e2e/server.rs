@@ -177,7 +177,13 @@ fn inventory(s: &crate::stack::Stack) -> String {
     s.agent(&["list", "--json"], None).ok().stdout
 }
 
-fn openssl_csr(dir: &std::path::Path, key_args: &[&str], subj: &str, extra: &[&str]) -> Vec<u8> {
+/// A CSR from `openssl genpkey KEY_ARGS` + `openssl req -subj SUBJ EXTRA`, made now.
+pub(crate) fn openssl_csr(
+    dir: &std::path::Path,
+    key_args: &[&str],
+    subj: &str,
+    extra: &[&str],
+) -> Vec<u8> {
     let key = dir.join("k.pem");
     let csr = dir.join("r.csr");
     let run = |args: Vec<&str>| {
