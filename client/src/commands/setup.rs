@@ -218,7 +218,7 @@ pub async fn execute(
     // is journaled, and its certificate is revoked before this run asks for another.
     let lock = journal::lock(&s.shiqi_home, &s.name)?;
     let replaced = if s.force { current_key(&dir) } else { None };
-    let swept = journal::settle(&lock, &session, &s.agent, &s.name, replaced.as_ref())
+    let swept = journal::settle(&lock, &session, &s.agent, &s.name, replaced.as_ref(), false)
         .await
         .context("cannot revoke the certificate of an unfinished earlier run")?;
     if swept > 0 {
@@ -239,7 +239,7 @@ pub async fn execute(
         Ok(_) => Some(generated.key.key_id()),
         Err(_) => replaced.clone(),
     };
-    if let Err(e) = journal::settle(&lock, &session, &s.agent, &s.name, keep.as_ref()).await {
+    if let Err(e) = journal::settle(&lock, &session, &s.agent, &s.name, keep.as_ref(), true).await {
         printer.warn(&format!(
             "could not revoke a certificate this run no longer needs ({e}); the next setup or rotate of `{}` will",
             s.name

@@ -138,7 +138,9 @@ impl NameLock {
 }
 
 /// Revokes (`superseded`) the certificates of every journaled key except `keep` (the key of the
-/// profile as it now is), and removes each from the journal once the agent has answered.
+/// profile as it now is). With `clear`, each key leaves the journal once the agent has answered;
+/// a run settles without `clear` when it starts and with it when it ends, so a certificate that
+/// a killed run's agent was still writing when this run started is caught at its end.
 ///
 /// # Errors
 /// The first agent or SSH error; the keys not yet revoked stay journaled for the next run.
@@ -148,6 +150,7 @@ pub async fn settle(
     agent: &AgentCommand,
     name: &ProfileName,
     keep: Option<&KeyId>,
+    clear: bool,
 ) -> Result<usize, Error> {
     let mut left = lock.pending();
     let mut revoked = 0;
@@ -157,8 +160,10 @@ pub async fn settle(
             let done = sign::revoke(session, agent, &what, Reason::Superseded).await?;
             revoked += done.response.revoked.len();
         }
-        left.remove(&key);
-        lock.write(&left)?;
+        if clear || Some(&key) == keep {
+            left.remove(&key);
+            lock.write(&left)?;
+        }
     }
     Ok(revoked)
 }

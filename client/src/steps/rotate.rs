@@ -65,7 +65,7 @@ pub async fn rotate(
     // own key is the one to keep.
     let lock = journal::lock(root, name)?;
     let current = current_key(dir);
-    journal::settle(&lock, session, &agent, name, current.as_ref()).await?;
+    journal::settle(&lock, session, &agent, name, current.as_ref(), false).await?;
     let fresh = keygen::keygen(name, profile.certificate.key_type)?;
     lock.add(&fresh.key.key_id())?;
     if let Some(old) = &current {
@@ -83,7 +83,7 @@ pub async fn rotate(
         }
         Err(_) => current.clone(),
     };
-    if let Err(e) = journal::settle(&lock, session, &agent, name, keep.as_ref()).await {
+    if let Err(e) = journal::settle(&lock, session, &agent, name, keep.as_ref(), true).await {
         tracing::warn!("left for the next run to revoke: {e}");
     }
     result
