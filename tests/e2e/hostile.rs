@@ -129,8 +129,8 @@ fn payloads(marker: &Path) -> Vec<(&'static str, String)> {
     ]
 }
 
-/// Every file under `dir`, with its bytes.
-fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+/// Every file under `dir`, with its bytes (a tunnel's pid, log and socket left out).
+pub(crate) fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut out = BTreeMap::new();
     let mut stack = vec![dir.to_owned()];
     while let Some(d) = stack.pop() {

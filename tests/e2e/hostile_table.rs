@@ -3,34 +3,12 @@
 //! inventory and CRL on the server, every file under the laptop's profile root, the linted
 //! file). The agent rows run the real agent over the server's shell, as SSH would.
 
-use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt as _;
-use std::path::{Path, PathBuf};
 
+use crate::hostile::snapshot;
 use crate::server::openssl_csr;
 use crate::setup::Home;
 use crate::stack::{Out, Stack, stack, unique_name};
-
-/// Every file under `dir` with its bytes.
-fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut todo = vec![dir.to_owned()];
-    while let Some(d) = todo.pop() {
-        for e in std::fs::read_dir(&d)
-            .into_iter()
-            .flatten()
-            .filter_map(Result::ok)
-        {
-            let p = e.path();
-            if p.is_dir() {
-                todo.push(p);
-            } else {
-                out.insert(p.clone(), std::fs::read(&p).unwrap_or_default());
-            }
-        }
-    }
-    out
-}
 
 /// The server's CA state a refusal must leave alone.
 fn server_state(s: &Stack) -> (String, Vec<u8>) {

@@ -217,7 +217,11 @@ pub async fn execute(
     // A run of this name that died (SIGKILL, power) may have left a certificate behind: its key
     // is journaled, and its certificate is revoked before this run asks for another.
     let lock = journal::lock(&s.shiqi_home, &s.name)?;
-    let replaced = if s.force { current_key(&dir) } else { None };
+    let replaced = if s.force {
+        journal::profile_key(&dir)
+    } else {
+        None
+    };
     let swept = journal::settle(&lock, &session, &s.agent, &s.name, replaced.as_ref(), false)
         .await
         .context("cannot revoke the certificate of an unfinished earlier run")?;
@@ -307,12 +311,6 @@ pub async fn execute(
     };
     super::print_stdout(&out)?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// The key of the profile now in `dir`, if it has a readable certificate.
-fn current_key(dir: &Path) -> Option<shiqi_ca::KeyId> {
-    let pem = std::fs::read_to_string(dir.join(files::CLIENT_CRT)).ok()?;
-    Some(shiqi_ca::cert::Cert::from_pem(&pem).ok()?.key_id())
 }
 
 /// Steps 2-4 over the open session: the certificate, the Kafka ACLs, the MySQL user, the files.

@@ -137,6 +137,12 @@ impl NameLock {
     }
 }
 
+/// The key of the profile's certificate in `dir`: the key a run must never revoke.
+pub fn profile_key(dir: &Path) -> Option<KeyId> {
+    let pem = std::fs::read_to_string(dir.join(crate::profile::files::CLIENT_CRT)).ok()?;
+    Some(shiqi_ca::cert::Cert::from_pem(&pem).ok()?.key_id())
+}
+
 /// Revokes (`superseded`) the certificates of every journaled key except `keep` (the key of the
 /// profile as it now is). With `clear`, each key leaves the journal once the agent has answered;
 /// a run settles without `clear` when it starts and with it when it ends, so a certificate that

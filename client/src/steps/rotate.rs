@@ -64,7 +64,7 @@ pub async fn rotate(
     // Crash safety (see `journal`): a rotation that died left its keys journaled; the profile's
     // own key is the one to keep.
     let lock = journal::lock(root, name)?;
-    let current = current_key(dir);
+    let current = journal::profile_key(dir);
     journal::settle(&lock, session, &agent, name, current.as_ref(), false).await?;
     let fresh = keygen::keygen(name, profile.certificate.key_type)?;
     lock.add(&fresh.key.key_id())?;
@@ -79,7 +79,7 @@ pub async fn rotate(
             if let Some(old) = &current {
                 lock.forget(old)?;
             }
-            current_key(dir)
+            journal::profile_key(dir)
         }
         Err(_) => current.clone(),
     };
@@ -87,12 +87,6 @@ pub async fn rotate(
         tracing::warn!("left for the next run to revoke: {e}");
     }
     result
-}
-
-/// The key of the profile's certificate in `dir`.
-fn current_key(dir: &Path) -> Option<shiqi_ca::KeyId> {
-    let pem = std::fs::read_to_string(dir.join(crate::profile::files::CLIENT_CRT)).ok()?;
-    Some(shiqi_ca::cert::Cert::from_pem(&pem).ok()?.key_id())
 }
 
 async fn rotate_with(
