@@ -6,7 +6,8 @@ use libfuzzer_sys::fuzz_target;
 use russh::keys::ssh_key::PublicKey;
 use shiqi_connect::ssh::hostfile::{self, Verdict};
 
-const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJdD7y3aLq454yWBdwLWbieU1ebz9/cu7/QEXn9OIeZJ";
+const KEY: &str =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJdD7y3aLq454yWBdwLWbieU1ebz9/cu7/QEXn9OIeZJ";
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
@@ -16,8 +17,14 @@ fuzz_target!(|data: &[u8]| {
     };
     let entries = hostfile::entries(file, name);
     match hostfile::verdict(file, name, &key) {
-        Verdict::Unknown => assert!(entries.iter().all(|e| e.key.is_none() || e.marker.is_some())),
-        Verdict::Known { line } | Verdict::Revoked { line } | Verdict::Changed { line }
+        Verdict::Unknown => assert!(
+            entries
+                .iter()
+                .all(|e| e.key.is_none() || e.marker.is_some())
+        ),
+        Verdict::Known { line }
+        | Verdict::Revoked { line }
+        | Verdict::Changed { line }
         | Verdict::CertAuthority { line } => assert!(entries.iter().any(|e| e.line == line)),
     }
 });
