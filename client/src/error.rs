@@ -45,8 +45,9 @@ impl AgentOp {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// `$HOME` is not set, so `~/.ssh` and `~/.shiqi` cannot be found.
-    #[error("cannot find the home directory: `HOME` is not set")]
+    /// Neither `$HOME` nor the OS user database names a home folder, so `~/.ssh` and
+    /// `~/.shiqi` cannot be found.
+    #[error("cannot find the home directory: `HOME` is not set and the user database has none")]
     NoHome,
 
     /// A required value was neither given nor could be asked for.
@@ -344,13 +345,15 @@ pub enum Error {
         root: PathBuf,
     },
 
-    /// No NAME given and `$SHIQI_HOME` holds several profiles (tunnel).
+    /// No NAME given and `$SHIQI_HOME` holds several profiles.
     #[error("`{}` holds several profiles ({}); which one?", root.display(), names.join(", "))]
     WhichProfile {
         /// `$SHIQI_HOME`.
         root: PathBuf,
         /// The profile names found.
         names: Vec<String>,
+        /// The subcommand that asked (`tunnel up`, `doctor`, …), for the hint.
+        command: &'static str,
     },
 
     /// The named profile does not exist (tunnel).
@@ -469,7 +472,8 @@ impl Error {
     /// One next step for the user, rendered by the CLI as `hint: …`.
     pub fn hint(&self) -> Option<String> {
         Some(match self {
-            Self::NoHome => "set `HOME`, or pass `--home DIR` (env `SHIQI_HOME`)".to_owned(),
+            // `--home` cannot help: `~/.ssh` (keys, known_hosts, config) is found from `HOME` too.
+            Self::NoHome => "set `HOME` to your home folder, e.g. `export HOME=/home/you`".to_owned(),
             Self::Missing { flag, env, .. } => format!("pass `{flag}` or set `{env}`"),
             Self::InvalidDestination { .. } => {
                 "use `user@host`, `ssh://user@host:port` or a `Host` alias from `~/.ssh/config`"
@@ -559,8 +563,8 @@ impl Error {
                  (env `SHIQI_HOME`) at the folder that holds it"
                     .to_owned()
             }
-            Self::WhichProfile { names, .. } => format!(
-                "name it, e.g. `shiqi-connect tunnel up {}`",
+            Self::WhichProfile { names, command, .. } => format!(
+                "name it, e.g. `shiqi-connect {command} {}`",
                 names.first().map_or("NAME", String::as_str)
             ),
             Self::NoSuchProfile { name, .. } => format!(

@@ -7,12 +7,14 @@
 //! `shiqi-ca`'s business.
 #![forbid(unsafe_code)]
 
+pub mod agent;
 pub mod cli;
 pub mod commands;
 pub mod doctor;
 pub mod error;
 pub mod fsutil;
 pub mod printer;
+pub mod probe;
 pub mod profile;
 pub mod prompt;
 pub mod ssh;

@@ -12,12 +12,10 @@ use console::Style;
 use serde::Serialize;
 
 use crate::cli::{DoctorArgs, GlobalArgs};
-use crate::commands::tunnel::pick_profile;
-use crate::commands::{home, tilde};
 use crate::doctor::{self, Check, CheckId, Inputs, Status};
 use crate::error::Error;
 use crate::printer::{ColorChoice, Printer};
-use crate::profile;
+use crate::profile::{Roots, tilde};
 use crate::prompt::Prompter;
 
 /// Exit status when a check fails.
@@ -44,12 +42,7 @@ impl Settings {
     /// # Errors
     /// A missing `--config` file, an unknown or ambiguous profile, no `$HOME`.
     pub fn resolve(args: &DoctorArgs, global: &GlobalArgs) -> Result<Self, Error> {
-        let home = home()?;
-        let root = global
-            .shiqi_home
-            .clone()
-            .unwrap_or_else(|| home.join(".shiqi"));
-        let root = std::path::absolute(&root).unwrap_or(root);
+        let roots = Roots::resolve(global.shiqi_home.as_deref())?;
         let mut configs = Vec::new();
         for c in &args.configs {
             let p = std::path::absolute(c).unwrap_or_else(|_| c.clone());
@@ -62,7 +55,7 @@ impl Settings {
             }
             configs.push(p);
         }
-        let name = match pick_profile(&root, args.name.as_deref()) {
+        let name = match roots.pick(args.name.as_deref(), "doctor") {
             Ok(n) => Some(n),
             // Only `--config` files: lint them without a profile.
             Err(Error::NoProfiles { .. }) if args.name.is_none() && !configs.is_empty() => None,
@@ -78,8 +71,8 @@ impl Settings {
         };
         Ok(Self {
             inputs: Inputs {
-                home,
-                profile_dir: name.as_ref().map(|n| profile::dir(&root, n)),
+                home: roots.home.clone(),
+                profile_dir: name.as_ref().map(|n| roots.dir(n)),
                 configs,
             },
             name: name.map(|n| n.to_string()),

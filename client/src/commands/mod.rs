@@ -8,7 +8,6 @@ pub mod setup;
 pub mod status;
 pub mod tunnel;
 
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use crate::cli::{Cli, Command, GlobalArgs};
@@ -57,26 +56,6 @@ pub fn report(err: &anyhow::Error, printer: &Printer) {
         })
     });
     printer.error(&top, &causes, hint.as_deref());
-}
-
-/// `$HOME`.
-///
-/// # Errors
-/// [`Error::NoHome`] when unset or empty.
-pub fn home() -> Result<PathBuf, Error> {
-    std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from)
-        .ok_or(Error::NoHome)
-}
-
-/// `path` with the home folder shown as `~`, for messages and commands a user retypes.
-pub fn tilde(path: &Path, home: &Path) -> String {
-    match path.strip_prefix(home) {
-        Ok(rest) if rest.as_os_str().is_empty() => "~".to_owned(),
-        Ok(rest) => format!("~/{}", rest.display()),
-        Err(_) => path.display().to_string(),
-    }
 }
 
 /// Writes `text` to stdout; a reader that went away (`| head`) is not an error.

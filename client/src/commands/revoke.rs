@@ -9,16 +9,15 @@ use shiqi_ca::crl::parse_reason;
 use shiqi_ca::protocol::RevokeResponse;
 use shiqi_ca::{ProfileName, Serial};
 
+use crate::agent::{self, AgentCommand, Revocation};
 use crate::cli::{GlobalArgs, RevokeArgs};
 use crate::commands::print_stdout;
-use crate::commands::rotate::Roots;
 use crate::commands::setup::connect;
 use crate::error::Error;
 use crate::printer::Printer;
-use crate::profile::{self, Profile};
+use crate::profile::{self, Profile, Roots};
 use crate::prompt::Prompter;
 use crate::ssh::config::{self, Destination, Env};
-use crate::steps::sign::{self, AgentCommand, Revocation};
 
 /// Runs `revoke`.
 ///
@@ -31,7 +30,7 @@ pub async fn run(
     printer: &Printer,
 ) -> anyhow::Result<ExitCode> {
     let prompter = Prompter::new(global.yes);
-    let roots = Roots::resolve(global)?;
+    let roots = Roots::resolve(global.shiqi_home.as_deref())?;
     let name: ProfileName = args.name.trim().parse().map_err(|source| Error::Ca {
         what: "use that name",
         source,
@@ -83,7 +82,7 @@ pub async fn run(
         Revocation::Name(n) => format!("revoke every certificate of `{n}` ({reason})"),
         Revocation::Key(n, k) => format!("revoke the certificates of `{n}` for key {k} ({reason})"),
     });
-    let result = sign::revoke(&session, &agent, &what, reason).await;
+    let result = agent::revoke(&session, &agent, &what, reason).await;
     session.close().await;
     let revoked = result.with_context(|| format!("cannot revoke `{name}`"))?;
     let r = &revoked.response;

@@ -3,7 +3,7 @@
 //! [`steps::rotate`](crate::steps::rotate) or [`steps::renew`](crate::steps::renew), and show
 //! what happened.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -13,59 +13,14 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::cli::{GlobalArgs, RenewArgs, RotateArgs};
-use crate::commands::tunnel::pick_profile;
-use crate::commands::{home, print_stdout, tilde};
+use crate::commands::print_stdout;
 use crate::error::Error;
 use crate::printer::Printer;
-use crate::profile::{self, Profile, files};
+use crate::profile::{self, Profile, Roots, tilde};
 use crate::ssh::Session;
 use crate::steps::renew::{self, RenewOutcome};
 use crate::steps::rotate::{self, Rotated};
 use crate::tunnel::login::Targets;
-
-/// The profile folder root and `$HOME`, settled once.
-#[derive(Clone, Debug)]
-pub struct Roots {
-    /// `$SHIQI_HOME` (default `~/.shiqi`), absolute.
-    pub root: PathBuf,
-    /// `$HOME`.
-    pub home: PathBuf,
-}
-
-impl Roots {
-    /// From the flags and the environment.
-    ///
-    /// # Errors
-    /// [`Error::NoHome`].
-    pub fn resolve(global: &GlobalArgs) -> Result<Self, Error> {
-        let home = home()?;
-        let root = global
-            .shiqi_home
-            .clone()
-            .unwrap_or_else(|| home.join(".shiqi"));
-        let root = std::path::absolute(&root).unwrap_or(root);
-        Ok(Self { root, home })
-    }
-
-    /// Every profile name under the root, sorted.
-    pub fn profiles(&self) -> Vec<ProfileName> {
-        let mut names: Vec<ProfileName> = std::fs::read_dir(&self.root)
-            .map(|entries| {
-                entries
-                    .flatten()
-                    .filter_map(|e| e.file_name().to_str()?.parse::<ProfileName>().ok())
-                    .filter(|n| {
-                        profile::dir(&self.root, n)
-                            .join(files::PROFILE_JSON)
-                            .is_file()
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        names.sort_by(|a, b| a.as_str().cmp(b.as_str()));
-        names
-    }
-}
 
 /// Runs `rotate`.
 ///
@@ -76,8 +31,8 @@ pub async fn run_rotate(
     global: &GlobalArgs,
     printer: &Printer,
 ) -> anyhow::Result<ExitCode> {
-    let roots = Roots::resolve(global)?;
-    let name = pick_profile(&roots.root, args.name.as_deref())?;
+    let roots = Roots::resolve(global.shiqi_home.as_deref())?;
+    let name = roots.pick(args.name.as_deref(), "rotate")?;
     let dir = profile::dir(&roots.root, &name);
     let profile = Profile::load(&dir)?;
     let session = login(&roots, &profile, printer).await?;
@@ -117,7 +72,7 @@ pub async fn run_renew(
     global: &GlobalArgs,
     printer: &Printer,
 ) -> anyhow::Result<ExitCode> {
-    let roots = Roots::resolve(global)?;
+    let roots = Roots::resolve(global.shiqi_home.as_deref())?;
     let names = if args.all {
         let all = roots.profiles();
         if all.is_empty() {
@@ -125,7 +80,7 @@ pub async fn run_renew(
         }
         all
     } else {
-        vec![pick_profile(&roots.root, args.name.as_deref())?]
+        vec![roots.pick(args.name.as_deref(), "renew")?]
     };
     let mut outcomes = Vec::new();
     let mut first_error = None;

@@ -12,18 +12,17 @@ use shiqi_ca::protocol::MissingFact;
 use shiqi_ca::{ProfileName, Secret};
 use time::OffsetDateTime;
 
+use crate::agent::{self, AgentCommand, Signed};
 use crate::cli::{GlobalArgs, SetupArgs};
-use crate::commands::{home, tilde};
 use crate::error::Error;
 use crate::printer::Printer;
-use crate::profile::{self, Profile, files};
+use crate::profile::{self, Profile, files, home, tilde};
 use crate::prompt::Prompter;
 use crate::ssh::Session;
 use crate::ssh::config::{self, Destination, Env, IncludeChange, Target};
 use crate::ssh::known_hosts::{HostKeyOutcome, HostKeyPolicy};
-use crate::steps::sign::{AgentCommand, Signed};
 use crate::steps::write::{Installed, ProfileFile};
-use crate::steps::{journal, keygen, render, sign, write};
+use crate::steps::{journal, keygen, render, write};
 
 /// Everything `setup` needs, settled before any step runs.
 #[derive(Clone, Debug)]
@@ -323,7 +322,7 @@ async fn provision(
 ) -> anyhow::Result<Profile> {
     let dir = s.profile_dir();
     let step = printer.step("get a certificate from the server's agent");
-    let signed = sign::sign(
+    let signed = agent::sign(
         session,
         &s.agent,
         &s.name,
@@ -359,7 +358,7 @@ async fn provision(
 
     if let Some(kafka) = &facts.kafka {
         let step = printer.step("grant the Kafka permissions");
-        let granted = sign::kafka_user(session, &s.agent, &s.name)
+        let granted = agent::kafka_user(session, &s.agent, &s.name)
             .await
             .with_context(|| format!("cannot grant Kafka permissions to `User:{}`", s.name))?;
         let mut scopes: Vec<String> = granted
@@ -392,7 +391,7 @@ async fn provision(
     let mysql = match &facts.mysql {
         Some(m) => {
             let step = printer.step("set up the MySQL user");
-            let user = sign::mysql_user(session, &s.agent, &s.name)
+            let user = agent::mysql_user(session, &s.agent, &s.name)
                 .await
                 .with_context(|| format!("cannot set up the MySQL user `{}`", s.name))?;
             step.done(&format!(

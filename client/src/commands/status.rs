@@ -10,8 +10,7 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::cli::GlobalArgs;
 use crate::commands::print_stdout;
-use crate::commands::rotate::Roots;
-use crate::profile::{self, Profile};
+use crate::profile::{self, Profile, Roots};
 use crate::steps::renew;
 use crate::tunnel::{Paths, process, state::State};
 
@@ -45,7 +44,7 @@ pub struct Row {
 /// # Errors
 /// When `$HOME` is unset or stdout cannot be written.
 pub fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
-    let roots = Roots::resolve(global)?;
+    let roots = Roots::resolve(global.shiqi_home.as_deref())?;
     let now = OffsetDateTime::now_utc();
     let rows: Vec<Row> = roots
         .profiles()

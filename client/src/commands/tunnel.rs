@@ -13,20 +13,21 @@ use shiqi_ca::ProfileName;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
+use crate::agent::{self, AgentCommand};
 use crate::cli::{GlobalArgs, TunnelAction, TunnelArgs};
-use crate::commands::{home, tilde};
 use crate::error::Error;
 use crate::printer::Printer;
-use crate::profile::{self, ForwardRecord, Profile, files};
-use crate::steps::sign::AgentCommand;
+use crate::probe::{self, Outcome, ProfileTls};
+use crate::profile::{ForwardRecord, Profile, Roots, tilde};
 use crate::tunnel::daemon::{self, one_line};
 use crate::tunnel::login::Targets;
-use crate::tunnel::probe::{self, Check, KafkaTls};
 use crate::tunnel::state::{self, Phase, State};
 use crate::tunnel::{Paths, launch, ports, process, refresh};
 
 /// How long `up` waits for a running tunnel to pick up a changed broker list.
 const RELOAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one probe of `status` may take; a tunnel that is reconnecting makes clients wait.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(6);
 /// How long `down` gives the tunnel to close its connection before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(10);
 /// How long `down` waits for the ports to be free once the tunnel is gone.
@@ -50,24 +51,23 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// Settles the profile: the one named, or the only one under `$SHIQI_HOME`.
+    /// Settles the profile: the one named, or the only one under `$SHIQI_HOME`. `command` names
+    /// the verb for the hint when several profiles could be meant.
     ///
     /// # Errors
-    /// [`Error::NoProfiles`], [`Error::WhichProfile`], [`Error::NoSuchProfile`], an invalid
-    /// name, or [`Error::NoHome`].
-    pub fn resolve(name: Option<&str>, global: &GlobalArgs) -> Result<Self, Error> {
-        let home = home()?;
-        let root = global
-            .shiqi_home
-            .clone()
-            .unwrap_or_else(|| home.join(".shiqi"));
-        let root = std::path::absolute(&root).unwrap_or(root);
-        let name = pick_profile(&root, name)?;
+    /// As [`Roots::pick`], or [`Error::NoHome`].
+    pub fn resolve(
+        name: Option<&str>,
+        command: &'static str,
+        global: &GlobalArgs,
+    ) -> Result<Self, Error> {
+        let roots = Roots::resolve(global.shiqi_home.as_deref())?;
+        let name = roots.pick(name, command)?;
         Ok(Self {
-            paths: Paths::new(&root, &name),
+            paths: Paths::new(&roots.root, &name),
             name,
-            root,
-            home,
+            root: roots.root,
+            home: roots.home,
             json: global.json,
             verbose: global.verbose,
         })
@@ -75,47 +75,6 @@ impl Settings {
 
     fn show(&self, p: &Path) -> String {
         tilde(p, &self.home)
-    }
-}
-
-/// The profile `name`, or the only profile under `root` when no name is given.
-///
-/// # Errors
-/// As [`Settings::resolve`].
-pub fn pick_profile(root: &Path, name: Option<&str>) -> Result<ProfileName, Error> {
-    let has_profile = |n: &ProfileName| profile::dir(root, n).join(files::PROFILE_JSON).is_file();
-    if let Some(given) = name.map(str::trim).filter(|n| !n.is_empty()) {
-        let name: ProfileName = given.parse().map_err(|source| Error::Ca {
-            what: "use that profile name",
-            source,
-        })?;
-        if !has_profile(&name) {
-            return Err(Error::NoSuchProfile {
-                path: profile::dir(root, &name),
-                name: name.to_string(),
-            });
-        }
-        return Ok(name);
-    }
-    let mut names: Vec<ProfileName> = std::fs::read_dir(root)
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter_map(|e| e.file_name().to_str()?.parse::<ProfileName>().ok())
-                .filter(has_profile)
-                .collect()
-        })
-        .unwrap_or_default();
-    names.sort_by(|a, b| a.as_str().cmp(b.as_str()));
-    match names.len() {
-        0 => Err(Error::NoProfiles {
-            root: root.to_path_buf(),
-        }),
-        1 => Ok(names.remove(0)),
-        _ => Err(Error::WhichProfile {
-            root: root.to_path_buf(),
-            names: names.iter().map(ToString::to_string).collect(),
-        }),
     }
 }
 
@@ -130,14 +89,27 @@ pub async fn run(
 ) -> anyhow::Result<ExitCode> {
     match &args.action {
         TunnelAction::Up(a) => {
-            let s = Settings::resolve(a.name.as_deref(), global)?;
+            let s = Settings::resolve(a.name.as_deref(), "tunnel up", global)?;
             up(&s, a.openssh, printer).await
         }
         TunnelAction::Down(a) => {
-            down(&Settings::resolve(a.name.as_deref(), global)?, printer).await
+            down(
+                &Settings::resolve(a.name.as_deref(), "tunnel down", global)?,
+                printer,
+            )
+            .await
         }
-        TunnelAction::Status(a) => status(&Settings::resolve(a.name.as_deref(), global)?).await,
-        TunnelAction::Run(a) => run_daemon(&Settings::resolve(a.name.as_deref(), global)?).await,
+        TunnelAction::Status(a) => {
+            status(&Settings::resolve(
+                a.name.as_deref(),
+                "tunnel status",
+                global,
+            )?)
+            .await
+        }
+        TunnelAction::Run(a) => {
+            run_daemon(&Settings::resolve(a.name.as_deref(), "tunnel run", global)?).await
+        }
     }
 }
 
@@ -300,7 +272,7 @@ async fn refresh_profile(
 
     let step = printer.step("ask the server for its brokers");
     let agent = AgentCommand::new(&profile.server.agent_command)?;
-    let listed = refresh::brokers(&session, &agent).await;
+    let listed = agent::brokers(&session, &agent).await;
     session.close().await;
     let brokers = match listed {
         Ok(b) => b,
@@ -589,7 +561,7 @@ struct ForwardStatus {
     forward: ForwardRecord,
     kind: Kind,
     listening: bool,
-    handshake: Check,
+    handshake: Outcome,
 }
 
 #[derive(Serialize)]
@@ -645,7 +617,7 @@ pub async fn status(s: &Settings) -> anyhow::Result<ExitCode> {
         None
     };
 
-    let tls = KafkaTls::from_profile(&s.paths.dir);
+    let tls = ProfileTls::from_profile(&s.paths.dir);
     let mut probes = tokio::task::JoinSet::new();
     for (i, f) in profile.forwards.iter().enumerate() {
         let kind = match &profile.mysql {
@@ -659,17 +631,17 @@ pub async fn status(s: &Settings) -> anyhow::Result<ExitCode> {
             .unwrap_or_default();
         let (f, tls, dir) = (f.clone(), tls.clone(), s.paths.dir.clone());
         probes.spawn(async move {
-            let listening = probe::listening(f.local_port).await;
+            let listening = probe::kafka::listening(f.local_port).await;
+            let host = f.remote_host.as_str();
             let handshake = match (listening, kind) {
-                (false, _) => Check {
-                    ok: false,
-                    detail: format!("nothing listens on 127.0.0.1:{}", f.local_port),
-                },
+                (false, _) => {
+                    Outcome::fail(format!("nothing listens on 127.0.0.1:{}", f.local_port))
+                }
                 (true, Kind::Kafka) => {
-                    probe::kafka(f.local_port, f.remote_host.as_str(), &tls).await
+                    probe::kafka::api_versions(f.local_port, host, &tls, PROBE_TIMEOUT).await
                 }
                 (true, Kind::Mysql) => {
-                    probe::mysql(f.local_port, f.remote_host.as_str(), &user, &dir).await
+                    probe::mysql::login(f.local_port, host, &user, &dir, PROBE_TIMEOUT).await
                 }
             };
             (
@@ -810,55 +782,6 @@ async fn run_daemon(s: &Settings) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn make_profile(root: &Path, name: &str) {
-        let dir = root.join(name);
-        crate::fsutil::create_private_dir(&dir).expect("mkdir");
-        let mut p = crate::profile::tests::sample();
-        p.name = name.parse().expect("name");
-        crate::fsutil::write_private(&dir.join(files::PROFILE_JSON), p.to_json().as_bytes())
-            .expect("write");
-    }
-
-    #[test]
-    fn picks_the_only_profile_or_asks_for_a_name() {
-        let root = tempfile::tempdir().expect("tempdir");
-        let e = pick_profile(root.path(), None).expect_err("none");
-        assert!(matches!(e, Error::NoProfiles { .. }), "{e}");
-        assert!(pick_profile(&root.path().join("missing"), None).is_err());
-
-        make_profile(root.path(), "saige");
-        // Staging folders and stray files are not profiles.
-        crate::fsutil::create_private_dir(&root.path().join(".saige.tmp-x")).expect("mkdir");
-        crate::fsutil::create_private_dir(&root.path().join("empty")).expect("mkdir");
-        assert_eq!(
-            pick_profile(root.path(), None).expect("one").as_str(),
-            "saige"
-        );
-        assert_eq!(
-            pick_profile(root.path(), Some("saige"))
-                .expect("named")
-                .as_str(),
-            "saige"
-        );
-
-        make_profile(root.path(), "bob");
-        let e = pick_profile(root.path(), None).expect_err("two");
-        assert_eq!(
-            e.to_string(),
-            format!(
-                "`{}` holds several profiles (bob, saige); which one?",
-                root.path().display()
-            )
-        );
-        assert_eq!(
-            e.hint().as_deref(),
-            Some("name it, e.g. `shiqi-connect tunnel up bob`")
-        );
-        let e = pick_profile(root.path(), Some("carol")).expect_err("missing");
-        assert!(matches!(e, Error::NoSuchProfile { .. }), "{e}");
-        assert!(pick_profile(root.path(), Some("../etc")).is_err());
-    }
 
     #[test]
     fn lists_forwards_in_columns() {

@@ -9,7 +9,8 @@ use std::net::{IpAddr, Ipv4Addr, ToSocketAddrs};
 use shiqi_ca::cert::Cert;
 
 use crate::doctor::tunnel::{self, Target};
-use crate::doctor::{Check, CheckId, Context, JVM_DNS_NOTE, State, Status, needs, probe};
+use crate::doctor::{Check, CheckId, Context, JVM_DNS_NOTE, State, Status, needs};
+use crate::probe::speaks as probe;
 
 /// Where a name resolves and what that means for the tunnel.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,24 +1,18 @@
-//! Real logins with the profile's certificate, through the tunnel: Kafka metadata (rdkafka, the
-//! PEM files as `librdkafka.conf` names them; metadata for no topics needs no ACL) and
-//! `SELECT CURRENT_USER()` (mysql_async over rustls, verifying the server's name). Each is
+//! Real logins with the profile's certificate, through the tunnel ([`crate::probe`]): Kafka
+//! `Metadata` for no topics (needs no ACL) from the advertised brokers, and
+//! `SELECT CURRENT_USER()`, each verifying the server's name as a client would. Each is
 //! skipped when something it needs failed earlier, so the earlier line stays the one failure.
 
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use mysql_async::prelude::Queryable as _;
-use mysql_async::{ClientIdentity, Conn, OptsBuilder, SslOpts};
-use rdkafka::ClientConfig;
-use rdkafka::client::ClientContext;
-use rdkafka::config::RDKafkaLogLevel;
-use rdkafka::consumer::{BaseConsumer, Consumer as _, ConsumerContext};
-use rdkafka::error::KafkaError;
 use shiqi_ca::protocol::Broker;
 
-use crate::doctor::probe::Speaks;
 use crate::doctor::tunnel;
 use crate::doctor::{Check, CheckId, Context, State, Status, needs};
+use crate::probe::kafka_wire::AdvertisedBroker;
+use crate::probe::speaks::Speaks;
+use crate::probe::{self, ProfileTls};
 use crate::profile::files as pf;
 
 /// How long each login may take.
@@ -91,58 +85,58 @@ async fn kafka(ctx: &Context, st: &State) -> Check {
         .map(|b| format!("{}:{}", b.host, b.port))
         .collect::<Vec<_>>()
         .join(",");
-    let (ca, crt, key) = (
-        path(ctx, pf::CA_CRT),
-        path(ctx, pf::CLIENT_CRT),
-        path(ctx, pf::CLIENT_KEY),
-    );
-    let want = profile.brokers.clone();
-    let bs = bootstrap.clone();
-    let res = tokio::task::spawn_blocking(move || metadata(&bs, &ca, &crt, &key)).await;
-    let res = match res {
-        Ok(r) => r,
-        Err(e) => Err((e.to_string(), Vec::new())),
+    let Some(dir) = &ctx.dir else {
+        return Check::skip(id, "no profile");
     };
-    match res {
-        Ok(mut got) => {
-            got.sort();
-            compare_brokers(ctx, &want, &got, profile.name.as_str())
-        }
-        Err((why, log)) => {
-            let said = log.iter().take(3).cloned().collect::<Vec<_>>().join(" | ");
-            let fix = kafka_fix(&said, ctx);
-            Check::fail(
-                id,
-                format!(
-                    "metadata from `{bootstrap}` with `{}` failed: {why}{}",
-                    pf::CLIENT_CRT,
-                    if said.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" (librdkafka: {said})")
+    let tls = ProfileTls::from_profile(dir);
+    let mut failure = None;
+    for b in &profile.brokers {
+        match probe::kafka::metadata(b.host.as_str(), b.port.get(), &tls, TIMEOUT).await {
+            Ok(advertised) => {
+                return match brokers(advertised) {
+                    Ok(mut got) => {
+                        got.sort();
+                        compare_brokers(ctx, &profile.brokers, &got, profile.name.as_str())
                     }
-                ),
-                fix,
-            )
+                    Err(why) => Check::fail(
+                        id,
+                        format!("metadata from `{}:{}`: {why}", b.host, b.port),
+                        "the cluster's `advertised.listeners` must name hosts and ports a \
+                         client can use",
+                    ),
+                };
+            }
+            Err(why) => {
+                failure.get_or_insert(why);
+            }
         }
     }
+    let why = failure.unwrap_or_default();
+    Check::fail(
+        id,
+        format!(
+            "metadata from `{bootstrap}` with `{}` failed: {why}",
+            pf::CLIENT_CRT
+        ),
+        kafka_fix(&why, ctx),
+    )
 }
 
-fn kafka_fix(said: &str, ctx: &Context) -> String {
+fn kafka_fix(why: &str, ctx: &Context) -> String {
     let conf = path(ctx, pf::LIBRDKAFKA_CONF);
     let debug = format!(
         "`kcat -F {} -L -d security,broker` shows the handshake",
         ctx.show(&conf)
     );
-    let s = said.to_ascii_lowercase();
-    if s.contains("certificate verify failed") {
+    // rustls's words (probe::kafka): the brokers' chain, or the brokers' verdict on ours.
+    if why.contains("invalid peer certificate") {
         format!(
             "the brokers' certificates are not signed by `{}`: the server's CA changed; \
              rebuild the profile (`{}`); {debug}",
             pf::CA_CRT,
             ctx.setup_again()
         )
-    } else if s.contains("alert") || s.contains("ssl handshake failed") {
+    } else if why.contains("alert") || why.contains("refused the client certificate") {
         format!(
             "the brokers refused the client certificate (their truststore must hold the CA that \
              signed `{}`); {debug}",
@@ -153,84 +147,21 @@ fn kafka_fix(said: &str, ctx: &Context) -> String {
     }
 }
 
-/// librdkafka's log and errors, kept for the report.
-#[derive(Default)]
-struct Recorder {
-    lines: Mutex<Vec<String>>,
-}
-
-impl Recorder {
-    fn push(&self, line: String) {
-        if let Ok(mut l) = self.lines.lock()
-            && l.len() < 20
-            && !l.contains(&line)
-        {
-            l.push(line);
-        }
-    }
-}
-
-impl ClientContext for Recorder {
-    fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
-        if matches!(
-            level,
-            RDKafkaLogLevel::Emerg
-                | RDKafkaLogLevel::Alert
-                | RDKafkaLogLevel::Critical
-                | RDKafkaLogLevel::Error
-                | RDKafkaLogLevel::Warning
-        ) {
-            self.push(format!("{fac}: {message}"));
-        }
-    }
-
-    fn error(&self, error: KafkaError, reason: &str) {
-        self.push(format!("{error}: {reason}"));
-    }
-}
-
-impl ConsumerContext for Recorder {}
-
-type MetadataResult = Result<Vec<Broker>, (String, Vec<String>)>;
-
-fn metadata(bootstrap: &str, ca: &Path, crt: &Path, key: &Path) -> MetadataResult {
-    let mut config = ClientConfig::new();
-    config
-        .set("bootstrap.servers", bootstrap)
-        .set("client.id", "shiqi-connect-doctor")
-        .set("security.protocol", "ssl")
-        .set("ssl.ca.location", ca.display().to_string())
-        .set("ssl.certificate.location", crt.display().to_string())
-        .set("ssl.key.location", key.display().to_string())
-        .set("ssl.endpoint.identification.algorithm", "https")
-        .set("socket.timeout.ms", "10000")
-        .set_log_level(RDKafkaLogLevel::Warning);
-    let consumer: BaseConsumer<Recorder> = config
-        .create_with_context(Recorder::default())
-        .map_err(|e| (e.to_string(), Vec::new()))?;
-    let result = consumer.fetch_metadata(None, TIMEOUT);
-    let log = consumer
-        .context()
-        .lines
-        .lock()
-        .map(|l| l.clone())
-        .unwrap_or_default();
-    let md = result.map_err(|e| (e.to_string(), log))?;
-    md.brokers()
-        .iter()
+/// The cluster's word, shown and compared: parsed into strict types like the agent's answer.
+fn brokers(advertised: Vec<AdvertisedBroker>) -> Result<Vec<Broker>, String> {
+    advertised
+        .into_iter()
         .map(|b| {
-            // The cluster's word, shown and compared: parsed like the agent's.
-            let refuse =
-                |e: shiqi_ca::Error| (format!("broker {} advertises {e}", b.id()), Vec::new());
-            let port = u16::try_from(b.port())
+            let refuse = |e: shiqi_ca::Error| format!("broker {} advertises {e}", b.id);
+            let port = u16::try_from(b.port)
                 .map_err(|_| shiqi_ca::Error::InvalidPort {
-                    port: b.port().into(),
+                    port: b.port.into(),
                 })
                 .and_then(shiqi_ca::Port::try_from)
                 .map_err(refuse)?;
             Ok(Broker {
-                id: b.id(),
-                host: b.host().parse().map_err(refuse)?,
+                id: b.id,
+                host: b.host.parse().map_err(refuse)?,
                 port,
             })
         })
@@ -304,34 +235,18 @@ async fn mysql(ctx: &Context, st: &State) -> Check {
     if st.name_mismatch.contains(&m.port.get()) {
         return Check::skip(id, needs(CheckId::AddressNames));
     }
-    let ssl = SslOpts::default()
-        .with_root_certs(vec![path(ctx, pf::CA_CRT).into()])
-        .with_disable_built_in_roots(true)
-        .with_client_identity(Some(ClientIdentity::new(
-            path(ctx, pf::CLIENT_CRT).into(),
-            path(ctx, pf::CLIENT_KEY).into(),
-        )));
-    let opts = OptsBuilder::default()
-        .ip_or_hostname("127.0.0.1")
-        .tcp_port(m.port.get())
-        .user(Some(m.user.to_string()))
-        .pass(None::<String>)
-        .prefer_socket(false)
-        .ssl_opts(ssl);
-    let login = async {
-        let mut conn = Conn::new(opts).await?;
-        let who: Option<String> = conn.query_first("SELECT CURRENT_USER()").await?;
-        let _ = conn.disconnect().await;
-        Ok::<_, mysql_async::Error>(who.unwrap_or_default())
+    let Some(dir) = &ctx.dir else {
+        return Check::skip(id, "no profile");
     };
+    let login =
+        probe::mysql::current_user(m.port.get(), m.host.as_str(), m.user.as_str(), dir, TIMEOUT);
     let shown = ctx.show(&path(ctx, pf::MY_CNF));
-    match tokio::time::timeout(TIMEOUT, login).await {
-        Ok(Ok(who)) => Check::ok(
+    match login.await {
+        Ok(who) => Check::ok(
             id,
             format!("`SELECT CURRENT_USER()` through the tunnel with the certificate: `{who}`"),
         ),
-        Ok(Err(e)) => {
-            let why = e.to_string();
+        Err(why) => {
             let fix = if why.contains("Access denied") {
                 format!(
                     "the server has no account for this certificate: the admin runs \
@@ -339,6 +254,8 @@ async fn mysql(ctx: &Context, st: &State) -> Check {
                     profile.name,
                     ctx.setup_again()
                 )
+            } else if why.starts_with("no answer within") {
+                "check the server's MariaDB (`systemctl status mariadb`) and the tunnel".to_owned()
             } else {
                 format!(
                     "`mysql --defaults-file={shown} -e 'SELECT CURRENT_USER()'` shows the \
@@ -354,14 +271,5 @@ async fn mysql(ctx: &Context, st: &State) -> Check {
                 fix,
             )
         }
-        Err(_) => Check::fail(
-            id,
-            format!(
-                "MySQL login on 127.0.0.1:{} took longer than {}s",
-                m.port,
-                TIMEOUT.as_secs()
-            ),
-            "check the server's MariaDB (`systemctl status mariadb`) and the tunnel",
-        ),
     }
 }

@@ -13,7 +13,6 @@ pub mod files;
 mod keys;
 pub mod lint;
 pub mod login;
-pub mod probe;
 pub mod protocol;
 pub mod ssh;
 pub mod ssh_config;
@@ -24,6 +23,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::probe::speaks::Speaks;
 use crate::profile::{Profile, files as pf};
 use crate::ssh::auth::Passphrase;
 use configs::ConfigFile;
@@ -277,7 +277,7 @@ impl Context {
 
     /// `path` with the home folder as `~`.
     pub fn show(&self, path: &Path) -> String {
-        crate::commands::tilde(path, &self.home)
+        crate::profile::tilde(path, &self.home)
     }
 
     /// How to start the tunnel, as the user would type it.
@@ -339,7 +339,7 @@ pub struct State {
     /// Local ports whose server certificate does not cover the name its clients check.
     pub name_mismatch: BTreeSet<u16>,
     /// What each probed `host:port` speaks.
-    pub probes: BTreeMap<(String, u16), probe::Speaks>,
+    pub probes: BTreeMap<(String, u16), Speaks>,
 }
 
 impl State {

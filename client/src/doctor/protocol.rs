@@ -5,9 +5,10 @@
 //! 2016), so this check names that as the cause before the client ever runs.
 
 use crate::doctor::configs::{ConfigFile, Kind};
-use crate::doctor::probe::{self, Speaks};
 use crate::doctor::tunnel::{self, Target};
 use crate::doctor::{Check, CheckId, Context, State, Status, lint, needs};
+use crate::probe::kafka_wire;
+use crate::probe::speaks::{self as probe, Speaks};
 
 /// A config's `security.protocol`, upper-cased, and where it came from.
 struct Declared {
@@ -271,7 +272,7 @@ fn java_oom(host: &str, port: u16) -> String {
     let reply = probe::kafka_plaintext(host, port).ok();
     let evidence = match &reply {
         Some(r) if r.first() == Some(&0x15) => {
-            let size = probe::java_frame_size(r).unwrap_or(0);
+            let size = kafka_wire::frame_size(r).unwrap_or(0);
             format!(
                 "the broker answers a plaintext request with the TLS alert `{}`, whose first \
                  four bytes a Java client reads as a {size}-byte ({} MiB) response size",

@@ -10,8 +10,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::doctor::ssh_config::SshConfig;
-use crate::doctor::{Check, CheckId, Context, State, needs, probe};
+use crate::doctor::{Check, CheckId, Context, State, needs};
 use crate::error::Error;
+use crate::probe::speaks as probe;
 use crate::profile::Profile;
 use crate::ssh::Session;
 use crate::ssh::auth::{KeyUsed, Passphrase};

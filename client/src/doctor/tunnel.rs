@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use clap::CommandFactory;
 
-use crate::doctor::{Check, CheckId, Context, State, probe};
+use crate::doctor::{Check, CheckId, Context, State};
+use crate::probe::speaks as probe;
 use crate::profile::files as pf;
 
 /// How long a local port may take to accept.

@@ -17,10 +17,10 @@ use std::path::{Path, PathBuf};
 use shiqi_ca::crl::Reason;
 use shiqi_ca::{KeyId, ProfileName};
 
+use crate::agent::{self, AgentCommand, Revocation};
 use crate::error::Error;
 use crate::fsutil;
 use crate::ssh::Session;
-use crate::steps::sign::{self, AgentCommand, Revocation};
 
 /// The folder of lock and journal files under the profiles' root.
 const LOCKS: &str = ".locks";
@@ -163,7 +163,7 @@ pub async fn settle(
     for key in left.clone() {
         if Some(&key) != keep {
             let what = Revocation::Key(name.clone(), key.clone());
-            let done = sign::revoke(session, agent, &what, Reason::Superseded).await?;
+            let done = agent::revoke(session, agent, &what, Reason::Superseded).await?;
             revoked += done.response.revoked.len();
         }
         if clear || Some(&key) == keep {

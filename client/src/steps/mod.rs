@@ -8,6 +8,5 @@ pub mod profile_files;
 pub mod render;
 pub mod renew;
 pub mod rotate;
-pub mod sign;
 pub mod verify;
 pub mod write;

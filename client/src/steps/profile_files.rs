@@ -9,10 +9,10 @@ use shiqi_ca::key::PrivateKey;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
+use crate::agent::Signed;
 use crate::error::Error;
 use crate::profile::{Profile, files};
 use crate::ssh::config::Target;
-use crate::steps::sign::Signed;
 use crate::steps::write::ProfileFile;
 use crate::steps::{keystore, render};
 

@@ -20,10 +20,10 @@ use serde::Serialize;
 use shiqi_ca::crl::Reason;
 use shiqi_ca::protocol::RevokeResponse;
 
+use crate::agent::{self, AgentCommand, Revocation};
 use crate::error::Error;
 use crate::profile::{Certificate, Profile};
 use crate::ssh::Session;
-use crate::steps::sign::{self, AgentCommand, Revocation};
 use crate::steps::verify::{self, Login};
 use crate::steps::{journal, keygen, profile_files, render, write};
 
@@ -101,7 +101,7 @@ async fn rotate_with(
     let name = &profile.name;
     let root = dir.parent().unwrap_or(dir);
     let old = profile.certificate.clone();
-    let signed = sign::sign_replacing(
+    let signed = agent::sign_replacing(
         session,
         &agent,
         name,
@@ -144,7 +144,7 @@ async fn rotate_with(
     if let Some(refused) = logins.iter().find(|l| !l.check.ok && !l.unreachable) {
         drop(staged);
         // Never leave a certificate nobody uses valid.
-        let revoked_new = sign::revoke(
+        let revoked_new = agent::revoke(
             session,
             &agent,
             &Revocation::Serial(new.certificate.serial.clone()),
@@ -182,7 +182,7 @@ async fn rotate_with(
         );
         return Ok(rotated);
     }
-    match sign::revoke(
+    match agent::revoke(
         session,
         &agent,
         &Revocation::Serial(rotated.old.serial.clone()),

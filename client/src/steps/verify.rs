@@ -6,18 +6,22 @@
 //! it is carried over an SSH `direct-tcpip` channel to the service as the server sees it (the
 //! broker's advertised host and port, MySQL's host and port). So they work whether or not a
 //! tunnel runs, never touch the tunnel's fixed ports, and cannot be fooled by something else
-//! listening on them. The probes themselves are the tunnel's ([`crate::tunnel::probe`]): a TLS
+//! listening on them. The probes are `tunnel status`'s ([`crate::probe`]): a TLS
 //! handshake plus `ApiVersions` for each broker (only a reply proves the broker accepted the
 //! client certificate under TLS 1.3), and a real MySQL login as the certificate-only user.
 
 use std::path::Path;
+use std::time::Duration;
 
 use serde::Serialize;
 use tokio::net::TcpListener;
 
+use crate::probe::{self, Outcome, ProfileTls};
 use crate::profile::Profile;
 use crate::ssh::Session;
-use crate::tunnel::probe::{self, Check, KafkaTls};
+
+/// How long one probe may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(6);
 
 /// One service's verdict on a certificate.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -25,7 +29,7 @@ pub struct Login {
     /// `Kafka broker 1 (localhost:19094)`, `MySQL (127.0.0.1:3306)`.
     pub service: String,
     /// The verdict.
-    pub check: Check,
+    pub check: Outcome,
     /// True when the service could not be reached at all (no verdict on the certificate).
     pub unreachable: bool,
 }
@@ -34,13 +38,13 @@ pub struct Login {
 /// every broker of `profile`, then MySQL.
 pub async fn logins(session: &Session, identity_dir: &Path, profile: &Profile) -> Vec<Login> {
     let mut out = Vec::new();
-    let tls = KafkaTls::from_profile(identity_dir);
+    let tls = ProfileTls::from_profile(identity_dir);
     for b in &profile.brokers {
         let service = format!("Kafka broker {} ({}:{})", b.id, b.host, b.port);
         let (check, unreachable) = through_ssh(session, b.host.as_str(), b.port.get(), |port| {
             let tls = tls.clone();
             let host = b.host.clone();
-            async move { probe::kafka(port, host.as_str(), &tls).await }
+            async move { probe::kafka::api_versions(port, host.as_str(), &tls, PROBE_TIMEOUT).await }
         })
         .await;
         out.push(Login {
@@ -53,7 +57,16 @@ pub async fn logins(session: &Session, identity_dir: &Path, profile: &Profile) -
         let service = format!("MySQL ({}:{}) as `{}`", m.host, m.port, m.user);
         let (check, unreachable) = through_ssh(session, m.host.as_str(), m.port.get(), |port| {
             let (host, user) = (m.host.clone(), m.user.clone());
-            async move { probe::mysql(port, host.as_str(), user.as_str(), identity_dir).await }
+            async move {
+                probe::mysql::login(
+                    port,
+                    host.as_str(),
+                    user.as_str(),
+                    identity_dir,
+                    PROBE_TIMEOUT,
+                )
+                .await
+            }
         })
         .await;
         out.push(Login {
@@ -67,20 +80,12 @@ pub async fn logins(session: &Session, identity_dir: &Path, profile: &Profile) -
 
 /// Runs `probe(port)` against a local port whose one connection is carried to `host:port` on
 /// the server. Returns the check and whether the server could not reach the service.
-async fn through_ssh<F, Fut>(session: &Session, host: &str, port: u16, probe: F) -> (Check, bool)
+async fn through_ssh<F, Fut>(session: &Session, host: &str, port: u16, probe: F) -> (Outcome, bool)
 where
     F: FnOnce(u16) -> Fut,
-    Fut: std::future::Future<Output = Check>,
+    Fut: std::future::Future<Output = Outcome>,
 {
-    let no_verdict = |why: String| {
-        (
-            Check {
-                ok: false,
-                detail: why,
-            },
-            true,
-        )
-    };
+    let no_verdict = |why: String| (Outcome::fail(why), true);
     let listener = match TcpListener::bind(("127.0.0.1", 0)).await {
         Ok(l) => l,
         Err(e) => return no_verdict(format!("cannot listen on 127.0.0.1: {e}")),

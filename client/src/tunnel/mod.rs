@@ -4,8 +4,8 @@
 //! [`login`] connects the way setup did, without asking anything; [`refresh`] asks the server
 //! for its current brokers and re-renders `ssh_config` and `profile.json`; [`ports`] finds who
 //! holds a local port; [`launch`] starts and finds the processes; [`process`] and [`state`] are the pid and state files the background
-//! process and the commands share; [`daemon`] and [`forward`] are the background process;
-//! [`probe`] checks each forward with a real TLS handshake. Nothing here prints: the commands
+//! process and the commands share; [`daemon`] and [`forward`] are the background process.
+//! `tunnel status` checks each forward with [`crate::probe`]. Nothing here prints: the commands
 //! in `commands::tunnel` decide what to show, and the daemon logs through `tracing`.
 
 pub mod daemon;
@@ -13,7 +13,6 @@ pub mod forward;
 pub mod launch;
 pub mod login;
 pub mod ports;
-pub mod probe;
 pub mod process;
 pub mod refresh;
 pub mod state;

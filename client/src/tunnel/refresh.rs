@@ -1,50 +1,18 @@
-//! Before the tunnel listens: the server's current broker list (`shiqi-ca-agent brokers
-//! --json`), so a broker added to the cluster gets its forward with no file edited, and the
+//! Before the tunnel listens: the server's current broker list ([`crate::agent::brokers`]), so a broker added to the cluster gets its forward with no file edited, and the
 //! profile's `ssh_config` and `profile.json` rewritten to match (each atomically, through
 //! `fsutil`). The forward list itself is `steps::render::forwards`, the same as setup's.
 
 use std::path::Path;
-use std::time::Duration;
 
 use shiqi_ca::Secret;
-use shiqi_ca::protocol::{Broker, BrokersResponse, PROTOCOL_VERSION};
+use shiqi_ca::protocol::Broker;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::error::{AgentOp, Error};
+use crate::error::Error;
 use crate::fsutil;
 use crate::profile::{ForwardRecord, Profile, files};
-use crate::ssh::Session;
 use crate::steps::render::{self, Forward, RenderInput};
-use crate::steps::sign::{self, AgentCommand};
-
-/// The agent answers from the cluster's metadata (10 s timeout by default) plus its start-up.
-const AGENT_TIMEOUT: Duration = Duration::from_secs(60);
-/// A broker list is a few hundred bytes.
-const MAX_REPLY: usize = 256 * 1024;
-
-/// Asks the server's agent for every broker's advertised address.
-///
-/// # Errors
-/// [`Error::AgentNotInstalled`], [`Error::AgentRefused`] (e.g. Kafka is down),
-/// [`Error::AgentReply`], [`Error::ProtocolVersion`], or an SSH error.
-#[tracing::instrument(skip_all)]
-pub async fn brokers(session: &Session, agent: &AgentCommand) -> Result<Vec<Broker>, Error> {
-    let command = format!("{} brokers --json", agent.as_str());
-    let out = session
-        .exec(&command, b"", MAX_REPLY, AGENT_TIMEOUT)
-        .await?;
-    let stdout = sign::successful(AgentOp::Brokers, agent, out)?;
-    let reply: BrokersResponse = sign::parse_reply(AgentOp::Brokers, &stdout)?;
-    if reply.version != PROTOCOL_VERSION {
-        return Err(Error::ProtocolVersion {
-            found: reply.version,
-            expected: PROTOCOL_VERSION,
-        });
-    }
-    tracing::debug!(brokers = reply.kafka.brokers.len(), "broker list");
-    Ok(reply.kafka.brokers)
-}
 
 /// The profile as the current broker list makes it.
 #[derive(Clone, Debug)]

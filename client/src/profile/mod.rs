@@ -13,6 +13,10 @@ use time::OffsetDateTime;
 use crate::error::Error;
 use crate::ssh::auth::KeyUsed;
 
+pub mod roots;
+
+pub use roots::{Roots, home, tilde};
+
 /// The `profile.json` format version this build writes and reads.
 pub const PROFILE_VERSION: u32 = 1;
 

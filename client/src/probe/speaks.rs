@@ -3,8 +3,8 @@
 //! the MySQL greeting (then `SSLRequest` and TLS), and the SSH banner. Blocking std sockets with
 //! timeouts; nothing here prints.
 //!
-//! The tunnel engineer's `tunnel status` does a full handshake with the profile's certificate;
-//! these probes send none on purpose, so they work before the certificate does.
+//! [`super::kafka`] does a full handshake with the profile's certificate; these probes send none
+//! on purpose, so they work before the certificate does.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -15,6 +15,11 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, SignatureScheme};
+
+use crate::probe::kafka_wire;
+
+/// The correlation id of the plaintext `ApiVersions` request.
+const CORRELATION_ID: i32 = 1;
 
 /// How long one probe may take.
 pub const TIMEOUT: Duration = Duration::from_secs(5);
@@ -124,7 +129,7 @@ pub fn connect(host: &str, port: u16, timeout: Duration) -> io::Result<TcpStream
 pub fn kafka(host: &str, port: u16, sni: &str) -> Speaks {
     match tls(host, port, sni) {
         Speaks::Other(first) => match kafka_plaintext(host, port) {
-            Ok(reply) if is_api_versions_reply(&reply) => Speaks::PlainKafka,
+            Ok(reply) if kafka_wire::answers(&reply, CORRELATION_ID) => Speaks::PlainKafka,
             _ => Speaks::Other(first),
         },
         other => other,
@@ -149,34 +154,8 @@ pub fn tls(host: &str, port: u16, sni: &str) -> Speaks {
 /// When nothing accepts the connection or nothing comes back.
 pub fn kafka_plaintext(host: &str, port: u16) -> io::Result<Vec<u8>> {
     let mut sock = connect(host, port, TIMEOUT)?;
-    sock.write_all(&api_versions_request())?;
+    sock.write_all(&kafka_wire::api_versions_request(CORRELATION_ID))?;
     read_some(&mut sock, 16)
-}
-
-/// `ApiVersions` v0, correlation id 1, client id `shiqi-doctor`.
-fn api_versions_request() -> Vec<u8> {
-    let client_id = b"shiqi-doctor";
-    let mut body = Vec::new();
-    body.extend_from_slice(&18i16.to_be_bytes()); // api_key ApiVersions
-    body.extend_from_slice(&0i16.to_be_bytes()); // api_version 0
-    body.extend_from_slice(&1i32.to_be_bytes()); // correlation_id
-    // A 12-byte constant fits an i16.
-    body.extend_from_slice(&(client_id.len() as i16).to_be_bytes());
-    body.extend_from_slice(client_id);
-    let mut out = (body.len() as i32).to_be_bytes().to_vec();
-    out.extend_from_slice(&body);
-    out
-}
-
-/// A response frame whose correlation id is ours.
-fn is_api_versions_reply(reply: &[u8]) -> bool {
-    reply.len() >= 8 && reply[4..8] == 1i32.to_be_bytes() && reply[0] == 0
-}
-
-/// What a Java client makes of a reply's first four bytes: the size it will allocate.
-pub fn java_frame_size(reply: &[u8]) -> Option<u32> {
-    let b: [u8; 4] = reply.get(..4)?.try_into().ok()?;
-    Some(u32::from_be_bytes(b))
 }
 
 /// The SSH server's banner line (`SSH-2.0-OpenSSH_9.2p1 …`).
@@ -476,21 +455,6 @@ mod tests {
             }
         });
         port
-    }
-
-    #[test]
-    fn the_api_versions_request_is_a_well_formed_frame() {
-        let r = api_versions_request();
-        assert_eq!(java_frame_size(&r), Some(r.len() as u32 - 4));
-        assert_eq!(&r[4..8], &[0, 18, 0, 0]);
-    }
-
-    #[test]
-    // KAFKA-4090: the four bytes of a TLS alert record read as a frame size of ~336 MiB.
-    fn a_tls_alert_is_a_huge_java_frame() {
-        let size = java_frame_size(&[0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x50]).expect("size");
-        assert_eq!(size, 352_518_912);
-        assert_eq!(size / (1 << 20), 336);
     }
 
     #[test]

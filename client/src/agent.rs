@@ -1,6 +1,8 @@
-//! Steps 2-3 on the server: `shiqi-ca-agent sign` (CSR on stdin → certificate and server facts)
-//! and `shiqi-ca-agent mysql-user`, over the one SSH session. Checks every reply against the
-//! request through `shiqi-ca` (no X.509 parsing here).
+//! Every call to the server's `shiqi-ca-agent`, over an open SSH session: `sign` (CSR on stdin →
+//! certificate and server facts), `mysql-user`, `kafka-user`, `brokers` and `revoke`. Each
+//! command line is built from validated types only; each answer is parsed into strict types
+//! ([`shiqi_ca::protocol::decode`]) and checked against the request before anyone uses it; a
+//! refusal becomes one [`Error`] carrying the agent's own `error:` and `hint:` lines.
 
 use std::time::Duration;
 
@@ -8,7 +10,8 @@ use shiqi_ca::cert::Cert;
 use shiqi_ca::crl::Reason;
 use shiqi_ca::key::PrivateKey;
 use shiqi_ca::protocol::{
-    KafkaUserResponse, MysqlUserResponse, PROTOCOL_VERSION, RevokeResponse, SignResponse,
+    Broker, BrokersResponse, KafkaUserResponse, MysqlUserResponse, PROTOCOL_VERSION,
+    RevokeResponse, SignResponse,
 };
 use shiqi_ca::{ProfileName, Serial};
 
@@ -60,6 +63,11 @@ impl AgentCommand {
     /// `… kafka-user NAME`.
     fn kafka_user(&self, name: &ProfileName) -> String {
         format!("{} kafka-user {name}", self.0)
+    }
+
+    /// `… brokers --json`.
+    fn brokers(&self) -> String {
+        format!("{} brokers --json", self.0)
     }
 
     /// `… sign --name NAME --replaces SERIAL`; a [`Serial`] prints as hex digits only.
@@ -252,8 +260,29 @@ pub async fn kafka_user(
     Ok(response)
 }
 
+/// Asks the agent for every broker's advertised address (it asks the cluster).
+///
+/// # Errors
+/// As [`sign`], e.g. [`Error::AgentRefused`] when Kafka is down.
+#[tracing::instrument(skip_all)]
+pub async fn brokers(session: &Session, agent: &AgentCommand) -> Result<Vec<Broker>, Error> {
+    let out = session
+        .exec(&agent.brokers(), b"", MAX_REPLY, AGENT_TIMEOUT)
+        .await?;
+    let stdout = successful(AgentOp::Brokers, agent, out)?;
+    let reply: BrokersResponse = parse_reply(AgentOp::Brokers, &stdout)?;
+    if reply.version != PROTOCOL_VERSION {
+        return Err(Error::ProtocolVersion {
+            found: reply.version,
+            expected: PROTOCOL_VERSION,
+        });
+    }
+    tracing::debug!(brokers = reply.kafka.brokers.len(), "broker list");
+    Ok(reply.kafka.brokers)
+}
+
 /// Turns a finished remote command into its stdout, or the error its status and stderr name.
-pub(crate) fn successful(op: AgentOp, agent: &AgentCommand, out: Output) -> Result<Vec<u8>, Error> {
+fn successful(op: AgentOp, agent: &AgentCommand, out: Output) -> Result<Vec<u8>, Error> {
     match out.status {
         Some(0) => Ok(out.stdout),
         // POSIX shells exit 127 for "command not found" and 126 for "not executable".
@@ -302,10 +331,7 @@ fn read_stderr(stderr: &str) -> (Option<String>, Option<String>) {
 
 /// Parses an agent reply through [`shiqi_ca::protocol::decode`]: every field into its strict
 /// type, or one error naming the field.
-pub(crate) fn parse_reply<T: serde::de::DeserializeOwned>(
-    op: AgentOp,
-    stdout: &[u8],
-) -> Result<T, Error> {
+fn parse_reply<T: serde::de::DeserializeOwned>(op: AgentOp, stdout: &[u8]) -> Result<T, Error> {
     shiqi_ca::protocol::decode(stdout).map_err(|e| match e {
         shiqi_ca::Error::Reply { field, why } if field == "." => Error::AgentReply { op, why },
         shiqi_ca::Error::Reply { field, why } => Error::AgentField { op, field, why },

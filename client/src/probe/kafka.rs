@@ -1,0 +1,231 @@
+//! Kafka with the profile's certificate, as a client would: a TLS handshake (the profile's
+//! [`ProfileTls`], server name = the advertised host, as the Java client checks it), then one
+//! request. The answer matters: in TLS 1.3 the client certificate is judged after the handshake
+//! completes, so only a reply proves the broker accepted it.
+//!
+//! - [`api_versions`] through one local port (`tunnel status`, rotate's verification);
+//! - [`metadata`] from a bootstrap address (doctor): the brokers the cluster advertises.
+
+use std::time::Duration;
+
+use rustls::pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::probe::Outcome;
+use crate::probe::kafka_wire::{self, AdvertisedBroker};
+use crate::probe::tls::ProfileTls;
+use crate::tunnel::ports::loopback;
+
+/// How long a TCP connect to a local port may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// A correlation id to recognise our reply by.
+const CORRELATION_ID: i32 = 0x5331_0001;
+
+/// Whether something accepts TCP connections on `127.0.0.1:port`.
+pub async fn listening(port: u16) -> bool {
+    matches!(
+        tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(loopback(port))).await,
+        Ok(Ok(_))
+    )
+}
+
+/// TLS with the profile's certificate through `127.0.0.1:port`, checked as `server_name` (the
+/// advertised host), then `ApiVersions`.
+pub async fn api_versions(
+    port: u16,
+    server_name: &str,
+    tls: &ProfileTls,
+    timeout: Duration,
+) -> Outcome {
+    let run = async {
+        let tcp = TcpStream::connect(loopback(port))
+            .await
+            .map_err(|e| format!("cannot connect: {e}"))?;
+        let (version, body) = exchange(
+            tcp,
+            server_name,
+            tls,
+            &kafka_wire::api_versions_request(CORRELATION_ID),
+        )
+        .await?;
+        kafka_wire::read_api_versions(&body, CORRELATION_ID)
+            .map(|apis| {
+                format!(
+                    "{version} handshake with the profile's certificate; the broker answered \
+                     ApiVersions ({apis} APIs)"
+                )
+            })
+            .map_err(|why| format!("{version} handshake done, but {why}"))
+    };
+    match tokio::time::timeout(timeout, run).await {
+        Ok(Ok(detail)) => Outcome::ok(detail),
+        Ok(Err(why)) => Outcome::fail(why),
+        Err(_) => Outcome::fail(format!(
+            "no answer within {}s (the tunnel may be reconnecting)",
+            timeout.as_secs()
+        )),
+    }
+}
+
+/// The brokers the cluster advertises, asked of `host:port` (every address it resolves to, in
+/// turn) over TLS with the profile's certificate, the server name being `host`.
+///
+/// # Errors
+/// Why no address answered: the last connect, handshake or protocol failure.
+pub async fn metadata(
+    host: &str,
+    port: u16,
+    tls: &ProfileTls,
+    timeout: Duration,
+) -> Result<Vec<AdvertisedBroker>, String> {
+    let run = async {
+        let addrs: Vec<_> = tokio::net::lookup_host((host, port))
+            .await
+            .map_err(|e| format!("`{host}` does not resolve: {e}"))?
+            .collect();
+        let mut last = format!("`{host}` resolves to no address");
+        for addr in addrs {
+            let tcp = match TcpStream::connect(addr).await {
+                Ok(t) => t,
+                Err(e) => {
+                    last = format!("cannot connect to {addr}: {e}");
+                    continue;
+                }
+            };
+            let request = kafka_wire::metadata_request(CORRELATION_ID);
+            match exchange(tcp, host, tls, &request).await {
+                Ok((version, body)) => {
+                    return kafka_wire::read_metadata(&body, CORRELATION_ID)
+                        .map_err(|why| format!("{version} handshake done, but {why}"));
+                }
+                Err(why) => last = why,
+            }
+        }
+        Err(last)
+    };
+    tokio::time::timeout(timeout, run)
+        .await
+        .unwrap_or_else(|_| Err(format!("no answer within {}s", timeout.as_secs())))
+}
+
+/// TLS over `tcp` as `server_name`, one request, one response body; returns the TLS version too.
+async fn exchange(
+    tcp: TcpStream,
+    server_name: &str,
+    tls: &ProfileTls,
+    request: &[u8],
+) -> Result<(String, Vec<u8>), String> {
+    let config = tls.config()?;
+    let name = ServerName::try_from(server_name.trim_matches(['[', ']']).to_owned())
+        .map_err(|_| format!("`{server_name}` is not a valid TLS server name"))?;
+    let mut stream = tokio_rustls::TlsConnector::from(config)
+        .connect(name, tcp)
+        .await
+        .map_err(|e| format!("TLS handshake failed: {e}"))?;
+    let version = stream
+        .get_ref()
+        .1
+        .protocol_version()
+        .and_then(|v| v.as_str())
+        .unwrap_or("TLS")
+        .replace('_', ".");
+    let body = request_response(&mut stream, request)
+        .await
+        .map_err(|why| format!("{version} handshake done, but {why}"))?;
+    let _ = stream.shutdown().await;
+    Ok((version, body))
+}
+
+/// Writes one framed request and reads one framed response body.
+async fn request_response<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    request: &[u8],
+) -> Result<Vec<u8>, String> {
+    stream
+        .write_all(request)
+        .await
+        .map_err(|e| format!("sending failed: {e}"))?;
+    stream
+        .flush()
+        .await
+        .map_err(|e| format!("sending failed: {e}"))?;
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len).await.map_err(|e| {
+        format!(
+            "the broker closed the connection ({e}); it refused the client certificate or is \
+             not Kafka"
+        )
+    })?;
+    let len = usize::try_from(i32::from_be_bytes(len)).unwrap_or(0);
+    if !(4..=kafka_wire::MAX_FRAME).contains(&len) {
+        return Err(format!("the reply is not Kafka's (length {len})"));
+    }
+    let mut body = vec![0u8; len];
+    stream
+        .read_exact(&mut body)
+        .await
+        .map_err(|e| format!("the reply was cut off: {e}"))?;
+    Ok(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TIMEOUT: Duration = Duration::from_secs(5);
+
+    #[tokio::test]
+    async fn a_missing_profile_fails_every_kafka_probe_with_the_reason() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let tls = ProfileTls::from_profile(dir.path());
+        let c = api_versions(1, "localhost", &tls, TIMEOUT).await;
+        assert!(!c.ok);
+        let why = metadata("127.0.0.1", 1, &tls, TIMEOUT)
+            .await
+            .expect_err("no port 1");
+        assert!(why.contains("cannot connect"), "{why}");
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = l.local_addr().expect("addr").port();
+        let c = api_versions(port, "localhost", &tls, TIMEOUT).await;
+        assert!(c.detail.contains("ca.crt"), "{}", c.detail);
+    }
+
+    #[tokio::test]
+    async fn a_plaintext_server_is_not_a_tls_handshake() {
+        // What a PLAINTEXT listener (or anything not TLS) looks like through the tunnel.
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = l.local_addr().expect("addr").port();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n").await;
+            }
+        });
+        assert!(listening(port).await);
+        let tls = ProfileTls::without_client_certificate();
+        let c = api_versions(port, "localhost", &tls, TIMEOUT).await;
+        assert!(c.detail.starts_with("TLS handshake failed"), "{}", c.detail);
+        let why = metadata("localhost", port, &tls, TIMEOUT)
+            .await
+            .expect_err("not TLS");
+        assert!(why.starts_with("TLS handshake failed"), "{why}");
+    }
+
+    #[tokio::test]
+    async fn reads_one_framed_answer() {
+        let (mut client, mut server) = tokio::io::duplex(256);
+        tokio::spawn(async move {
+            let mut req = [0u8; 27];
+            let _ = server.read_exact(&mut req).await;
+            let _ = server.write_all(&[0, 0, 0, 4, 0, 0, 0, 9]).await;
+        });
+        let body = request_response(&mut client, &kafka_wire::api_versions_request(9))
+            .await
+            .expect("answer");
+        assert_eq!(body, [0, 0, 0, 9]);
+    }
+}

@@ -1,0 +1,202 @@
+//! Where profiles live: `$HOME`, `$SHIQI_HOME` (default `~/.shiqi`), and which profile a
+//! command means when the user names one or none. Every command settles this here, once.
+
+use std::path::{Path, PathBuf};
+
+use shiqi_ca::ProfileName;
+
+use crate::error::Error;
+use crate::profile::{dir, files};
+
+/// The profile folder root and `$HOME`, settled once per command.
+#[derive(Clone, Debug)]
+pub struct Roots {
+    /// `$SHIQI_HOME` (default `~/.shiqi`), absolute.
+    pub root: PathBuf,
+    /// The user's home folder.
+    pub home: PathBuf,
+}
+
+impl Roots {
+    /// From `--home` (env `SHIQI_HOME`), if given, and the user's home folder.
+    ///
+    /// # Errors
+    /// [`Error::NoHome`].
+    pub fn resolve(shiqi_home: Option<&Path>) -> Result<Self, Error> {
+        let home = home()?;
+        let root = shiqi_home.map_or_else(|| home.join(".shiqi"), Path::to_path_buf);
+        let root = std::path::absolute(&root).unwrap_or(root);
+        Ok(Self { root, home })
+    }
+
+    /// The folder of profile `name`.
+    pub fn dir(&self, name: &ProfileName) -> PathBuf {
+        dir(&self.root, name)
+    }
+
+    /// Whether `name` has a `profile.json` (staging folders and stray files are not profiles).
+    pub fn has(&self, name: &ProfileName) -> bool {
+        self.dir(name).join(files::PROFILE_JSON).is_file()
+    }
+
+    /// Every profile name under the root, sorted.
+    pub fn profiles(&self) -> Vec<ProfileName> {
+        let mut names: Vec<ProfileName> = std::fs::read_dir(&self.root)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter_map(|e| e.file_name().to_str()?.parse::<ProfileName>().ok())
+                    .filter(|n| self.has(n))
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        names
+    }
+
+    /// The profile `name`, or the only one under the root when no name is given. `command` is
+    /// the subcommand asking (`tunnel up`, `doctor`, …), for the hint when the choice is open.
+    ///
+    /// # Errors
+    /// [`Error::NoProfiles`], [`Error::WhichProfile`], [`Error::NoSuchProfile`] or an invalid
+    /// name.
+    pub fn pick(&self, name: Option<&str>, command: &'static str) -> Result<ProfileName, Error> {
+        if let Some(given) = name.map(str::trim).filter(|n| !n.is_empty()) {
+            let name: ProfileName = given.parse().map_err(|source| Error::Ca {
+                what: "use that profile name",
+                source,
+            })?;
+            if !self.has(&name) {
+                return Err(Error::NoSuchProfile {
+                    path: self.dir(&name),
+                    name: name.to_string(),
+                });
+            }
+            return Ok(name);
+        }
+        let mut names = self.profiles();
+        match names.len() {
+            0 => Err(Error::NoProfiles {
+                root: self.root.clone(),
+            }),
+            1 => Ok(names.remove(0)),
+            _ => Err(Error::WhichProfile {
+                root: self.root.clone(),
+                names: names.iter().map(ToString::to_string).collect(),
+                command,
+            }),
+        }
+    }
+
+    /// `path` with the home folder shown as `~`.
+    pub fn show(&self, path: &Path) -> String {
+        tilde(path, &self.home)
+    }
+}
+
+/// The user's home folder: `$HOME` when set, else the account's home from the OS user database
+/// (`getpwuid_r` on Unix, the profile folder on Windows), as OpenSSH finds it.
+///
+/// # Errors
+/// [`Error::NoHome`] when neither gives one.
+pub fn home() -> Result<PathBuf, Error> {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .or_else(std::env::home_dir)
+        .filter(|h| !h.as_os_str().is_empty())
+        .ok_or(Error::NoHome)
+}
+
+/// `path` with the home folder shown as `~`, for messages and commands a user retypes.
+pub fn tilde(path: &Path, home: &Path) -> String {
+    match path.strip_prefix(home) {
+        Ok(rest) if rest.as_os_str().is_empty() => "~".to_owned(),
+        Ok(rest) => format!("~/{}", rest.display()),
+        Err(_) => path.display().to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn make_profile(root: &Path, name: &str) {
+        let dir = root.join(name);
+        crate::fsutil::create_private_dir(&dir).expect("mkdir");
+        let mut p = crate::profile::tests::sample();
+        p.name = name.parse().expect("name");
+        crate::fsutil::write_private(&dir.join(files::PROFILE_JSON), p.to_json().as_bytes())
+            .expect("write");
+    }
+
+    fn roots(root: &Path) -> Roots {
+        Roots {
+            root: root.to_path_buf(),
+            home: PathBuf::from("/home/saige"),
+        }
+    }
+
+    #[test]
+    fn picks_the_only_profile_or_asks_for_a_name() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let r = roots(tmp.path());
+        let e = r.pick(None, "tunnel up").expect_err("none");
+        assert!(matches!(e, Error::NoProfiles { .. }), "{e}");
+        assert!(
+            roots(&tmp.path().join("missing"))
+                .pick(None, "tunnel up")
+                .is_err()
+        );
+
+        make_profile(tmp.path(), "saige");
+        // Staging folders and stray files are not profiles.
+        crate::fsutil::create_private_dir(&tmp.path().join(".saige.tmp-x")).expect("mkdir");
+        crate::fsutil::create_private_dir(&tmp.path().join("empty")).expect("mkdir");
+        assert_eq!(r.pick(None, "tunnel up").expect("one").as_str(), "saige");
+        assert_eq!(
+            r.pick(Some("saige"), "tunnel up").expect("named").as_str(),
+            "saige"
+        );
+
+        make_profile(tmp.path(), "bob");
+        assert_eq!(r.profiles().len(), 2);
+        let e = r.pick(None, "tunnel up").expect_err("two");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "`{}` holds several profiles (bob, saige); which one?",
+                tmp.path().display()
+            )
+        );
+        assert_eq!(
+            e.hint().as_deref(),
+            Some("name it, e.g. `shiqi-connect tunnel up bob`")
+        );
+        let e = r.pick(Some("carol"), "tunnel up").expect_err("missing");
+        assert!(matches!(e, Error::NoSuchProfile { .. }), "{e}");
+        assert!(r.pick(Some("../etc"), "tunnel up").is_err());
+    }
+
+    #[test]
+    fn the_hint_names_the_command_that_asked() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        make_profile(tmp.path(), "saige");
+        make_profile(tmp.path(), "bob");
+        for command in ["doctor", "rotate", "tunnel status"] {
+            let e = roots(tmp.path()).pick(None, command).expect_err("two");
+            assert_eq!(
+                e.hint(),
+                Some(format!("name it, e.g. `shiqi-connect {command} bob`"))
+            );
+        }
+    }
+
+    #[test]
+    fn shows_the_home_folder_as_a_tilde() {
+        let home = Path::new("/home/saige");
+        assert_eq!(tilde(home, home), "~");
+        assert_eq!(tilde(&home.join(".shiqi/a"), home), "~/.shiqi/a");
+        assert_eq!(tilde(Path::new("/etc/x"), home), "/etc/x");
+    }
+}
