@@ -12,7 +12,7 @@ use console::Style;
 use serde::Serialize;
 
 use crate::cli::{DoctorArgs, GlobalArgs};
-use crate::doctor::{self, Check, CheckId, Inputs, Status};
+use crate::doctor::{self, CheckId, Finding, Inputs, Status};
 use crate::error::Error;
 use crate::printer::{ColorChoice, Printer};
 use crate::profile::{Roots, tilde};
@@ -93,7 +93,7 @@ struct Report<'a> {
     /// The worst status (`ok`, `warn`, `fail`).
     status: Status,
     /// Every check in order.
-    checks: &'a [Check],
+    checks: &'a [Finding],
 }
 
 /// Runs `doctor`.
@@ -119,7 +119,7 @@ pub async fn run(
             super::print_stdout(&format!("profile {}\n", tilde(d, &s.inputs.home)))?;
         }
         let color = s.color;
-        Some(Box::new(move |c: &Check| {
+        Some(Box::new(move |c: &Finding| {
             // A closed stdout (`| head`) ends the output, not the checks.
             let _ = super::print_stdout(&line(c, color));
         }))
@@ -147,7 +147,7 @@ pub async fn run(
 }
 
 /// `status  check  found`, then `fix:` and `note:` lines under it.
-pub fn line(c: &Check, color: bool) -> String {
+pub fn line(c: &Finding, color: bool) -> String {
     let style = match c.status {
         Status::Ok => Style::new().green(),
         Status::Warn => Style::new().yellow().bold(),
@@ -174,7 +174,7 @@ pub fn line(c: &Check, color: bool) -> String {
 }
 
 /// `18 ok, 1 warn, 1 fail, 2 skipped`.
-pub fn summary(checks: &[Check]) -> String {
+pub fn summary(checks: &[Finding]) -> String {
     let count = |s: Status| checks.iter().filter(|c| c.status == s).count();
     format!(
         "\n{} ok, {} warn, {} fail, {} skipped\n",
@@ -192,9 +192,9 @@ mod tests {
     #[test]
     fn renders_one_line_per_check_with_fixes_and_a_summary() {
         let checks = vec![
-            Check::ok(CheckId::Files, "`~/.shiqi/saige`: 12 files"),
-            Check::fail(CheckId::Tunnel, "nothing listens", "start it").note("n"),
-            Check::skip(CheckId::LoginKafka, "needs `tunnel` to pass first"),
+            Finding::ok(CheckId::Files, "`~/.shiqi/saige`: 12 files"),
+            Finding::fail(CheckId::Tunnel, "nothing listens", "start it").note("n"),
+            Finding::skip(CheckId::LoginKafka, "needs `tunnel` to pass first"),
         ];
         let mut text: String = checks.iter().map(|c| line(c, false)).collect();
         text.push_str(&summary(&checks));

@@ -17,7 +17,8 @@ use crate::error::Error;
 use crate::printer::Printer;
 use crate::profile::{self, Profile, Roots};
 use crate::prompt::Prompter;
-use crate::ssh::config::{self, Destination, Env};
+use crate::ssh::config::{self, Env};
+use crate::ssh::destination::Destination;
 
 /// Runs `revoke`.
 ///

@@ -19,7 +19,9 @@ use crate::printer::Printer;
 use crate::profile::{self, Profile, files, home, tilde};
 use crate::prompt::Prompter;
 use crate::ssh::Session;
-use crate::ssh::config::{self, Destination, Env, IncludeChange, Target};
+use crate::ssh::config::{self, Env, Target};
+use crate::ssh::destination::Destination;
+use crate::ssh::include::{self, IncludeChange};
 use crate::ssh::known_hosts::{HostKeyOutcome, HostKeyPolicy};
 use crate::steps::write::{Installed, ProfileFile};
 use crate::steps::{journal, keygen, render, write};
@@ -254,10 +256,10 @@ pub async fn execute(
 
     if s.install_ssh_include {
         let step = printer.step("add the Include line to ~/.ssh/config");
-        let include = tilde(&dir.join(files::SSH_CONFIG), &s.home);
-        let change = config::install_include(
+        let included = tilde(&dir.join(files::SSH_CONFIG), &s.home);
+        let change = include::install_include(
             &s.home.join(".ssh/config"),
-            &include,
+            &included,
             &format!(
                 "added by `shiqi-connect setup {}`: the tunnel `{}`",
                 s.name, s.tunnel_host

@@ -8,8 +8,8 @@ use std::net::{IpAddr, Ipv4Addr, ToSocketAddrs};
 
 use shiqi_ca::cert::Cert;
 
-use crate::doctor::tunnel::{self, Target};
-use crate::doctor::{Check, CheckId, Context, JVM_DNS_NOTE, State, Status, needs};
+use crate::doctor::forwards::{self, Service};
+use crate::doctor::{CheckId, Context, Finding, Findings, JVM_DNS_NOTE, Status, needs};
 use crate::probe::speaks as probe;
 
 /// Where a name resolves and what that means for the tunnel.
@@ -56,11 +56,11 @@ fn list(ips: &[IpAddr]) -> String {
 }
 
 /// `addresses.*`.
-pub fn check(ctx: &Context, st: &mut State) {
-    let targets = tunnel::targets(ctx);
+pub fn check(ctx: &Context, st: &mut Findings) {
+    let targets = forwards::services(ctx);
     if ctx.profile.is_err() {
         for id in [CheckId::AddressResolve, CheckId::AddressNames] {
-            st.push(Check::skip(id, "no profile"));
+            st.push(Finding::skip(id, "no profile"));
         }
         return;
     }
@@ -68,14 +68,14 @@ pub fn check(ctx: &Context, st: &mut State) {
     names_check(ctx, st, &targets);
 }
 
-fn resolve_check(ctx: &Context, st: &mut State, targets: &[Target]) {
+fn resolve_check(ctx: &Context, st: &mut Findings, targets: &[Service]) {
     // One line per host name, naming the brokers that advertise it.
-    let mut hosts: BTreeMap<&str, Vec<&Target>> = BTreeMap::new();
+    let mut hosts: BTreeMap<&str, Vec<&Service>> = BTreeMap::new();
     for t in targets.iter().filter(|t| t.kafka) {
         hosts.entry(t.host.as_str()).or_default().push(t);
     }
     if hosts.is_empty() {
-        st.push(Check::skip(
+        st.push(Finding::skip(
             CheckId::AddressResolve,
             "the profile has no brokers",
         ));
@@ -142,9 +142,9 @@ fn resolve_check(ctx: &Context, st: &mut State, targets: &[Target]) {
         }
     }
     let check = match worst {
-        Status::Ok => Check::ok(CheckId::AddressResolve, good.join(", ")),
-        Status::Warn => Check::warn(CheckId::AddressResolve, bad.join("; "), fixes.join("; ")),
-        _ => Check::fail(CheckId::AddressResolve, bad.join("; "), fixes.join("; ")),
+        Status::Ok => Finding::ok(CheckId::AddressResolve, good.join(", ")),
+        Status::Warn => Finding::warn(CheckId::AddressResolve, bad.join("; "), fixes.join("; ")),
+        _ => Finding::fail(CheckId::AddressResolve, bad.join("; "), fixes.join("; ")),
     };
     st.push(if worst == Status::Ok {
         check
@@ -162,13 +162,13 @@ fn mysql_host(ctx: &Context) -> String {
         .unwrap_or_else(|| "127.0.0.1".to_owned())
 }
 
-fn names_check(ctx: &Context, st: &mut State, targets: &[Target]) {
-    let reachable: Vec<&Target> = targets
+fn names_check(ctx: &Context, st: &mut Findings, targets: &[Service]) {
+    let reachable: Vec<&Service> = targets
         .iter()
         .filter(|t| st.answering.contains(&t.port) && !st.tunnel_broken.contains(&t.port))
         .collect();
     if reachable.is_empty() {
-        st.push(Check::skip(CheckId::AddressNames, needs(CheckId::Tunnel)));
+        st.push(Finding::skip(CheckId::AddressNames, needs(CheckId::Tunnel)));
         return;
     }
     let mut good = Vec::new();
@@ -251,7 +251,7 @@ fn names_check(ctx: &Context, st: &mut State, targets: &[Target]) {
         }
     }
     if good.is_empty() && bad.is_empty() {
-        st.push(Check::skip(
+        st.push(Finding::skip(
             CheckId::AddressNames,
             "no port showed a certificate (see `protocol`)",
         ));
@@ -271,9 +271,9 @@ fn names_check(ctx: &Context, st: &mut State, targets: &[Target]) {
     }
     let found = found.join("; ");
     st.push(match worst {
-        Status::Ok => Check::ok(CheckId::AddressNames, found),
-        Status::Warn => Check::warn(CheckId::AddressNames, found, fixes.join("; ")),
-        _ => Check::fail(CheckId::AddressNames, found, fixes.join("; ")),
+        Status::Ok => Finding::ok(CheckId::AddressNames, found),
+        Status::Warn => Finding::warn(CheckId::AddressNames, found, fixes.join("; ")),
+        _ => Finding::fail(CheckId::AddressNames, found, fixes.join("; ")),
     });
 }
 

@@ -8,7 +8,7 @@ use shiqi_ca::key::PrivateKey;
 use time::{Duration, OffsetDateTime};
 
 use crate::doctor::configs::Kind;
-use crate::doctor::{Check, CheckId, Context, State};
+use crate::doctor::{CheckId, Context, Finding, Findings};
 use crate::profile::{KEYSTORE_ALIAS, files as pf};
 
 /// Reads a profile file, or says why a check that needs it is skipped.
@@ -44,11 +44,11 @@ pub fn span(d: Duration) -> String {
 }
 
 /// The verdict on a certificate's validity window at `now`.
-pub fn validity(leaf: &Cert, now: OffsetDateTime, renew: &str) -> Check {
+pub fn validity(leaf: &Cert, now: OffsetDateTime, renew: &str) -> Finding {
     let (nb, na) = (leaf.not_before(), leaf.not_after());
     let who = format!("`{}` (serial {})", leaf.subject(), leaf.serial().to_hex());
     if now < nb {
-        return Check::fail(
+        return Finding::fail(
             CheckId::CertValid,
             format!(
                 "{who} is not valid before {} ({} from now)",
@@ -59,7 +59,7 @@ pub fn validity(leaf: &Cert, now: OffsetDateTime, renew: &str) -> Check {
         );
     }
     if now >= na {
-        return Check::fail(
+        return Finding::fail(
             CheckId::CertValid,
             format!("{who} expired on {} ({} ago)", when(na), span(now - na)),
             format!("get a new certificate: `{renew}`"),
@@ -67,13 +67,13 @@ pub fn validity(leaf: &Cert, now: OffsetDateTime, renew: &str) -> Check {
     }
     let left = na - now;
     if left < warn_before(na - nb) {
-        return Check::warn(
+        return Finding::warn(
             CheckId::CertValid,
             format!("{who} expires on {} (in {})", when(na), span(left)),
             format!("renew it before then: `{renew}`"),
         );
     }
-    Check::ok(
+    Finding::ok(
         CheckId::CertValid,
         format!("{who} is valid until {} ({} left)", when(na), span(left)),
     )
@@ -101,7 +101,7 @@ pub fn chains_to(leaf: &Cert, chain: &[Cert], ca: &Cert) -> bool {
 }
 
 /// `cert.*`.
-pub fn check(ctx: &Context, st: &mut State) {
+pub fn check(ctx: &Context, st: &mut Findings) {
     let renew = ctx.renew_command();
     let chain = read(ctx, pf::CLIENT_CRT).and_then(|pem| {
         cert::certs_from_pem(&pem)
@@ -120,9 +120,9 @@ pub fn check(ctx: &Context, st: &mut State) {
             let missing = why.contains("(see `files`)");
             for id in [CheckId::CertValid, CheckId::CertChain, CheckId::CertKey] {
                 st.push(if missing || id != CheckId::CertValid {
-                    Check::skip(id, why.clone())
+                    Finding::skip(id, why.clone())
                 } else {
-                    Check::fail(
+                    Finding::fail(
                         id,
                         why.clone(),
                         format!("rebuild the profile: `{}`", ctx.setup_again()),
@@ -137,9 +137,9 @@ pub fn check(ctx: &Context, st: &mut State) {
     st.push(validity(leaf, OffsetDateTime::now_utc(), &renew));
 
     st.push(match read(ctx, pf::CA_CRT) {
-        Err(why) => Check::skip(CheckId::CertChain, why),
+        Err(why) => Finding::skip(CheckId::CertChain, why),
         Ok(pem) => match Cert::from_pem(&pem) {
-            Err(e) => Check::fail(
+            Err(e) => Finding::fail(
                 CheckId::CertChain,
                 format!("`{}` is not a PEM certificate: {e}", pf::CA_CRT),
                 format!("rebuild the profile: `{}`", ctx.setup_again()),
@@ -149,9 +149,9 @@ pub fn check(ctx: &Context, st: &mut State) {
     });
 
     st.push(match read(ctx, pf::CLIENT_KEY) {
-        Err(why) => Check::skip(CheckId::CertKey, why),
+        Err(why) => Finding::skip(CheckId::CertKey, why),
         Ok(pem) => match PrivateKey::from_pem(&pem) {
-            Err(e) => Check::fail(
+            Err(e) => Finding::fail(
                 CheckId::CertKey,
                 format!(
                     "`{}` is not a private key this tool reads: {e}",
@@ -162,7 +162,7 @@ pub fn check(ctx: &Context, st: &mut State) {
                     pf::CLIENT_KEY
                 ),
             ),
-            Ok(key) if leaf.matches_key(&key) => Check::ok(
+            Ok(key) if leaf.matches_key(&key) => Finding::ok(
                 CheckId::CertKey,
                 format!(
                     "`{}` ({}) is the key of `{}`",
@@ -171,7 +171,7 @@ pub fn check(ctx: &Context, st: &mut State) {
                     pf::CLIENT_CRT
                 ),
             ),
-            Ok(key) => Check::fail(
+            Ok(key) => Finding::fail(
                 CheckId::CertKey,
                 format!(
                     "`{}` ({}) is not the key of `{}` ({}): TLS servers would reject every login",
@@ -191,10 +191,10 @@ pub fn check(ctx: &Context, st: &mut State) {
     keystores(ctx, st);
 }
 
-fn chain_check(leaf: &Cert, rest: &[Cert], ca: &Cert, rebuild: &str) -> Check {
+fn chain_check(leaf: &Cert, rest: &[Cert], ca: &Cert, rebuild: &str) -> Finding {
     let now = OffsetDateTime::now_utc();
     if !ca.is_ca() {
-        return Check::fail(
+        return Finding::fail(
             CheckId::CertChain,
             format!(
                 "`{}` (`{}`) is not a CA certificate",
@@ -205,7 +205,7 @@ fn chain_check(leaf: &Cert, rest: &[Cert], ca: &Cert, rebuild: &str) -> Check {
         );
     }
     if now >= ca.not_after() {
-        return Check::fail(
+        return Finding::fail(
             CheckId::CertChain,
             format!(
                 "the CA `{}` in `{}` expired on {}",
@@ -218,7 +218,7 @@ fn chain_check(leaf: &Cert, rest: &[Cert], ca: &Cert, rebuild: &str) -> Check {
         );
     }
     if chains_to(leaf, rest, ca) {
-        Check::ok(
+        Finding::ok(
             CheckId::CertChain,
             format!(
                 "`{}` is signed by `{}` (`{}`)",
@@ -228,7 +228,7 @@ fn chain_check(leaf: &Cert, rest: &[Cert], ca: &Cert, rebuild: &str) -> Check {
             ),
         )
     } else {
-        Check::fail(
+        Finding::fail(
             CheckId::CertChain,
             format!(
                 "`{}` (issuer `{}`) is not signed by the CA in `{}` (`{}`)",
@@ -249,13 +249,13 @@ type PasswordSource = (String, Option<Secret<String>>, Option<Secret<String>>);
 
 /// `cert.keystores`: `keystore.password`, and the passwords in `client.properties`, open the
 /// PKCS#12 files (Java says "keystore password was incorrect" otherwise).
-fn keystores(ctx: &Context, st: &mut State) {
+fn keystores(ctx: &Context, st: &mut Findings) {
     let (ks, ts) = match (ctx.path(pf::KEYSTORE), ctx.path(pf::TRUSTSTORE)) {
         (Some(k), Some(t)) => (k, t),
         _ => return,
     };
     let (Ok(ks_bytes), Ok(ts_bytes)) = (std::fs::read(&ks), std::fs::read(&ts)) else {
-        st.push(Check::skip(
+        st.push(Finding::skip(
             CheckId::Keystores,
             format!(
                 "`{}` or `{}` is missing (see `files`)",
@@ -277,7 +277,7 @@ fn keystores(ctx: &Context, st: &mut State) {
             ));
         }
         Err(why) => {
-            st.push(Check::skip(CheckId::Keystores, why));
+            st.push(Finding::skip(CheckId::Keystores, why));
             return;
         }
     }
@@ -351,7 +351,7 @@ fn keystores(ctx: &Context, st: &mut State) {
     }
     if problems.is_empty() {
         let names: Vec<&str> = sources.iter().map(|(s, _, _)| s.as_str()).collect();
-        st.push(Check::ok(
+        st.push(Finding::ok(
             CheckId::Keystores,
             format!(
                 "the password in {} opens `{}` ({} key entry) and `{}`",
@@ -386,7 +386,7 @@ fn keystores(ctx: &Context, st: &mut State) {
             ),
         });
     }
-    st.push(Check::fail(
+    st.push(Finding::fail(
         CheckId::Keystores,
         problems.join("; "),
         fixes.join("; "),

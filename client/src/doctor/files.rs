@@ -5,7 +5,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::doctor::{Check, CheckId, Context, State};
+use crate::doctor::{CheckId, Context, Finding, Findings};
 use crate::profile::files as pf;
 use crate::ssh::config::find_in_path;
 
@@ -48,13 +48,13 @@ fn mode(path: &Path) -> Option<u32> {
 }
 
 /// `files`: existence and modes.
-pub fn check(ctx: &Context, st: &mut State) {
+pub fn check(ctx: &Context, st: &mut Findings) {
     let Some(dir) = &ctx.dir else {
         return;
     };
     let shown = ctx.show(dir);
     let Some(dir_mode) = mode(dir) else {
-        st.push(Check::fail(
+        st.push(Finding::fail(
             CheckId::Files,
             format!("the profile folder `{shown}` does not exist"),
             format!("make the profile: `{}`", ctx.setup_again()),
@@ -113,7 +113,7 @@ pub fn check(ctx: &Context, st: &mut State) {
         fixes.push(format!("`chmod 700 {shown}`"));
     }
     if problems.is_empty() {
-        st.push(Check::ok(
+        st.push(Finding::ok(
             CheckId::Files,
             format!(
                 "`{shown}`: {} files; secrets 0600 in a 0700 folder",
@@ -121,7 +121,7 @@ pub fn check(ctx: &Context, st: &mut State) {
             ),
         ));
     } else {
-        st.push(Check::fail(
+        st.push(Finding::fail(
             CheckId::Files,
             problems.join("; "),
             fixes.join("; then "),
@@ -151,7 +151,7 @@ fn keg_only_mysql() -> Option<PathBuf> {
 }
 
 /// `tool.*`: the clients, when the profile uses them.
-pub fn tools(ctx: &Context, st: &mut State) {
+pub fn tools(ctx: &Context, st: &mut Findings) {
     let (kafka, mysql) = match &ctx.profile {
         Ok(p) => (!p.brokers.is_empty(), p.mysql.is_some()),
         Err(_) => (true, true),
@@ -159,8 +159,8 @@ pub fn tools(ctx: &Context, st: &mut State) {
     if mysql {
         let found = find_in_path("mariadb").or_else(|| find_in_path("mysql"));
         st.push(match (found, keg_only_mysql()) {
-            (Some(p), _) => Check::ok(CheckId::ToolMysql, format!("`{}`", ctx.show(&p))),
-            (None, Some(keg)) => Check::warn(
+            (Some(p), _) => Finding::ok(CheckId::ToolMysql, format!("`{}`", ctx.show(&p))),
+            (None, Some(keg)) => Finding::warn(
                 CheckId::ToolMysql,
                 format!("`{}` is installed but not on PATH", keg.display()),
                 format!(
@@ -171,7 +171,7 @@ pub fn tools(ctx: &Context, st: &mut State) {
                         .unwrap_or_default()
                 ),
             ),
-            (None, None) => Check::warn(
+            (None, None) => Finding::warn(
                 CheckId::ToolMysql,
                 "no `mysql` or `mariadb` client on PATH",
                 install_hint("mariadb-client", "mysql-client"),
@@ -181,8 +181,8 @@ pub fn tools(ctx: &Context, st: &mut State) {
     if kafka {
         let found = find_in_path("kcat").or_else(|| find_in_path("kafkacat"));
         st.push(match found {
-            Some(p) => Check::ok(CheckId::ToolKcat, format!("`{}`", ctx.show(&p))),
-            None => Check::warn(
+            Some(p) => Finding::ok(CheckId::ToolKcat, format!("`{}`", ctx.show(&p))),
+            None => Finding::warn(
                 CheckId::ToolKcat,
                 "no `kcat` on PATH (the quickest way to try `librdkafka.conf`)",
                 install_hint("kcat", "kcat"),
@@ -191,7 +191,7 @@ pub fn tools(ctx: &Context, st: &mut State) {
         let java = find_in_path("java");
         let keytool = find_in_path("keytool");
         st.push(match (java, keytool) {
-            (Some(j), Some(k)) => Check::ok(
+            (Some(j), Some(k)) => Finding::ok(
                 CheckId::ToolJava,
                 format!("`{}`, `{}`", ctx.show(&j), ctx.show(&k)),
             ),
@@ -201,7 +201,7 @@ pub fn tools(ctx: &Context, st: &mut State) {
                     .filter(|(_, m)| *m)
                     .map(|(n, _)| *n)
                     .collect();
-                Check::warn(
+                Finding::warn(
                     CheckId::ToolJava,
                     format!(
                         "no `{}` on PATH (Kafka's console tools and `client.properties` need \

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use crate::doctor::configs::{ConfigFile, Entry, Kind};
 use crate::doctor::keys::{JAVA, MARIADB, ORACLE_MYSQL_ONLY, RDKAFKA, Table, Value};
-use crate::doctor::{Check, CheckId, Context, State, Status};
+use crate::doctor::{CheckId, Context, Finding, Findings, Status};
 
 /// The Java spelling of a librdkafka-only setting, and the other way round.
 fn counterpart(key: &str, kind: Kind) -> Option<&'static str> {
@@ -518,9 +518,9 @@ pub fn near_miss<'a>(file: &'a ConfigFile, wanted: &str) -> Option<&'a Entry> {
 }
 
 /// One `lint` line per config file.
-pub fn check(ctx: &Context, st: &mut State) {
+pub fn check(ctx: &Context, st: &mut Findings) {
     if ctx.configs.is_empty() {
-        st.push(Check::skip(CheckId::Lint, "no config files to read"));
+        st.push(Finding::skip(CheckId::Lint, "no config files to read"));
         return;
     }
     for file in &ctx.configs {
@@ -528,7 +528,7 @@ pub fn check(ctx: &Context, st: &mut State) {
         let shown = ctx.show(&file.path);
         if let Some(why) = &file.unreadable {
             st.push(
-                Check::fail(
+                Finding::fail(
                     CheckId::Lint,
                     format!("cannot read `{shown}`: {why}"),
                     "check the path and its permissions",
@@ -540,7 +540,7 @@ pub fn check(ctx: &Context, st: &mut State) {
         let issues = lint(file);
         let worst = issues.iter().map(|i| i.status).max();
         let check = match worst {
-            None => Check::ok(
+            None => Finding::ok(
                 CheckId::Lint,
                 format!(
                     "`{shown}` ({}): {} settings, all known, values and paths fine",
@@ -561,9 +561,9 @@ pub fn check(ctx: &Context, st: &mut State) {
                     .join("; ");
                 let found = format!("`{shown}` ({}): {found}", file.kind.describe());
                 if status == Status::Fail {
-                    Check::fail(CheckId::Lint, found, fix)
+                    Finding::fail(CheckId::Lint, found, fix)
                 } else {
-                    Check::warn(CheckId::Lint, found, fix)
+                    Finding::warn(CheckId::Lint, found, fix)
                 }
             }
         };

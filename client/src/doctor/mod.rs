@@ -2,7 +2,7 @@
 //! machine (files, tools, SSH, certificate, tunnel, addresses, protocols, configs, logins) and
 //! says `ok`, `warn`, `fail` or `skip`, with the fix for every warn and fail.
 //!
-//! Checks run in a fixed order and read what earlier ones found ([`State`]): a check whose
+//! Checks run in a fixed order and read what earlier ones found ([`Findings`]): a check whose
 //! precondition failed earlier reports `skip` with the reason instead of failing again, so one
 //! fault is one failing line. Nothing here prints; [`crate::commands::doctor`] does.
 
@@ -10,13 +10,13 @@ pub mod addresses;
 pub mod cert;
 pub mod configs;
 pub mod files;
+pub mod forwards;
 mod keys;
 pub mod lint;
-pub mod login;
+pub mod logins;
 pub mod protocol;
-pub mod ssh;
-pub mod ssh_config;
-pub mod tunnel;
+pub mod server;
+pub mod tunnel_config;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -27,7 +27,7 @@ use crate::probe::speaks::Speaks;
 use crate::profile::{Profile, files as pf};
 use crate::ssh::auth::Passphrase;
 use configs::ConfigFile;
-use ssh_config::SshConfig;
+use tunnel_config::TunnelConfig;
 
 /// What a check found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -136,7 +136,7 @@ impl Serialize for CheckId {
 
 /// One line of the report.
 #[derive(Clone, Debug, Serialize)]
-pub struct Check {
+pub struct Finding {
     /// Which check.
     pub check: CheckId,
     /// What it looked at when a check runs more than once (a config file).
@@ -154,7 +154,7 @@ pub struct Check {
     pub notes: Vec<String>,
 }
 
-impl Check {
+impl Finding {
     fn new(check: CheckId, status: Status, found: impl Into<String>, fix: Option<String>) -> Self {
         Self {
             check,
@@ -225,7 +225,7 @@ pub struct Context {
     /// `profile.json`, or why it could not be read.
     pub profile: Result<Profile, String>,
     /// The tunnel's `Host` block in `ssh_config`, or why it could not be read.
-    pub ssh_config: Result<SshConfig, String>,
+    pub ssh_config: Result<TunnelConfig, String>,
     /// The configs to lint and to compare with the ports.
     pub configs: Vec<ConfigFile>,
 }
@@ -242,7 +242,7 @@ impl Context {
             .map(|p| p.tunnel_host.clone())
             .unwrap_or_else(|_| "shiqi-tunnel".to_owned());
         let ssh_config = match &inputs.profile_dir {
-            Some(dir) => SshConfig::load(&dir.join(pf::SSH_CONFIG), &tunnel_host, &inputs.home),
+            Some(dir) => TunnelConfig::load(&dir.join(pf::SSH_CONFIG), &tunnel_host, &inputs.home),
             None => Err("no profile".to_owned()),
         };
         let paths: Vec<PathBuf> = if inputs.configs.is_empty() {
@@ -321,13 +321,13 @@ impl Context {
 }
 
 /// Called with each line as soon as it is known (the command prints it).
-pub type Sink = Box<dyn FnMut(&Check) + Send>;
+pub type Sink = Box<dyn FnMut(&Finding) + Send>;
 
 /// What earlier checks found that later ones need.
 #[derive(Default)]
-pub struct State {
+pub struct Findings {
     /// Every line so far.
-    pub checks: Vec<Check>,
+    pub checks: Vec<Finding>,
     /// Where lines go as they are made, besides `checks`.
     pub sink: Option<Sink>,
     /// Local ports that accept a connection.
@@ -342,9 +342,9 @@ pub struct State {
     pub probes: BTreeMap<(String, u16), Speaks>,
 }
 
-impl State {
+impl Findings {
     /// Records a line (and hands it to the sink).
-    pub fn push(&mut self, check: Check) {
+    pub fn push(&mut self, check: Finding) {
         if let Some(sink) = &mut self.sink {
             sink(&check);
         }
@@ -387,24 +387,24 @@ pub fn needs(id: CheckId) -> String {
 }
 
 /// Runs every check in order; `sink` sees each line as soon as it is made.
-pub async fn run(inputs: &Inputs, passphrase: &dyn Passphrase, sink: Option<Sink>) -> State {
+pub async fn run(inputs: &Inputs, passphrase: &dyn Passphrase, sink: Option<Sink>) -> Findings {
     let ctx = Context::load(inputs);
-    let mut st = State {
+    let mut st = Findings {
         sink,
-        ..State::default()
+        ..Findings::default()
     };
     if ctx.dir.is_some() {
         files::check(&ctx, &mut st);
         files::tools(&ctx, &mut st);
-        ssh::check(&ctx, &mut st, passphrase).await;
+        server::check(&ctx, &mut st, passphrase).await;
         cert::check(&ctx, &mut st);
-        tunnel::check(&ctx, &mut st);
+        forwards::check(&ctx, &mut st);
         addresses::check(&ctx, &mut st);
         protocol::check(&ctx, &mut st);
     }
     lint::check(&ctx, &mut st);
     if ctx.dir.is_some() {
-        login::check(&ctx, &mut st).await;
+        logins::check(&ctx, &mut st).await;
     }
     st
 }
@@ -415,14 +415,14 @@ mod tests {
 
     #[test]
     fn the_worst_status_ignores_skips() {
-        let mut st = State::default();
-        st.push(Check::ok(CheckId::Files, "x"));
-        st.push(Check::skip(CheckId::Tunnel, "y"));
+        let mut st = Findings::default();
+        st.push(Finding::ok(CheckId::Files, "x"));
+        st.push(Finding::skip(CheckId::Tunnel, "y"));
         assert_eq!(st.worst(), Status::Ok);
-        st.push(Check::warn(CheckId::ToolKcat, "x", "y"));
+        st.push(Finding::warn(CheckId::ToolKcat, "x", "y"));
         assert_eq!(st.worst(), Status::Warn);
-        st.push(Check::fail(CheckId::Lint, "x", "y").about("a"));
-        st.push(Check::ok(CheckId::Lint, "x").about("b"));
+        st.push(Finding::fail(CheckId::Lint, "x", "y").about("a"));
+        st.push(Finding::ok(CheckId::Lint, "x").about("b"));
         assert_eq!(st.worst(), Status::Fail);
         assert!(st.failed(CheckId::Lint));
         assert_eq!(
@@ -450,7 +450,7 @@ mod tests {
 
     #[test]
     fn checks_serialize_with_their_ids() {
-        let c = Check::fail(CheckId::AddressResolve, "f", "x").note("n");
+        let c = Finding::fail(CheckId::AddressResolve, "f", "x").note("n");
         let j = serde_json::to_value(&c).expect("json");
         assert_eq!(j["check"], "addresses.resolve");
         assert_eq!(j["status"], "fail");

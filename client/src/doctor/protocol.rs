@@ -5,8 +5,8 @@
 //! 2016), so this check names that as the cause before the client ever runs.
 
 use crate::doctor::configs::{ConfigFile, Kind};
-use crate::doctor::tunnel::{self, Target};
-use crate::doctor::{Check, CheckId, Context, State, Status, lint, needs};
+use crate::doctor::forwards::{self, Service};
+use crate::doctor::{CheckId, Context, Finding, Findings, Status, lint, needs};
 use crate::probe::kafka_wire;
 use crate::probe::speaks::{self as probe, Speaks};
 
@@ -48,7 +48,7 @@ pub fn bootstrap(value: &str) -> Vec<(String, u16)> {
         .collect()
 }
 
-fn probe_port(st: &mut State, host: &str, port: u16, kafka: bool, sni: &str) -> Speaks {
+fn probe_port(st: &mut Findings, host: &str, port: u16, kafka: bool, sni: &str) -> Speaks {
     let key = (host.to_owned(), port);
     if let Some(s) = st.probes.get(&key) {
         return s.clone();
@@ -63,19 +63,19 @@ fn probe_port(st: &mut State, host: &str, port: u16, kafka: bool, sni: &str) -> 
 }
 
 /// `protocol`.
-pub fn check(ctx: &Context, st: &mut State) {
+pub fn check(ctx: &Context, st: &mut Findings) {
     if ctx.profile.is_err() {
-        st.push(Check::skip(CheckId::Protocol, "no profile"));
+        st.push(Finding::skip(CheckId::Protocol, "no profile"));
         return;
     }
-    let targets = tunnel::targets(ctx);
-    let reachable: Vec<Target> = targets
+    let targets = forwards::services(ctx);
+    let reachable: Vec<Service> = targets
         .iter()
         .filter(|t| st.answering.contains(&t.port) && !st.tunnel_broken.contains(&t.port))
         .cloned()
         .collect();
     if reachable.is_empty() {
-        st.push(Check::skip(CheckId::Protocol, needs(CheckId::Tunnel)));
+        st.push(Finding::skip(CheckId::Protocol, needs(CheckId::Tunnel)));
         return;
     }
     let mut found = Vec::new();
@@ -143,7 +143,7 @@ pub fn check(ctx: &Context, st: &mut State) {
 
     let worst = problems.iter().map(|(s, _, _)| *s).max();
     st.push(match worst {
-        None => Check::ok(CheckId::Protocol, found.join("; ")),
+        None => Finding::ok(CheckId::Protocol, found.join("; ")),
         Some(s) => {
             let what = problems
                 .iter()
@@ -156,9 +156,9 @@ pub fn check(ctx: &Context, st: &mut State) {
                 .collect::<Vec<_>>()
                 .join("; ");
             if s == Status::Fail {
-                Check::fail(CheckId::Protocol, what, fix)
+                Finding::fail(CheckId::Protocol, what, fix)
             } else {
-                Check::warn(CheckId::Protocol, what, fix)
+                Finding::warn(CheckId::Protocol, what, fix)
             }
         }
     });
@@ -166,9 +166,9 @@ pub fn check(ctx: &Context, st: &mut State) {
 
 fn compare_kafka(
     ctx: &Context,
-    st: &mut State,
+    st: &mut Findings,
     file: &ConfigFile,
-    reachable: &[Target],
+    reachable: &[Service],
     found: &mut Vec<String>,
     problems: &mut Vec<(Status, String, String)>,
 ) {

@@ -1,119 +1,16 @@
-//! Where to connect: destination parsing, resolving it like OpenSSH does, and the `Include`
-//! line in `~/.ssh/config`.
+//! Where to connect: a [`Destination`] resolved like OpenSSH resolves it, and the ssh_config
+//! syntax helpers the doctor shares.
 //!
 //! Resolution asks `ssh -G` when the `ssh` binary exists, so `Include`, `Match`, `HostName`,
 //! `User`, `Port`, `IdentityFile` and `UserKnownHostsFile` mean exactly what they mean to ssh.
 //! Without it, russh-config reads `~/.ssh/config` (no `Include`, no `Match`). No network here.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::str::FromStr;
 
 use crate::error::Error;
 use crate::fsutil;
-
-/// What the user typed after `--server`: `user@host`, `ssh://user@host:port` or a Host alias.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Destination {
-    /// `user@` part, if given.
-    pub user: Option<String>,
-    /// Host name, address (IPv6 without brackets) or `Host` alias.
-    pub host: String,
-    /// `:port` part (URI form only), if given.
-    pub port: Option<u16>,
-}
-
-impl FromStr for Destination {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Self, Error> {
-        let bad = |why: &'static str| Error::InvalidDestination {
-            given: s.chars().take(100).collect(),
-            why,
-        };
-        if s.is_empty() {
-            return Err(bad("it is empty"));
-        }
-        if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(bad("it contains spaces or control characters"));
-        }
-        let (rest, uri) = match s.strip_prefix("ssh://") {
-            Some(rest) => (rest.strip_suffix('/').unwrap_or(rest), true),
-            None => (s, false),
-        };
-        let (user, hostport) = match rest.rsplit_once('@') {
-            Some(("", _)) => return Err(bad("the user before `@` is empty")),
-            Some((u, h)) => (Some(u.to_owned()), h),
-            None => (None, rest),
-        };
-        let (host, port) = if let Some(inner) = hostport.strip_prefix('[') {
-            // `[::1]` or `[::1]:2222` (the port only in the URI form, as in OpenSSH).
-            let (h, after) = inner
-                .split_once(']')
-                .ok_or_else(|| bad("`[` without a closing `]`"))?;
-            let port = match after {
-                "" => None,
-                p => match p.strip_prefix(':') {
-                    Some(p) if uri => Some(parse_port(p).ok_or_else(|| bad("invalid port"))?),
-                    _ => return Err(bad("only `ssh://` destinations may carry a `:port`")),
-                },
-            };
-            (h.to_owned(), port)
-        } else if uri {
-            match hostport.rsplit_once(':') {
-                Some((h, p)) if !h.contains(':') => (
-                    h.to_owned(),
-                    Some(parse_port(p).ok_or_else(|| bad("invalid port"))?),
-                ),
-                Some(_) => return Err(bad("write IPv6 addresses in brackets: `[::1]`")),
-                None => (hostport.to_owned(), None),
-            }
-        } else {
-            (hostport.to_owned(), None)
-        };
-        if host.is_empty() {
-            return Err(bad("the host is empty"));
-        }
-        if host.starts_with('-') {
-            // ssh would read it as an option.
-            return Err(bad("the host may not start with `-`"));
-        }
-        if host.contains(['/', '\'', '"', '\\', '`', '$', ';', '&', '|']) {
-            return Err(bad("the host contains characters no host name has"));
-        }
-        if user
-            .as_deref()
-            .is_some_and(|u| u.starts_with('-') || u.contains(['/', ':']))
-        {
-            return Err(bad("the user contains characters ssh does not accept"));
-        }
-        Ok(Self { user, host, port })
-    }
-}
-
-fn parse_port(p: &str) -> Option<u16> {
-    p.parse::<u16>().ok().filter(|p| *p != 0)
-}
-
-impl fmt::Display for Destination {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let host = if self.host.contains(':') {
-            format!("[{}]", self.host)
-        } else {
-            self.host.clone()
-        };
-        let user = self
-            .user
-            .as_deref()
-            .map(|u| format!("{u}@"))
-            .unwrap_or_default();
-        match self.port {
-            Some(p) => write!(f, "ssh://{user}{host}:{p}"),
-            None => write!(f, "{user}{host}"),
-        }
-    }
-}
+use crate::ssh::destination::Destination;
 
 /// A destination resolved the way OpenSSH would: where to dial, as whom, with which keys.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -511,140 +408,12 @@ fn passwd_entry() -> Option<(String, PathBuf)> {
     })
 }
 
-/// What [`install_include`] did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum IncludeChange {
-    /// The line was already at the top.
-    AlreadyThere,
-    /// The line was added.
-    Added,
-    /// The line was found below a `Host`/`Match` block (where it is conditional) and moved up.
-    Moved,
-}
-
-/// Puts `Include <include>` at the top of the ssh config `text`: ssh applies an `Include` to every
-/// host only when it stands before the first `Host` or `Match` line. `None` when already there.
-pub fn add_include(text: &str, include: &str, comment: &str) -> (Option<String>, IncludeChange) {
-    let is_ours = |line: &str| {
-        let (k, v) = split_directive(line.trim());
-        k.eq_ignore_ascii_case("include") && v.trim_matches('"') == include
-    };
-    let mut seen_block = false;
-    let mut misplaced = false;
-    for line in text.lines() {
-        let (k, _) = split_directive(line.trim());
-        if k.eq_ignore_ascii_case("host") || k.eq_ignore_ascii_case("match") {
-            seen_block = true;
-        } else if is_ours(line) {
-            if !seen_block {
-                return (None, IncludeChange::AlreadyThere);
-            }
-            misplaced = true;
-        }
-    }
-    let mut out = format!("# {comment}\nInclude {include}\n\n");
-    for line in text.lines().filter(|l| !is_ours(l)) {
-        out.push_str(line);
-        out.push('\n');
-    }
-    let change = if misplaced {
-        IncludeChange::Moved
-    } else {
-        IncludeChange::Added
-    };
-    (Some(out), change)
-}
-
-/// Adds the `Include` line to the ssh config at `config` (usually `~/.ssh/config`), creating it
-/// (and `~/.ssh`, 0700) when missing. A symlinked config is written through to its target.
-///
-/// # Errors
-/// When the file cannot be read or written.
-pub fn install_include(
-    config: &Path,
-    include: &str,
-    comment: &str,
-) -> Result<IncludeChange, Error> {
-    let real = std::fs::canonicalize(config).unwrap_or_else(|_| config.to_path_buf());
-    if let Some(dir) = real.parent()
-        && !dir.exists()
-    {
-        fsutil::create_private_dir(dir)?;
-    }
-    let text = fsutil::read_optional(&real)?.unwrap_or_default();
-    let (new, change) = add_include(&text, include, comment);
-    if let Some(new) = new {
-        fsutil::write_private(&real, new.as_bytes())?;
-    }
-    Ok(change)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn dest(s: &str) -> Destination {
         s.parse().expect("valid destination")
-    }
-
-    #[test]
-    fn parses_the_openssh_destination_forms() {
-        assert_eq!(
-            dest("shiqi-dev@10.231.0.1"),
-            Destination {
-                user: Some("shiqi-dev".into()),
-                host: "10.231.0.1".into(),
-                port: None
-            }
-        );
-        assert_eq!(
-            dest("ssh://bob@example.org:2222"),
-            Destination {
-                user: Some("bob".into()),
-                host: "example.org".into(),
-                port: Some(2222)
-            }
-        );
-        assert_eq!(
-            dest("ssh://[::1]:2222/"),
-            Destination {
-                user: None,
-                host: "::1".into(),
-                port: Some(2222)
-            }
-        );
-        assert_eq!(dest("root@[::1]").host, "::1");
-        assert_eq!(dest("vm").host, "vm");
-        assert_eq!(dest("ssh://host").port, None);
-        // The last `@` separates the user, as in OpenSSH.
-        assert_eq!(dest("a@b@host").user.as_deref(), Some("a@b"));
-    }
-
-    #[test]
-    fn refuses_what_ssh_would_misread() {
-        for bad in [
-            "",
-            "@host",
-            "user@",
-            "-oProxyCommand=x",
-            "ssh://h:0",
-            "ssh://h:99999",
-            "[::1",
-            "[::1]:22",
-            "a b",
-            "host;rm",
-            "ssh://::1:22",
-            "u@h\n",
-        ] {
-            assert!(bad.parse::<Destination>().is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn displays_round_trip() {
-        for s in ["bob@host", "ssh://bob@[::1]:2222", "vm"] {
-            assert_eq!(dest(s).to_string(), s);
-        }
     }
 
     fn env() -> Env {
@@ -725,42 +494,5 @@ mod tests {
         assert_eq!(t.known_hosts[0], ssh.join("known_hosts"));
         let t = resolve(&dest("ssh://root@vm:22"), &env).expect("resolves");
         assert_eq!((t.port, t.user.as_str()), (22, "root"));
-    }
-
-    #[test]
-    fn include_goes_on_top_once() {
-        let inc = "~/.shiqi/saige/ssh_config";
-        let (text, change) = add_include("Host a\n  User b\n", inc, "added by shiqi-connect");
-        let text = text.expect("added");
-        assert_eq!(change, IncludeChange::Added);
-        assert_eq!(
-            text,
-            "# added by shiqi-connect\nInclude ~/.shiqi/saige/ssh_config\n\nHost a\n  User b\n"
-        );
-        assert_eq!(
-            add_include(&text, inc, "x"),
-            (None, IncludeChange::AlreadyThere)
-        );
-
-        let (moved, change) = add_include("Host a\nInclude ~/.shiqi/saige/ssh_config\n", inc, "c");
-        assert_eq!(change, IncludeChange::Moved);
-        assert_eq!(moved.expect("moved").matches("Include").count(), 1);
-    }
-
-    #[test]
-    fn installs_include_idempotently_on_a_file() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let cfg = dir.path().join(".ssh/config");
-        let inc = "~/.shiqi/saige/ssh_config";
-        assert_eq!(
-            install_include(&cfg, inc, "c").expect("first"),
-            IncludeChange::Added
-        );
-        assert_eq!(
-            install_include(&cfg, inc, "c").expect("again"),
-            IncludeChange::AlreadyThere
-        );
-        let text = std::fs::read_to_string(&cfg).expect("read");
-        assert_eq!(text.matches("Include").count(), 1);
     }
 }

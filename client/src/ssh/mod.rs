@@ -5,7 +5,9 @@
 
 pub mod auth;
 pub mod config;
+pub mod destination;
 pub mod hostfile;
+pub mod include;
 pub mod known_hosts;
 
 use std::sync::{Arc, Mutex};

@@ -9,7 +9,8 @@ use crate::error::Error;
 use crate::profile::Profile;
 use crate::ssh::Session;
 use crate::ssh::auth::{KeyUsed, NoPassphrase};
-use crate::ssh::config::{self, Destination, Env, Target};
+use crate::ssh::config::{self, Env, Target};
+use crate::ssh::destination::Destination;
 use crate::ssh::known_hosts::HostKeyPolicy;
 
 /// Where to log in: the recorded key alone first, then everything setup would try.

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use shiqi_ca::protocol::Broker;
 
-use crate::doctor::tunnel;
-use crate::doctor::{Check, CheckId, Context, State, Status, needs};
+use crate::doctor::forwards;
+use crate::doctor::{CheckId, Context, Finding, Findings, Status, needs};
 use crate::probe::kafka_wire::AdvertisedBroker;
 use crate::probe::speaks::Speaks;
 use crate::probe::{self, ProfileTls};
@@ -19,7 +19,7 @@ use crate::profile::files as pf;
 const TIMEOUT: Duration = Duration::from_secs(15);
 
 /// `login.*`.
-pub async fn check(ctx: &Context, st: &mut State) {
+pub async fn check(ctx: &Context, st: &mut Findings) {
     let kafka = kafka(ctx, st).await;
     st.push(kafka);
     let mysql = mysql(ctx, st).await;
@@ -27,7 +27,7 @@ pub async fn check(ctx: &Context, st: &mut State) {
 }
 
 /// Why a login with the certificate cannot work yet, if it cannot.
-fn certificate_blocker(st: &State) -> Option<String> {
+fn certificate_blocker(st: &Findings) -> Option<String> {
     if let Some(id) = st.first_failed(&[CheckId::CertValid, CheckId::CertChain, CheckId::CertKey]) {
         return Some(needs(id));
     }
@@ -40,26 +40,26 @@ fn path(ctx: &Context, file: &str) -> PathBuf {
     ctx.path(file).unwrap_or_else(|| PathBuf::from(file))
 }
 
-async fn kafka(ctx: &Context, st: &State) -> Check {
+async fn kafka(ctx: &Context, st: &Findings) -> Finding {
     let id = CheckId::LoginKafka;
     let Ok(profile) = &ctx.profile else {
-        return Check::skip(id, "no profile");
+        return Finding::skip(id, "no profile");
     };
     if profile.brokers.is_empty() {
-        return Check::skip(id, "the profile has no brokers");
+        return Finding::skip(id, "the profile has no brokers");
     }
     if let Some(why) = certificate_blocker(st) {
-        return Check::skip(id, why);
+        return Finding::skip(id, why);
     }
-    let targets: Vec<_> = tunnel::targets(ctx)
+    let targets: Vec<_> = forwards::services(ctx)
         .into_iter()
         .filter(|t| t.kafka)
         .collect();
     if targets.iter().any(|t| st.tunnel_broken.contains(&t.port)) {
-        return Check::skip(id, needs(CheckId::Tunnel));
+        return Finding::skip(id, needs(CheckId::Tunnel));
     }
     if !st.bypassed.is_empty() {
-        return Check::skip(
+        return Finding::skip(
             id,
             format!(
                 "a Kafka client would go around the tunnel for `{}` ({})",
@@ -74,10 +74,10 @@ async fn kafka(ctx: &Context, st: &State) -> Check {
             .is_some_and(Speaks::is_tls)
     });
     if not_tls {
-        return Check::skip(id, "not every broker port speaks TLS (see `protocol`)");
+        return Finding::skip(id, "not every broker port speaks TLS (see `protocol`)");
     }
     if targets.iter().any(|t| st.name_mismatch.contains(&t.port)) {
-        return Check::skip(id, needs(CheckId::AddressNames));
+        return Finding::skip(id, needs(CheckId::AddressNames));
     }
     let bootstrap = profile
         .brokers
@@ -86,7 +86,7 @@ async fn kafka(ctx: &Context, st: &State) -> Check {
         .collect::<Vec<_>>()
         .join(",");
     let Some(dir) = &ctx.dir else {
-        return Check::skip(id, "no profile");
+        return Finding::skip(id, "no profile");
     };
     let tls = ProfileTls::from_profile(dir);
     let mut failure = None;
@@ -98,7 +98,7 @@ async fn kafka(ctx: &Context, st: &State) -> Check {
                         got.sort();
                         compare_brokers(ctx, &profile.brokers, &got, profile.name.as_str())
                     }
-                    Err(why) => Check::fail(
+                    Err(why) => Finding::fail(
                         id,
                         format!("metadata from `{}:{}`: {why}", b.host, b.port),
                         "the cluster's `advertised.listeners` must name hosts and ports a \
@@ -112,7 +112,7 @@ async fn kafka(ctx: &Context, st: &State) -> Check {
         }
     }
     let why = failure.unwrap_or_default();
-    Check::fail(
+    Finding::fail(
         id,
         format!(
             "metadata from `{bootstrap}` with `{}` failed: {why}",
@@ -168,7 +168,7 @@ fn brokers(advertised: Vec<AdvertisedBroker>) -> Result<Vec<Broker>, String> {
         .collect()
 }
 
-fn compare_brokers(ctx: &Context, want: &[Broker], got: &[Broker], name: &str) -> Check {
+fn compare_brokers(ctx: &Context, want: &[Broker], got: &[Broker], name: &str) -> Finding {
     let id = CheckId::LoginKafka;
     let new: Vec<&Broker> = got.iter().filter(|b| !want.contains(b)).collect();
     let gone: Vec<&Broker> = want.iter().filter(|b| !got.contains(b)).collect();
@@ -182,7 +182,7 @@ fn compare_brokers(ctx: &Context, want: &[Broker], got: &[Broker], name: &str) -
         got.len()
     );
     if new.is_empty() && gone.is_empty() {
-        return Check::ok(id, found);
+        return Finding::ok(id, found);
     }
     let mut what = Vec::new();
     if !new.is_empty() {
@@ -204,7 +204,7 @@ fn compare_brokers(ctx: &Context, want: &[Broker], got: &[Broker], name: &str) -
             if gone.len() == 1 { "is" } else { "are" }
         ));
     }
-    Check::warn(
+    Finding::warn(
         id,
         format!("{found}; {}", what.join("; ")),
         format!(
@@ -214,35 +214,35 @@ fn compare_brokers(ctx: &Context, want: &[Broker], got: &[Broker], name: &str) -
     )
 }
 
-async fn mysql(ctx: &Context, st: &State) -> Check {
+async fn mysql(ctx: &Context, st: &Findings) -> Finding {
     let id = CheckId::LoginMysql;
     let Ok(profile) = &ctx.profile else {
-        return Check::skip(id, "no profile");
+        return Finding::skip(id, "no profile");
     };
     let Some(m) = &profile.mysql else {
-        return Check::skip(id, "the profile has no MySQL");
+        return Finding::skip(id, "the profile has no MySQL");
     };
     if let Some(why) = certificate_blocker(st) {
-        return Check::skip(id, why);
+        return Finding::skip(id, why);
     }
     if st.tunnel_broken.contains(&m.port.get()) {
-        return Check::skip(id, needs(CheckId::Tunnel));
+        return Finding::skip(id, needs(CheckId::Tunnel));
     }
     match st.probes.get(&("127.0.0.1".to_owned(), m.port.get())) {
         Some(Speaks::Mysql { tls: true, .. }) => {}
-        _ => return Check::skip(id, "the MySQL port does not offer TLS (see `protocol`)"),
+        _ => return Finding::skip(id, "the MySQL port does not offer TLS (see `protocol`)"),
     }
     if st.name_mismatch.contains(&m.port.get()) {
-        return Check::skip(id, needs(CheckId::AddressNames));
+        return Finding::skip(id, needs(CheckId::AddressNames));
     }
     let Some(dir) = &ctx.dir else {
-        return Check::skip(id, "no profile");
+        return Finding::skip(id, "no profile");
     };
     let login =
         probe::mysql::current_user(m.port.get(), m.host.as_str(), m.user.as_str(), dir, TIMEOUT);
     let shown = ctx.show(&path(ctx, pf::MY_CNF));
     match login.await {
-        Ok(who) => Check::ok(
+        Ok(who) => Finding::ok(
             id,
             format!("`SELECT CURRENT_USER()` through the tunnel with the certificate: `{who}`"),
         ),
@@ -262,7 +262,7 @@ async fn mysql(ctx: &Context, st: &State) -> Check {
                      same with the client's own words"
                 )
             };
-            Check::fail(
+            Finding::fail(
                 id,
                 format!(
                     "MySQL login as `{}` on 127.0.0.1:{} failed: {why}",

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::CommandFactory;
 
-use crate::doctor::{Check, CheckId, Context, State};
+use crate::doctor::{CheckId, Context, Finding, Findings};
 use crate::probe::speaks as probe;
 use crate::profile::files as pf;
 
@@ -16,7 +16,7 @@ const CONNECT: Duration = Duration::from_secs(2);
 
 /// One thing the tunnel must carry.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Target {
+pub struct Service {
     /// `broker 2`, `MySQL`.
     pub what: String,
     /// The advertised (or server-side) host.
@@ -28,15 +28,15 @@ pub struct Target {
 }
 
 /// Everything the tunnel should forward, brokers by id then MySQL.
-pub fn targets(ctx: &Context) -> Vec<Target> {
+pub fn services(ctx: &Context) -> Vec<Service> {
     let Ok(p) = &ctx.profile else {
         return Vec::new();
     };
     let mut brokers = p.brokers.clone();
     brokers.sort_by_key(|b| b.id);
-    let mut out: Vec<Target> = brokers
+    let mut out: Vec<Service> = brokers
         .iter()
-        .map(|b| Target {
+        .map(|b| Service {
             what: format!("broker {}", b.id),
             host: b.host.to_string(),
             port: b.port.get(),
@@ -44,7 +44,7 @@ pub fn targets(ctx: &Context) -> Vec<Target> {
         })
         .collect();
     if let Some(m) = &p.mysql {
-        out.push(Target {
+        out.push(Service {
             what: "MySQL".to_owned(),
             host: m.host.to_string(),
             port: m.port.get(),
@@ -88,22 +88,22 @@ fn restart_hint(ctx: &Context) -> String {
 }
 
 /// `tunnel`.
-pub fn check(ctx: &Context, st: &mut State) {
-    let targets = targets(ctx);
+pub fn check(ctx: &Context, st: &mut Findings) {
+    let targets = services(ctx);
     let cfg = match (&ctx.profile, &ctx.ssh_config) {
         (Err(why), _) => {
-            st.push(Check::skip(CheckId::Tunnel, format!("no profile: {why}")));
+            st.push(Finding::skip(CheckId::Tunnel, format!("no profile: {why}")));
             return;
         }
         (Ok(_), Err(why)) => {
             let missing = ctx.path(pf::SSH_CONFIG).is_some_and(|p| !p.exists());
             st.push(if missing {
-                Check::skip(
+                Finding::skip(
                     CheckId::Tunnel,
                     format!("`{}` is missing (see `files`)", pf::SSH_CONFIG),
                 )
             } else {
-                Check::fail(
+                Finding::fail(
                     CheckId::Tunnel,
                     why.clone(),
                     format!("rebuild the profile: `{}`", ctx.setup_again()),
@@ -115,7 +115,7 @@ pub fn check(ctx: &Context, st: &mut State) {
         (Ok(_), Ok(c)) => c,
     };
     if targets.is_empty() {
-        st.push(Check::skip(
+        st.push(Finding::skip(
             CheckId::Tunnel,
             "the profile has no brokers and no MySQL",
         ));
@@ -146,7 +146,7 @@ pub fn check(ctx: &Context, st: &mut State) {
         }
     }
     if missing.is_empty() && wide.is_empty() && silent.is_empty() && cfg.problems.is_empty() {
-        st.push(Check::ok(
+        st.push(Finding::ok(
             CheckId::Tunnel,
             format!(
                 "{} forwards answer on 127.0.0.1: {}",
@@ -170,7 +170,7 @@ pub fn check(ctx: &Context, st: &mut State) {
         && cfg.problems.is_empty()
         && let Some(id) = st.first_failed(&ssh)
     {
-        st.push(Check::skip(
+        st.push(Finding::skip(
             CheckId::Tunnel,
             format!(
                 "nothing listens, and the tunnel cannot start until `{}` passes",
@@ -241,7 +241,7 @@ pub fn check(ctx: &Context, st: &mut State) {
     if !cfg.problems.is_empty() {
         fixes.push(format!("rebuild the profile: `{}`", ctx.setup_again()));
     }
-    st.push(Check::fail(
+    st.push(Finding::fail(
         CheckId::Tunnel,
         found.join("; "),
         fixes.join("; "),
@@ -292,7 +292,7 @@ mod tests {
         let a = up.local_addr().expect("addr").port();
         let b = free_port();
         let ctx = context(dir.path(), [a, b], &[a]);
-        let mut st = State::default();
+        let mut st = Findings::default();
         check(&ctx, &mut st);
         let c = &st.checks[0];
         assert_eq!(c.status, Status::Fail, "{c:?}");
@@ -315,7 +315,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let (a, b) = (free_port(), free_port());
         let ctx = context(dir.path(), [a, b], &[a, b]);
-        let mut st = State::default();
+        let mut st = Findings::default();
         check(&ctx, &mut st);
         assert_eq!(st.checks[0].status, Status::Fail);
         assert!(st.checks[0].found.contains("the tunnel is not running"));
@@ -326,8 +326,8 @@ mod tests {
                 .is_some_and(|f| f.contains("start the tunnel"))
         );
 
-        let mut st = State::default();
-        st.push(Check::fail(CheckId::SshLogin, "refused", "add the key"));
+        let mut st = Findings::default();
+        st.push(Finding::fail(CheckId::SshLogin, "refused", "add the key"));
         check(&ctx, &mut st);
         assert_eq!(st.checks[1].status, Status::Skip, "{:?}", st.checks[1]);
         assert!(st.checks[1].found.contains("`ssh.login`"));

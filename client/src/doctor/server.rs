@@ -9,14 +9,15 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::doctor::ssh_config::SshConfig;
-use crate::doctor::{Check, CheckId, Context, State, needs};
+use crate::doctor::tunnel_config::TunnelConfig;
+use crate::doctor::{CheckId, Context, Finding, Findings, needs};
 use crate::error::Error;
 use crate::probe::speaks as probe;
 use crate::profile::Profile;
 use crate::ssh::Session;
 use crate::ssh::auth::{KeyUsed, Passphrase};
-use crate::ssh::config::{self, Destination, Env, Target};
+use crate::ssh::config::{self, Env, Target};
+use crate::ssh::destination::Destination;
 use crate::ssh::known_hosts::HostKeyPolicy;
 
 /// The keys OpenSSH tries when a config names none.
@@ -29,7 +30,7 @@ const OPENSSH_DEFAULT_KEYS: &[&str] = &[
 ];
 
 /// `ssh.*`.
-pub async fn check(ctx: &Context, st: &mut State, passphrase: &dyn Passphrase) {
+pub async fn check(ctx: &Context, st: &mut Findings, passphrase: &dyn Passphrase) {
     let profile = match &ctx.profile {
         Ok(p) => p,
         Err(why) => {
@@ -39,7 +40,7 @@ pub async fn check(ctx: &Context, st: &mut State, passphrase: &dyn Passphrase) {
                 CheckId::SshLogin,
                 CheckId::SshConfigKey,
             ] {
-                st.push(Check::skip(id, format!("no profile: {why}")));
+                st.push(Finding::skip(id, format!("no profile: {why}")));
             }
             return;
         }
@@ -60,20 +61,20 @@ pub async fn check(ctx: &Context, st: &mut State, passphrase: &dyn Passphrase) {
         .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
     match banner {
         Ok(b) if b.starts_with("SSH-") => {
-            st.push(Check::ok(
+            st.push(Finding::ok(
                 CheckId::SshReach,
                 format!("`{host}:{port}` answers `{b}`"),
             ));
         }
         Ok(b) => {
-            st.push(Check::fail(
+            st.push(Finding::fail(
                 CheckId::SshReach,
                 format!("`{host}:{port}` answers, but not as an SSH server (`{b}`)"),
                 format!("check `HostName` and `Port` in `{}`", ssh_config_shown(ctx)),
             ));
         }
         Err(e) => {
-            st.push(Check::fail(
+            st.push(Finding::fail(
                 CheckId::SshReach,
                 format!("cannot reach the SSH server `{host}:{port}`: {e}"),
                 format!(
@@ -89,7 +90,7 @@ pub async fn check(ctx: &Context, st: &mut State, passphrase: &dyn Passphrase) {
             CheckId::SshLogin,
             CheckId::SshConfigKey,
         ] {
-            st.push(Check::skip(id, needs(CheckId::SshReach)));
+            st.push(Finding::skip(id, needs(CheckId::SshReach)));
         }
         return;
     }
@@ -136,7 +137,7 @@ pub async fn check(ctx: &Context, st: &mut State, passphrase: &dyn Passphrase) {
                     (None, Some(used))
                 }
                 Err(_) => {
-                    st.push(Check::fail(
+                    st.push(Finding::fail(
                         CheckId::SshLogin,
                         format!("`{user}@{host}` accepts none of your SSH keys (tried: {tried})"),
                         format!(
@@ -145,7 +146,10 @@ pub async fn check(ctx: &Context, st: &mut State, passphrase: &dyn Passphrase) {
                              (`ssh-add`)"
                         ),
                     ));
-                    st.push(Check::skip(CheckId::SshConfigKey, needs(CheckId::SshLogin)));
+                    st.push(Finding::skip(
+                        CheckId::SshConfigKey,
+                        needs(CheckId::SshLogin),
+                    ));
                     return;
                 }
             }
@@ -153,7 +157,7 @@ pub async fn check(ctx: &Context, st: &mut State, passphrase: &dyn Passphrase) {
         Err(e) => {
             st.push(host_key_failure(ctx, &e));
             for id in [CheckId::SshLogin, CheckId::SshConfigKey] {
-                st.push(Check::skip(id, needs(CheckId::SshHostKey)));
+                st.push(Finding::skip(id, needs(CheckId::SshHostKey)));
             }
             return;
         }
@@ -161,7 +165,7 @@ pub async fn check(ctx: &Context, st: &mut State, passphrase: &dyn Passphrase) {
     let Some(used) = any_key else {
         return;
     };
-    st.push(Check::ok(
+    st.push(Finding::ok(
         CheckId::SshLogin,
         format!("`{user}@{host}` accepts {}", shown_key(ctx, &used)),
     ));
@@ -184,21 +188,21 @@ fn shown_key(ctx: &Context, k: &KeyUsed) -> String {
     }
 }
 
-fn host_key_ok(ctx: &Context, file: &Path) -> Check {
-    Check::ok(
+fn host_key_ok(ctx: &Context, file: &Path) -> Finding {
+    Finding::ok(
         CheckId::SshHostKey,
         format!("the server's host key is known in `{}`", ctx.show(file)),
     )
 }
 
-fn host_key_failure(ctx: &Context, e: &Error) -> Check {
+fn host_key_failure(ctx: &Context, e: &Error) -> Finding {
     match e {
         Error::HostKeyUnknown {
             host,
             algorithm,
             fingerprint,
             known_hosts,
-        } => Check::fail(
+        } => Finding::fail(
             CheckId::SshHostKey,
             format!(
                 "the host key of `{host}` ({algorithm} {fingerprint}) is not in `{}`, which the \
@@ -217,7 +221,7 @@ fn host_key_failure(ctx: &Context, e: &Error) -> Check {
         ),
         Error::HostKeyChanged {
             known_hosts, line, ..
-        } => Check::fail(
+        } => Finding::fail(
             CheckId::SshHostKey,
             e.to_string(),
             format!(
@@ -226,7 +230,7 @@ fn host_key_failure(ctx: &Context, e: &Error) -> Check {
                 ctx.show(known_hosts)
             ),
         ),
-        other => Check::fail(
+        other => Finding::fail(
             CheckId::SshHostKey,
             format!("the SSH handshake did not complete: {}", chain(other)),
             other
@@ -248,7 +252,7 @@ fn chain(e: &dyn std::error::Error) -> String {
 }
 
 /// The keys ssh offers for the tunnel: its `IdentityFile`s, or OpenSSH's defaults.
-fn tunnel_keys(cfg: Option<&SshConfig>, home: &Path) -> Vec<PathBuf> {
+fn tunnel_keys(cfg: Option<&TunnelConfig>, home: &Path) -> Vec<PathBuf> {
     match cfg {
         Some(c) if !c.identity_files.is_empty() => c.identity_files.clone(),
         _ => OPENSSH_DEFAULT_KEYS.iter().map(|k| home.join(k)).collect(),
@@ -282,12 +286,12 @@ fn everything_target(ctx: &Context, profile: &Profile, tunnel: &Target) -> Targe
 /// `ssh.config-key`.
 fn config_key(
     ctx: &Context,
-    cfg: Option<&SshConfig>,
+    cfg: Option<&TunnelConfig>,
     tunnel_key: Option<&KeyUsed>,
     works: &KeyUsed,
-) -> Check {
+) -> Finding {
     let Some(cfg) = cfg else {
-        return Check::skip(
+        return Finding::skip(
             CheckId::SshConfigKey,
             "the tunnel's `ssh_config` cannot be read",
         );
@@ -297,7 +301,7 @@ fn config_key(
         KeyUsed::File { path, .. } => Some(path.clone()),
         KeyUsed::Agent { file, .. } => file.clone(),
     };
-    let datagrip = |check: Check| match &works_file {
+    let datagrip = |check: Finding| match &works_file {
         Some(f) if f.file_name().is_some_and(|n| n != "id_rsa") => check.note(format!(
             "DataGrip's SSH tunnel looks for `~/.ssh/id_rsa` unless told otherwise: choose \
              \"Key pair\" with `{}`, or \"OpenSSH config and authentication agent\"",
@@ -336,7 +340,7 @@ fn config_key(
                  uses the agent's key, and keep that key loaded (`ssh-add`)"
             ),
         };
-        return datagrip(Check::fail(
+        return datagrip(Finding::fail(
             CheckId::SshConfigKey,
             format!(
                 "`{cfg_shown}` has {named}; the key that works is {}",
@@ -350,7 +354,7 @@ fn config_key(
         && let Ok(meta) = std::fs::metadata(f)
         && meta.permissions().mode() & 0o077 != 0
     {
-        return Check::fail(
+        return Finding::fail(
             CheckId::SshConfigKey,
             format!(
                 "`{}` is mode {:04o}: OpenSSH ignores a private key others can read \
@@ -378,5 +382,5 @@ fn config_key(
         ),
         (None, _) => format!("`{cfg_shown}` works as written"),
     };
-    datagrip(Check::ok(CheckId::SshConfigKey, found))
+    datagrip(Finding::ok(CheckId::SshConfigKey, found))
 }

@@ -35,7 +35,7 @@ impl LocalForward {
 
 /// The settings of the tunnel's `Host` block.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SshConfig {
+pub struct TunnelConfig {
     /// The file.
     pub path: PathBuf,
     /// `HostName`.
@@ -56,7 +56,7 @@ pub struct SshConfig {
     pub problems: Vec<String>,
 }
 
-impl SshConfig {
+impl TunnelConfig {
     /// Reads the block for `host` from `path`.
     ///
     /// # Errors
@@ -77,8 +77,8 @@ impl SshConfig {
 }
 
 /// Parses `text` for `host`; `None` when no block names it.
-pub fn parse(text: &str, host: &str, home: &Path) -> Option<SshConfig> {
-    let mut cfg = SshConfig::default();
+pub fn parse(text: &str, host: &str, home: &Path) -> Option<TunnelConfig> {
+    let mut cfg = TunnelConfig::default();
     let mut applies = true; // directives before the first Host apply to every host
     let mut named = false;
     for (i, raw) in text.lines().enumerate() {

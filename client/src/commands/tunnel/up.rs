@@ -1,0 +1,382 @@
+//! `tunnel up`: refresh the broker list, renew a certificate about to expire, start the
+//! background process (or OpenSSH with `--openssh`) and show the forwards.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde::Serialize;
+use time::OffsetDateTime;
+
+use crate::agent::{self, AgentCommand};
+use crate::error::Error;
+use crate::printer::Printer;
+use crate::profile::{ForwardRecord, Profile};
+use crate::tunnel::login::Targets;
+use crate::tunnel::state::{self, State};
+use crate::tunnel::{launch, ports, process, refresh};
+
+use super::{Settings, arrow, rfc3339};
+
+/// How long `up` waits for a running tunnel to pick up a changed broker list.
+const RELOAD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What `up --json` prints.
+#[derive(Serialize)]
+struct UpReport<'a> {
+    profile: &'a str,
+    /// `shiqi-connect` or `openssh`.
+    kind: &'static str,
+    pid: Option<u32>,
+    already_running: bool,
+    forwards: &'a [ForwardRecord],
+    added: &'a [ForwardRecord],
+    removed: &'a [ForwardRecord],
+    log: Option<String>,
+}
+
+/// `tunnel up`.
+///
+/// # Errors
+/// No login, a taken port, or the background process's own one-line error.
+pub async fn up(s: &Settings, openssh: bool, printer: &Printer) -> anyhow::Result<ExitCode> {
+    let mut profile = Profile::load(&s.paths.dir)?;
+    if launch::openssh_alive(&s.paths, &profile.tunnel_host) {
+        printer.info(&format!(
+            "the OpenSSH tunnel of `{}` is already running (control socket `{}`)",
+            s.name,
+            s.show(&s.paths.control_socket)
+        ));
+        print_up(s, "openssh", None, true, &profile.forwards, &[], &[])?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let running = process::running(&s.paths.pid, &s.root, &s.name);
+
+    // Ask the server for its brokers over a short session of our own, so the forwards match
+    // the cluster as it is now (a broker added since setup gets its forward).
+    let mut added = Vec::new();
+    let mut removed = Vec::new();
+    match refresh_profile(s, &profile, printer).await {
+        Ok(Some(plan)) => {
+            added = plan.added;
+            removed = plan.removed;
+            profile = plan.profile;
+        }
+        Ok(None) => {}
+        Err(e) if running.is_some() => printer.warn(&format!(
+            "cannot ask the server for its brokers, keeping the running tunnel as it is: {}",
+            chain(&e)
+        )),
+        Err(e) => {
+            return Err(e.context(format!("cannot log in to `{}`", profile.server.destination)));
+        }
+    }
+    if profile.forwards.is_empty() {
+        anyhow::bail!(
+            "profile `{}` has nothing to forward: the server reported no Kafka brokers and no MySQL",
+            s.name
+        );
+    }
+
+    if let Some(pid) = running {
+        if !added.is_empty() || !removed.is_empty() {
+            reload(s, pid, printer).await?;
+        }
+        printer.info(&format!(
+            "the tunnel of `{}` is already running (pid {pid}); log `{}`",
+            s.name,
+            s.show(&s.paths.log)
+        ));
+        print_up(
+            s,
+            "shiqi-connect",
+            Some(pid),
+            true,
+            &profile.forwards,
+            &added,
+            &removed,
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    // A stale pid file (the process is gone, or the pid now belongs to something else).
+    state::remove(&s.paths.pid);
+
+    // Checked here for a quick, clear refusal; the background process checks again by binding.
+    for f in &profile.forwards {
+        if ports::is_taken(f.local_port) {
+            return Err(Error::PortInUse {
+                port: f.local_port,
+                owner: ports::owner_of(f.local_port),
+            })
+            .with_context(|| format!("cannot forward {}", f.purpose));
+        }
+    }
+
+    if openssh {
+        let step = printer.step("start OpenSSH");
+        launch::start_openssh(&s.paths, &profile.tunnel_host)?;
+        step.done(&format!(
+            "`ssh -fN -F {} {}`",
+            s.show(&s.paths.ssh_config),
+            profile.tunnel_host
+        ));
+        print_up(
+            s,
+            "openssh",
+            None,
+            false,
+            &profile.forwards,
+            &added,
+            &removed,
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let step = printer.step("start the tunnel");
+    let st = launch::start_daemon(&s.paths, &s.root, &s.name, s.verbose).await?;
+    step.done(&format!(
+        "pid {}, through {}, log `{}`",
+        st.pid,
+        st.server,
+        s.show(&s.paths.log)
+    ));
+    print_up(
+        s,
+        "shiqi-connect",
+        Some(st.pid),
+        false,
+        &st.forwards,
+        &added,
+        &removed,
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Logs in, asks for the brokers and rewrites `ssh_config` and `profile.json` when they
+/// changed. `Ok(None)`: unchanged, or the agent could not list them (warned; the recorded
+/// brokers stay).
+async fn refresh_profile(
+    s: &Settings,
+    profile: &Profile,
+    printer: &Printer,
+) -> anyhow::Result<Option<refresh::Plan>> {
+    let step = printer.step(&format!("connect to {}", profile.server.host));
+    let targets = Targets::resolve(profile, &s.home)
+        .with_context(|| format!("cannot resolve `{}`", profile.server.destination))?;
+    let session = targets.connect().await?;
+    step.done(&format!(
+        "{} with {}",
+        targets.server(),
+        session.auth().used
+    ));
+
+    // Renewal (issue 5): over this session, when less than a third of the lifetime is left. A
+    // renewal rewrites profile.json (same forwards), so the plan below starts from the new one.
+    let renewed = renew_on_connect(&session, s, profile, printer).await;
+    let profile = renewed.as_ref().unwrap_or(profile);
+
+    let step = printer.step("ask the server for its brokers");
+    let agent = AgentCommand::new(&profile.server.agent_command)?;
+    let listed = agent::brokers(&session, &agent).await;
+    session.close().await;
+    let brokers = match listed {
+        Ok(b) => b,
+        // An answer that does not parse is not a cluster that is down: the server said
+        // something hostile or broken, so no tunnel starts on its word or on old facts.
+        Err(
+            e @ (Error::AgentField { .. }
+            | Error::AgentReply { .. }
+            | Error::ProtocolVersion { .. }),
+        ) => {
+            return Err(anyhow::Error::new(e).context("refusing the server's broker list"));
+        }
+        Err(e) => {
+            drop(step);
+            let e = anyhow::Error::new(e);
+            printer.warn(&format!(
+                "using the {} brokers recorded in `profile.json`: {}",
+                profile.brokers.len(),
+                chain(&e)
+            ));
+            return Ok(None);
+        }
+    };
+    let plan =
+        refresh::plan(profile, brokers).context("cannot plan the tunnel for this cluster")?;
+    for w in &plan.warnings {
+        printer.warn(w);
+    }
+    if !plan.changed(profile) {
+        step.done(&format!(
+            "{} brokers, unchanged",
+            plan.profile.brokers.len()
+        ));
+        return Ok(None);
+    }
+    refresh::write(&plan, &s.paths.dir, targets.first.host_key_alias.as_deref())
+        .with_context(|| format!("cannot update profile `{}`", s.name))?;
+    let list = |v: &[ForwardRecord]| {
+        v.iter()
+            .map(|f| format!("127.0.0.1:{} ({})", f.local_port, f.purpose))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut what = format!("{} brokers", plan.profile.brokers.len());
+    if !plan.added.is_empty() {
+        what.push_str(&format!("; new forward {}", list(&plan.added)));
+    }
+    if !plan.removed.is_empty() {
+        what.push_str(&format!("; dropped {}", list(&plan.removed)));
+    }
+    what.push_str("; `ssh_config` and `profile.json` rewritten");
+    step.done(&what);
+    Ok(Some(plan))
+}
+
+/// Renews the certificate when it is due; a failure is a warning (the tunnel itself only needs
+/// the SSH key). `Some(profile)` when it was renewed.
+async fn renew_on_connect(
+    session: &crate::ssh::Session,
+    s: &Settings,
+    profile: &Profile,
+    printer: &Printer,
+) -> Option<Profile> {
+    use crate::steps::renew::{self, RenewOutcome};
+    if !renew::is_due(&profile.certificate, OffsetDateTime::now_utc()) {
+        return None;
+    }
+    let step = printer.step("renew the certificate (less than a third of its lifetime is left)");
+    match renew::renew_if_due(session, &s.paths.dir, profile).await {
+        Ok(RenewOutcome::Renewed(r)) => {
+            step.done(&format!(
+                "serial {} → {}, valid until {}{}",
+                r.old.serial,
+                r.profile.certificate.serial,
+                rfc3339(r.profile.certificate.not_after),
+                if r.revoked.is_some() {
+                    "; the old one is revoked"
+                } else {
+                    ""
+                }
+            ));
+            Some(r.profile)
+        }
+        Ok(RenewOutcome::NotDue { .. }) => {
+            step.done("nothing due");
+            None
+        }
+        Err(e) => {
+            drop(step);
+            printer.warn(&format!(
+                "could not renew the certificate, keeping the current one: {}",
+                chain(&anyhow::Error::new(e))
+            ));
+            None
+        }
+    }
+}
+
+/// Tells a running tunnel to re-read `profile.json`, and waits until it has.
+async fn reload(s: &Settings, pid: u32, printer: &Printer) -> anyhow::Result<()> {
+    let step = printer.step("update the running tunnel");
+    let before = State::read(&s.paths.state).map_or(0, |st| st.generation);
+    process::signal(pid, rustix::process::Signal::HUP)?;
+    let deadline = Instant::now() + RELOAD_TIMEOUT;
+    loop {
+        if let Some(st) = State::read(&s.paths.state).filter(|st| st.generation > before) {
+            if let Some(first) = st.problems.first() {
+                return Err(Error::TunnelFailed {
+                    why: first.clone(),
+                    hint: None,
+                    log: s.paths.log.clone(),
+                }
+                .into());
+            }
+            step.done(&format!("{} forwards", st.forwards.len()));
+            return Ok(());
+        }
+        if Instant::now() >= deadline || !process::alive(pid) {
+            return Err(Error::TunnelFailed {
+                why: format!(
+                    "the running tunnel (pid {pid}) did not pick up the new brokers within {}s",
+                    RELOAD_TIMEOUT.as_secs()
+                ),
+                hint: Some(format!(
+                    "restart it: `shiqi-connect tunnel down {0}` then `shiqi-connect tunnel up {0}`",
+                    s.name
+                )),
+                log: s.paths.log.clone(),
+            }
+            .into());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn print_up(
+    s: &Settings,
+    kind: &'static str,
+    pid: Option<u32>,
+    already_running: bool,
+    forwards: &[ForwardRecord],
+    added: &[ForwardRecord],
+    removed: &[ForwardRecord],
+) -> anyhow::Result<()> {
+    let out = if s.json {
+        let report = UpReport {
+            profile: s.name.as_str(),
+            kind,
+            pid,
+            already_running,
+            forwards,
+            added,
+            removed,
+            log: (kind == "shiqi-connect").then(|| s.paths.log.display().to_string()),
+        };
+        let mut j = serde_json::to_string_pretty(&report).unwrap_or_default();
+        j.push('\n');
+        j
+    } else {
+        forward_lines(forwards)
+    };
+    crate::commands::print_stdout(&out)
+}
+
+fn forward_lines(forwards: &[ForwardRecord]) -> String {
+    let width = forwards
+        .iter()
+        .map(|f| arrow(f).len())
+        .max()
+        .unwrap_or_default();
+    forwards
+        .iter()
+        .map(|f| format!("{:width$}  {}\n", arrow(f), f.purpose))
+        .collect()
+}
+
+fn chain(e: &anyhow::Error) -> String {
+    e.chain()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_forwards_in_columns() {
+        let p = crate::profile::tests::sample();
+        let (f, _) = crate::steps::render::forwards(&p.brokers, p.mysql.as_ref()).expect("ok");
+        let records: Vec<ForwardRecord> = f
+            .iter()
+            .map(crate::steps::render::Forward::record)
+            .collect();
+        insta::assert_snapshot!(forward_lines(&records), @r"
+        127.0.0.1:19094 -> localhost:19094  Kafka broker 1 (advertised localhost:19094)
+        127.0.0.1:29094 -> localhost:29094  Kafka broker 2 (advertised localhost:29094)
+        127.0.0.1:39094 -> localhost:39094  Kafka broker 3 (advertised localhost:39094)
+        127.0.0.1:3306 -> 127.0.0.1:3306    MySQL (on the server's 127.0.0.1:3306)
+        ");
+    }
+}
