@@ -4,9 +4,8 @@
 
 use std::path::Path;
 
-use minijinja::syntax::SyntaxConfig;
+use minijinja::context;
 use minijinja::value::Serde;
-use minijinja::{Environment, UndefinedBehavior, context};
 use serde::Serialize;
 use shiqi_ca::protocol::{Broker, MysqlFacts};
 use shiqi_ca::{Host, Port, ProfileName, Secret};
@@ -14,12 +13,6 @@ use shiqi_ca::{Host, Port, ProfileName, Secret};
 use crate::error::Error;
 use crate::profile::{ForwardRecord, files};
 use crate::ssh::auth::KeyUsed;
-
-const CLIENT_PROPERTIES: &str = include_str!("../../../templates/client.properties.j2");
-const LIBRDKAFKA_CONF: &str = include_str!("../../../templates/librdkafka.conf.j2");
-const MY_CNF: &str = include_str!("../../../templates/my.cnf.j2");
-const SSH_CONFIG: &str = include_str!("../../../templates/ssh_config.j2");
-const DATAGRIP_MD: &str = include_str!("../../../templates/DATAGRIP.md.j2");
 
 /// One `LocalForward 127.0.0.1:local remote_host:remote_port`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -200,79 +193,6 @@ fn checked<'a>(field: &'static str, value: &'a str, shape: Shape) -> Result<&'a 
     }
 }
 
-/// The last line of defence: no rendered value may hold a control character, whatever its
-/// origin (a template field added later without a [`checked`] call still cannot add a line).
-fn refuse_control_characters(
-    out: &mut minijinja::Output<'_>,
-    state: &mut minijinja::State<'_, '_>,
-    value: &minijinja::Value,
-) -> Result<(), minijinja::Error> {
-    if let Some(s) = value.as_str()
-        && s.chars().any(char::is_control)
-    {
-        return Err(minijinja::Error::new(
-            minijinja::ErrorKind::InvalidOperation,
-            format!(
-                "refusing a value with a control character: `{}`",
-                shiqi_ca::text::one_line(s, 80)
-            ),
-        ));
-    }
-    minijinja::escape_formatter(out, state, value)
-}
-
-fn env() -> Environment<'static> {
-    let mut env = Environment::new();
-    env.set_undefined_behavior(UndefinedBehavior::Strict);
-    env.set_formatter(refuse_control_characters);
-    let syntax = SyntaxConfig::builder()
-        .trim_blocks(true)
-        .lstrip_blocks(true)
-        .keep_trailing_newline(true)
-        .build();
-    // The default delimiters always build.
-    if let Ok(syntax) = syntax {
-        env.set_syntax(syntax);
-    }
-    env.add_filter("ssh_quote", ssh_quote);
-    env.add_filter("cnf_quote", cnf_quote);
-    env.add_filter("prop_escape", prop_escape);
-    env.add_filter("hostport", |host: String, port: u16| hostport(&host, port));
-    env
-}
-
-/// ssh_config values with spaces must be double-quoted.
-fn ssh_quote(s: String) -> String {
-    if s.contains(char::is_whitespace) {
-        format!("\"{s}\"")
-    } else {
-        s
-    }
-}
-
-/// Option-file values with spaces or `#` must be quoted.
-fn cnf_quote(s: String) -> String {
-    if s.contains(|c: char| c.is_whitespace() || c == '#' || c == '"' || c == '\'') {
-        format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
-    } else {
-        s
-    }
-}
-
-/// java.util.Properties treats `\` as an escape (a Windows path needs doubled backslashes).
-fn prop_escape(s: String) -> String {
-    s.replace('\\', "\\\\")
-}
-
-/// `host:port`, with IPv6 literals in brackets.
-fn hostport(host: &str, port: u16) -> String {
-    if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
-}
-
 /// Every string the laptop supplies, checked by its shape before any template sees it.
 fn check_input(i: &RenderInput<'_>) -> Result<(), Error> {
     checked("--server", i.destination, Shape::Word)?;
@@ -322,12 +242,12 @@ fn check_input(i: &RenderInput<'_>) -> Result<(), Error> {
 /// [`Error::Template`] only on a template bug.
 pub fn render(input: &RenderInput<'_>) -> Result<Rendered, Error> {
     check_input(input)?;
-    let env = env();
+    let env = shiqi_render::environment();
     let path = |f: &str| input.dir.join(f).display().to_string();
     let bootstrap = input
         .brokers
         .iter()
-        .map(|b| hostport(b.host.as_str(), b.port.get()))
+        .map(|b| shiqi_render::hostport(b.host.as_str(), b.port.get()))
         .collect::<Vec<_>>()
         .join(",");
     let (key_file, agent_key) = match input.key_used {
@@ -343,7 +263,7 @@ pub fn render(input: &RenderInput<'_>) -> Result<Rendered, Error> {
     };
     let tunnel_cmd = format!(
         "ssh -fN -F {} {}",
-        ssh_quote(path(files::SSH_CONFIG)),
+        shiqi_render::ssh_quote(path(files::SSH_CONFIG)),
         input.tunnel_host
     );
     let ctx = context! {
@@ -380,22 +300,21 @@ pub fn render(input: &RenderInput<'_>) -> Result<Rendered, Error> {
         ssh_config => path(files::SSH_CONFIG),
         control_path => path("tunnel.sock"),
     };
-    let one = |template: &'static str, source: &str| {
-        env.render_str(source, &ctx)
+    let one = |template: &'static str| {
+        env.get_template(template)
+            .and_then(|t| t.render(&ctx))
             .map_err(|source| Error::Template { template, source })
     };
     let has_kafka = !input.brokers.is_empty();
     Ok(Rendered {
         client_properties: has_kafka
-            .then(|| one("client.properties.j2", CLIENT_PROPERTIES))
+            .then(|| one("client.properties"))
             .transpose()?
             .map(Secret::new),
-        librdkafka_conf: has_kafka
-            .then(|| one("librdkafka.conf.j2", LIBRDKAFKA_CONF))
-            .transpose()?,
-        my_cnf: input.mysql.map(|_| one("my.cnf.j2", MY_CNF)).transpose()?,
-        ssh_config: one("ssh_config.j2", SSH_CONFIG)?,
-        datagrip_md: one("DATAGRIP.md.j2", DATAGRIP_MD)?,
+        librdkafka_conf: has_kafka.then(|| one("librdkafka.conf")).transpose()?,
+        my_cnf: input.mysql.map(|_| one("my.cnf")).transpose()?,
+        ssh_config: one("ssh_config")?,
+        datagrip_md: one("DATAGRIP.md")?,
     })
 }
 
