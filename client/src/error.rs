@@ -603,3 +603,16 @@ impl Error {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_home_asks_for_home_not_for_a_flag_that_cannot_help() {
+        let hint = Error::NoHome.hint().expect("hint");
+        assert!(hint.contains("set `HOME`"), "{hint}");
+        // `--home` moves only `~/.shiqi`; `~/.ssh` is still found from `HOME`.
+        assert!(!hint.contains("--home"), "{hint}");
+    }
+}

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use shiqi_ca::ProfileName;
 
+use crate::acl::{AclBinding, Operation, PatternType, Permission, ResourceType};
 use crate::error::AgentError;
-use crate::kafka_acl::{AclBinding, Operation, PatternType, Permission, ResourceType};
 
 /// The whole config file.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -387,10 +387,9 @@ impl Config {
             }
         }
         for grant in &self.mysql.grants {
-            crate::mysql::check_grant(grant)
-                .map_err(|why| bad(format!("grant `{grant}`: {why}")))?;
+            crate::sql::check_grant(grant).map_err(|why| bad(format!("grant `{grant}`: {why}")))?;
         }
-        crate::mysql::check_account_part(&self.mysql.user_host)
+        crate::sql::check_account_part(&self.mysql.user_host)
             .map_err(|why| bad(format!("mysql.user_host: {why}")))?;
         // These reach every laptop's config files through `sign` and `brokers`: refuse here
         // what the laptop would refuse there.

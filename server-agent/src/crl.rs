@@ -66,7 +66,7 @@ impl Updated {
 /// # Errors
 /// When the lock, the inventory or a file write fails; nothing is half-written (every file is
 /// replaced by a rename).
-pub fn update(ctx: &Context, ca: &Ca, when: When) -> anyhow::Result<Updated> {
+pub fn update(ctx: &Context, ca: &Ca, when: When) -> Result<Updated, AgentError> {
     let _lock = lock(&ctx.path(LOCK))?;
     let now = OffsetDateTime::now_utc();
     let cfg = &ctx.config.crl;
@@ -122,7 +122,7 @@ pub fn update(ctx: &Context, ca: &Ca, when: When) -> anyhow::Result<Updated> {
 ///
 /// # Errors
 /// When the server cannot be reached or refuses.
-pub fn reload_mysql(ctx: &Context) -> anyhow::Result<Option<String>> {
+pub fn reload_mysql(ctx: &Context) -> Result<Option<String>, AgentError> {
     if ctx.config.crl.publish_dir.is_none() || ctx.config.mysql.host.is_empty() {
         return Ok(None);
     }
@@ -158,12 +158,9 @@ pub fn note_reload(ctx: &Context, ok: bool) {
     }
 }
 
-fn reload_now(ctx: &Context) -> anyhow::Result<String> {
+fn reload_now(ctx: &Context) -> Result<String, AgentError> {
     let address = crate::mysql::address(ctx);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let statement = runtime.block_on(async {
+    let statement = ctx.block_on(async {
         let mut conn = crate::mysql::connect(ctx).await?;
         let done = crate::mysql::reload_tls(&mut conn, &address).await;
         let _ = conn.disconnect().await;
@@ -201,9 +198,9 @@ fn same(path: &Path, bytes: &[u8]) -> bool {
 /// atomically: a CRL is public, and the servers run as other users.
 fn write_files(dir: &Path, pem: &[u8], der: &[u8]) -> Result<(), AgentError> {
     if !dir.exists() {
-        std::fs::create_dir_all(dir).map_err(|source| AgentError::File {
+        std::fs::create_dir_all(dir).map_err(|why| AgentError::File {
             path: dir.to_owned(),
-            source,
+            why,
         })?;
     }
     fsutil::write_atomic(&dir.join(CRL_DER), der, 0o644)?;
@@ -223,9 +220,9 @@ fn facts(info: &CrlInfo, pem: &Path, publish: Option<&Path>, now: OffsetDateTime
 
 /// An exclusive lock on `path`, held until the file is dropped.
 fn lock(path: &PathBuf) -> Result<std::fs::File, AgentError> {
-    let err = |source| AgentError::File {
+    let err = |why| AgentError::File {
         path: path.clone(),
-        source,
+        why,
     };
     let file = OpenOptions::new()
         .create(true)
@@ -260,10 +257,7 @@ mod tests {
         if publish {
             config.crl.publish_dir = Some(dir.path().join("pub"));
         }
-        let ctx = Context {
-            dir: dir.path().join("state"),
-            config,
-        };
+        let ctx = Context::with_config(dir.path().join("state"), config)?;
         std::fs::create_dir_all(&ctx.dir)?;
         let ca = Ca::create(
             KeyType::EcdsaP256,

@@ -35,14 +35,14 @@ pub enum AgentError {
         /// The state directory.
         dir: PathBuf,
     },
-    /// A file in the state directory could not be read or written.
-    #[error("`{}`: {source}", path.display())]
+    /// A file in the state directory could not be read or written. The OS error is part of the
+    /// message, not a `source`, so the report shows it once.
+    #[error("`{}`: {why}", path.display())]
     File {
         /// The file.
         path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
+        /// The OS error.
+        why: std::io::Error,
     },
     /// stdin could not be read.
     #[error("cannot read the CSR from stdin")]
@@ -130,7 +130,13 @@ pub enum AgentError {
         /// Why.
         source: shiqi_ca::Error,
     },
-    /// A template failed to render (a bug in templates/).
+    /// X.509, the inventory or a value's validation (`shiqi-ca`).
+    #[error(transparent)]
+    Ca(#[from] shiqi_ca::Error),
+    /// The async runtime could not start (out of file descriptors or memory).
+    #[error("cannot start the async runtime")]
+    Runtime(#[source] std::io::Error),
+    /// A template failed to render (a bug in the templates).
     #[error("cannot render template `{name}`: {why}")]
     Template {
         /// The template.
@@ -144,7 +150,7 @@ impl AgentError {
     /// One next step for the user.
     pub fn hint(&self) -> Option<String> {
         Some(match self {
-            Self::Argument { source, .. } => return source.hint(),
+            Self::Argument { source, .. } | Self::Ca(source) => return source.hint(),
             Self::CaExists { .. } => {
                 "the existing CA was left untouched; use another `--state-dir` for a new one".into()
             }

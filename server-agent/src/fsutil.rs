@@ -9,9 +9,9 @@ use std::path::Path;
 use crate::error::AgentError;
 
 fn file_error(path: &Path) -> impl FnOnce(std::io::Error) -> AgentError + '_ {
-    move |source| AgentError::File {
+    move |why| AgentError::File {
         path: path.to_owned(),
-        source,
+        why,
     }
 }
 
@@ -28,7 +28,7 @@ pub fn ensure_dir(dir: &Path) -> Result<(), AgentError> {
         Ok(m) if m.is_dir() => Ok(()),
         Ok(_) => Err(AgentError::File {
             path: dir.to_owned(),
-            source: std::io::Error::new(std::io::ErrorKind::AlreadyExists, "not a folder"),
+            why: std::io::Error::new(std::io::ErrorKind::AlreadyExists, "not a folder"),
         }),
         Err(_) => create_private_dir(dir),
     }
@@ -50,7 +50,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), AgentErr
     tmp.as_file().sync_all().map_err(file_error(path))?;
     tmp.persist(path).map_err(|e| AgentError::File {
         path: path.to_owned(),
-        source: e.error,
+        why: e.error,
     })?;
     Ok(())
 }
@@ -66,7 +66,7 @@ pub fn create_new_private(path: &Path, bytes: &[u8]) -> Result<bool, AgentError>
         Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
         Err(e) => Err(AgentError::File {
             path: path.to_owned(),
-            source: e.error,
+            why: e.error,
         }),
     }
 }

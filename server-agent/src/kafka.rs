@@ -12,10 +12,10 @@ use crate::error::AgentError;
 use crate::state::Context;
 
 /// A librdkafka client config that authenticates as the agent's admin identity.
-pub fn admin_client_config(ctx: &Context, ca: &Ca) -> anyhow::Result<ClientConfig> {
+pub fn admin_client_config(ctx: &Context, ca: &Ca) -> Result<ClientConfig, AgentError> {
     let bootstrap = &ctx.config.kafka.bootstrap;
     if bootstrap.is_empty() {
-        return Err(AgentError::KafkaDisabled.into());
+        return Err(AgentError::KafkaDisabled);
     }
     let admin = ctx.admin_identity(ca)?;
     let mut config = ClientConfig::new();
@@ -35,7 +35,7 @@ pub fn admin_client_config(ctx: &Context, ca: &Ca) -> anyhow::Result<ClientConfi
 /// The metadata is the brokers' word, relayed to laptops that write it into their configs, so
 /// each advertised host and port is parsed into the wire types here: a broker advertising
 /// something that is not a host name is refused, naming the broker.
-pub fn brokers(ctx: &Context, ca: &Ca) -> anyhow::Result<KafkaFacts> {
+pub fn brokers(ctx: &Context, ca: &Ca) -> Result<KafkaFacts, AgentError> {
     let configured = ctx.config.kafka.bootstrap.clone();
     let kafka_error = |why: String| AgentError::Kafka {
         bootstrap: configured.clone(),
@@ -75,7 +75,7 @@ pub fn brokers(ctx: &Context, ca: &Ca) -> anyhow::Result<KafkaFacts> {
         })
         .collect::<Result<Vec<_>, AgentError>>()?;
     if brokers.is_empty() {
-        return Err(kafka_error("the cluster reported no brokers".to_owned()).into());
+        return Err(kafka_error("the cluster reported no brokers".to_owned()));
     }
     brokers.sort();
     Ok(KafkaFacts { bootstrap, brokers })

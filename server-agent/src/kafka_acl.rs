@@ -18,7 +18,8 @@
 //! - each `unsafe` block states its invariant in a `// SAFETY:` comment (enforced by clippy's
 //!   `undocumented_unsafe_blocks` below).
 //!
-//! `lib.rs` allows `unsafe_code` for this module only (`#[allow(unsafe_code)] mod kafka_acl`).
+//! `lib.rs` allows `unsafe_code` for this module only (`#[allow(unsafe_code)] mod kafka_acl`); the
+//! ACL types it sends and returns are plain data in [`crate::acl`].
 //! Covered by `tests::create_describe_delete_against_the_real_brokers` (ignored unless run
 //! against the stack; see that test for the command line).
 #![warn(
@@ -27,405 +28,14 @@
 )]
 
 use std::ffi::{CStr, CString, c_char, c_int};
-use std::fmt;
 use std::ptr::{self, NonNull};
 use std::time::{Duration, Instant};
 
+use crate::acl::{AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType};
+use crate::error::AgentError;
 use rdkafka::admin::AdminClient;
 use rdkafka::bindings as rd;
 use rdkafka::client::ClientContext;
-use serde::{Deserialize, Serialize};
-use shiqi_ca::protocol::KafkaAcl;
-
-use crate::error::AgentError;
-
-/// What an ACL is on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ResourceType {
-    /// A topic.
-    Topic,
-    /// A consumer group.
-    Group,
-    /// The cluster itself (the resource name is always `kafka-cluster`).
-    Cluster,
-    /// A transactional producer id.
-    TransactionalId,
-    /// A type this build does not know (e.g. `delegation-token`, `user`); only ever read back
-    /// from the cluster, never accepted in a config or a request.
-    #[serde(skip_deserializing)]
-    Unknown,
-}
-
-/// How an ACL's resource name matches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PatternType {
-    /// The name exactly (`*` means every resource of the type).
-    Literal,
-    /// Every resource whose name starts with the name.
-    Prefixed,
-    /// Read back from the cluster only.
-    #[serde(skip_deserializing)]
-    Unknown,
-}
-
-/// What an ACL allows (or denies).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Operation {
-    /// Every operation.
-    All,
-    /// Consume (topic), join and commit (group).
-    Read,
-    /// Produce (topic, transactional id). Since Kafka 3.0 WRITE on any topic also grants
-    /// idempotent production (KIP-679).
-    Write,
-    /// Create topics.
-    Create,
-    /// Delete topics, records, groups.
-    Delete,
-    /// Create partitions (topic), alter ACLs (cluster).
-    Alter,
-    /// See metadata, offsets, group state.
-    Describe,
-    /// Inter-broker requests (cluster).
-    ClusterAction,
-    /// Read configs.
-    DescribeConfigs,
-    /// Change configs.
-    AlterConfigs,
-    /// Idempotent production (cluster; implied by topic WRITE since Kafka 3.0).
-    IdempotentWrite,
-    /// Read back from the cluster only (e.g. `create-tokens`, which librdkafka does not name).
-    #[serde(skip_deserializing)]
-    Unknown,
-}
-
-/// Allow or deny.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Permission {
-    /// Grants the operation.
-    Allow,
-    /// Forbids it, whatever else allows it.
-    Deny,
-    /// Read back from the cluster only.
-    #[serde(skip_deserializing)]
-    Unknown,
-}
-
-/// One ACL: `principal` may (or may not) do `operation` on the matching resources from `host`.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct AclBinding {
-    /// The resource type.
-    pub resource: ResourceType,
-    /// The resource name or prefix.
-    pub name: String,
-    /// How `name` matches.
-    pub pattern: PatternType,
-    /// `User:NAME` (the brokers map a client certificate's `CN=NAME` to `User:NAME`).
-    pub principal: String,
-    /// The client host, `*` for any.
-    pub host: String,
-    /// The operation.
-    pub operation: Operation,
-    /// Allow or deny.
-    pub permission: Permission,
-}
-
-/// Which ACLs to describe or delete; `None` matches anything in that field.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AclFilter {
-    /// The resource type.
-    pub resource: Option<ResourceType>,
-    /// The exact resource name (or prefix, for prefixed ACLs).
-    pub name: Option<String>,
-    /// The pattern type.
-    pub pattern: Option<PatternType>,
-    /// The principal, e.g. `User:saige`.
-    pub principal: Option<String>,
-    /// The host.
-    pub host: Option<String>,
-    /// The operation.
-    pub operation: Option<Operation>,
-    /// The permission.
-    pub permission: Option<Permission>,
-}
-
-impl ResourceType {
-    /// Every type a config or a request may name.
-    pub const KNOWN: [Self; 4] = [
-        Self::Topic,
-        Self::Group,
-        Self::Cluster,
-        Self::TransactionalId,
-    ];
-
-    /// The config spelling (`transactional-id`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Topic => "topic",
-            Self::Group => "group",
-            Self::Cluster => "cluster",
-            Self::TransactionalId => "transactional-id",
-            Self::Unknown => "unknown",
-        }
-    }
-
-    /// The operations Kafka defines for this resource type (Kafka's `AclCommand` table).
-    pub fn operations(self) -> &'static [Operation] {
-        use Operation::*;
-        match self {
-            Self::Topic => &[
-                All,
-                Read,
-                Write,
-                Create,
-                Delete,
-                Alter,
-                Describe,
-                DescribeConfigs,
-                AlterConfigs,
-            ],
-            Self::Group => &[All, Read, Describe, Delete],
-            Self::Cluster => &[
-                All,
-                Create,
-                ClusterAction,
-                DescribeConfigs,
-                AlterConfigs,
-                IdempotentWrite,
-                Alter,
-                Describe,
-            ],
-            Self::TransactionalId => &[All, Describe, Write],
-            Self::Unknown => &[],
-        }
-    }
-
-    fn to_native(self) -> Option<rd::rd_kafka_ResourceType_t> {
-        use rd::rd_kafka_ResourceType_t::*;
-        Some(match self {
-            Self::Topic => RD_KAFKA_RESOURCE_TOPIC,
-            Self::Group => RD_KAFKA_RESOURCE_GROUP,
-            // librdkafka's BROKER is the wire value 4, which Kafka's ACLs call CLUSTER.
-            Self::Cluster => RD_KAFKA_RESOURCE_BROKER,
-            Self::TransactionalId => RD_KAFKA_RESOURCE_TRANSACTIONAL_ID,
-            Self::Unknown => return None,
-        })
-    }
-
-    fn from_native(t: rd::rd_kafka_ResourceType_t) -> Self {
-        use rd::rd_kafka_ResourceType_t::*;
-        match t {
-            RD_KAFKA_RESOURCE_TOPIC => Self::Topic,
-            RD_KAFKA_RESOURCE_GROUP => Self::Group,
-            RD_KAFKA_RESOURCE_BROKER => Self::Cluster,
-            RD_KAFKA_RESOURCE_TRANSACTIONAL_ID => Self::TransactionalId,
-            _ => Self::Unknown,
-        }
-    }
-}
-
-impl PatternType {
-    /// Every pattern type a config or a request may name.
-    pub const KNOWN: [Self; 2] = [Self::Literal, Self::Prefixed];
-
-    /// The config spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Literal => "literal",
-            Self::Prefixed => "prefixed",
-            Self::Unknown => "unknown",
-        }
-    }
-
-    fn to_native(self) -> Option<rd::rd_kafka_ResourcePatternType_t> {
-        use rd::rd_kafka_ResourcePatternType_t::*;
-        Some(match self {
-            Self::Literal => RD_KAFKA_RESOURCE_PATTERN_LITERAL,
-            Self::Prefixed => RD_KAFKA_RESOURCE_PATTERN_PREFIXED,
-            Self::Unknown => return None,
-        })
-    }
-
-    fn from_native(t: rd::rd_kafka_ResourcePatternType_t) -> Self {
-        use rd::rd_kafka_ResourcePatternType_t::*;
-        match t {
-            RD_KAFKA_RESOURCE_PATTERN_LITERAL => Self::Literal,
-            RD_KAFKA_RESOURCE_PATTERN_PREFIXED => Self::Prefixed,
-            _ => Self::Unknown,
-        }
-    }
-}
-
-impl Operation {
-    /// Every operation a config or a request may name.
-    pub const KNOWN: [Self; 11] = [
-        Self::All,
-        Self::Read,
-        Self::Write,
-        Self::Create,
-        Self::Delete,
-        Self::Alter,
-        Self::Describe,
-        Self::ClusterAction,
-        Self::DescribeConfigs,
-        Self::AlterConfigs,
-        Self::IdempotentWrite,
-    ];
-
-    /// The config spelling (`describe-configs`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::All => "all",
-            Self::Read => "read",
-            Self::Write => "write",
-            Self::Create => "create",
-            Self::Delete => "delete",
-            Self::Alter => "alter",
-            Self::Describe => "describe",
-            Self::ClusterAction => "cluster-action",
-            Self::DescribeConfigs => "describe-configs",
-            Self::AlterConfigs => "alter-configs",
-            Self::IdempotentWrite => "idempotent-write",
-            Self::Unknown => "unknown",
-        }
-    }
-
-    fn to_native(self) -> Option<rd::rd_kafka_AclOperation_t> {
-        use rd::rd_kafka_AclOperation_t::*;
-        Some(match self {
-            Self::All => RD_KAFKA_ACL_OPERATION_ALL,
-            Self::Read => RD_KAFKA_ACL_OPERATION_READ,
-            Self::Write => RD_KAFKA_ACL_OPERATION_WRITE,
-            Self::Create => RD_KAFKA_ACL_OPERATION_CREATE,
-            Self::Delete => RD_KAFKA_ACL_OPERATION_DELETE,
-            Self::Alter => RD_KAFKA_ACL_OPERATION_ALTER,
-            Self::Describe => RD_KAFKA_ACL_OPERATION_DESCRIBE,
-            Self::ClusterAction => RD_KAFKA_ACL_OPERATION_CLUSTER_ACTION,
-            Self::DescribeConfigs => RD_KAFKA_ACL_OPERATION_DESCRIBE_CONFIGS,
-            Self::AlterConfigs => RD_KAFKA_ACL_OPERATION_ALTER_CONFIGS,
-            Self::IdempotentWrite => RD_KAFKA_ACL_OPERATION_IDEMPOTENT_WRITE,
-            Self::Unknown => return None,
-        })
-    }
-
-    fn from_native(op: rd::rd_kafka_AclOperation_t) -> Self {
-        use rd::rd_kafka_AclOperation_t::*;
-        match op {
-            RD_KAFKA_ACL_OPERATION_ALL => Self::All,
-            RD_KAFKA_ACL_OPERATION_READ => Self::Read,
-            RD_KAFKA_ACL_OPERATION_WRITE => Self::Write,
-            RD_KAFKA_ACL_OPERATION_CREATE => Self::Create,
-            RD_KAFKA_ACL_OPERATION_DELETE => Self::Delete,
-            RD_KAFKA_ACL_OPERATION_ALTER => Self::Alter,
-            RD_KAFKA_ACL_OPERATION_DESCRIBE => Self::Describe,
-            RD_KAFKA_ACL_OPERATION_CLUSTER_ACTION => Self::ClusterAction,
-            RD_KAFKA_ACL_OPERATION_DESCRIBE_CONFIGS => Self::DescribeConfigs,
-            RD_KAFKA_ACL_OPERATION_ALTER_CONFIGS => Self::AlterConfigs,
-            RD_KAFKA_ACL_OPERATION_IDEMPOTENT_WRITE => Self::IdempotentWrite,
-            _ => Self::Unknown,
-        }
-    }
-}
-
-impl Permission {
-    /// The config spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Allow => "allow",
-            Self::Deny => "deny",
-            Self::Unknown => "unknown",
-        }
-    }
-
-    fn to_native(self) -> Option<rd::rd_kafka_AclPermissionType_t> {
-        use rd::rd_kafka_AclPermissionType_t::*;
-        Some(match self {
-            Self::Allow => RD_KAFKA_ACL_PERMISSION_TYPE_ALLOW,
-            Self::Deny => RD_KAFKA_ACL_PERMISSION_TYPE_DENY,
-            Self::Unknown => return None,
-        })
-    }
-
-    fn from_native(p: rd::rd_kafka_AclPermissionType_t) -> Self {
-        use rd::rd_kafka_AclPermissionType_t::*;
-        match p {
-            RD_KAFKA_ACL_PERMISSION_TYPE_ALLOW => Self::Allow,
-            RD_KAFKA_ACL_PERMISSION_TYPE_DENY => Self::Deny,
-            _ => Self::Unknown,
-        }
-    }
-}
-
-macro_rules! display_as_str {
-    ($($t:ty),*) => {$(
-        impl fmt::Display for $t {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-    )*};
-}
-display_as_str!(ResourceType, PatternType, Operation, Permission);
-
-impl fmt::Display for AclBinding {
-    /// `User:saige allow read on prefixed topic app. from *`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} {} {} on {} {} `{}` from {}",
-            self.principal,
-            self.permission,
-            self.operation,
-            self.pattern,
-            self.resource,
-            self.name,
-            self.host
-        )
-    }
-}
-
-impl AclBinding {
-    /// The wire form for `KafkaUserResponse`.
-    pub fn to_wire(&self) -> KafkaAcl {
-        KafkaAcl {
-            principal: self.principal.as_str().into(),
-            resource: self.resource.as_str().into(),
-            pattern: self.pattern.as_str().into(),
-            name: self.name.as_str().into(),
-            operation: self.operation.as_str().into(),
-            permission: self.permission.as_str().into(),
-            host: self.host.as_str().into(),
-        }
-    }
-}
-
-impl AclFilter {
-    /// Every ACL of one principal.
-    pub fn principal(principal: impl Into<String>) -> Self {
-        Self {
-            principal: Some(principal.into()),
-            ..Self::default()
-        }
-    }
-
-    /// Exactly this binding.
-    pub fn exact(b: &AclBinding) -> Self {
-        Self {
-            resource: Some(b.resource),
-            name: Some(b.name.clone()),
-            pattern: Some(b.pattern),
-            principal: Some(b.principal.clone()),
-            host: Some(b.host.clone()),
-            operation: Some(b.operation),
-            permission: Some(b.permission),
-        }
-    }
-}
-
 /// Creates the ACLs. Creating one that exists already succeeds (Kafka treats it as a no-op).
 ///
 /// # Errors
@@ -630,6 +240,113 @@ pub fn delete_acls<C: ClientContext>(
 
 // -------------------------------------------------------------------------------------------
 // The FFI below this line. Nothing here is public.
+// -------------------------------------------------------------------------------------------
+
+impl ResourceType {
+    fn to_native(self) -> Option<rd::rd_kafka_ResourceType_t> {
+        use rd::rd_kafka_ResourceType_t::*;
+        Some(match self {
+            Self::Topic => RD_KAFKA_RESOURCE_TOPIC,
+            Self::Group => RD_KAFKA_RESOURCE_GROUP,
+            // librdkafka's BROKER is the wire value 4, which Kafka's ACLs call CLUSTER.
+            Self::Cluster => RD_KAFKA_RESOURCE_BROKER,
+            Self::TransactionalId => RD_KAFKA_RESOURCE_TRANSACTIONAL_ID,
+            Self::Unknown => return None,
+        })
+    }
+
+    fn from_native(t: rd::rd_kafka_ResourceType_t) -> Self {
+        use rd::rd_kafka_ResourceType_t::*;
+        match t {
+            RD_KAFKA_RESOURCE_TOPIC => Self::Topic,
+            RD_KAFKA_RESOURCE_GROUP => Self::Group,
+            RD_KAFKA_RESOURCE_BROKER => Self::Cluster,
+            RD_KAFKA_RESOURCE_TRANSACTIONAL_ID => Self::TransactionalId,
+            _ => Self::Unknown,
+        }
+    }
+}
+
+impl PatternType {
+    fn to_native(self) -> Option<rd::rd_kafka_ResourcePatternType_t> {
+        use rd::rd_kafka_ResourcePatternType_t::*;
+        Some(match self {
+            Self::Literal => RD_KAFKA_RESOURCE_PATTERN_LITERAL,
+            Self::Prefixed => RD_KAFKA_RESOURCE_PATTERN_PREFIXED,
+            Self::Unknown => return None,
+        })
+    }
+
+    fn from_native(t: rd::rd_kafka_ResourcePatternType_t) -> Self {
+        use rd::rd_kafka_ResourcePatternType_t::*;
+        match t {
+            RD_KAFKA_RESOURCE_PATTERN_LITERAL => Self::Literal,
+            RD_KAFKA_RESOURCE_PATTERN_PREFIXED => Self::Prefixed,
+            _ => Self::Unknown,
+        }
+    }
+}
+
+impl Operation {
+    fn to_native(self) -> Option<rd::rd_kafka_AclOperation_t> {
+        use rd::rd_kafka_AclOperation_t::*;
+        Some(match self {
+            Self::All => RD_KAFKA_ACL_OPERATION_ALL,
+            Self::Read => RD_KAFKA_ACL_OPERATION_READ,
+            Self::Write => RD_KAFKA_ACL_OPERATION_WRITE,
+            Self::Create => RD_KAFKA_ACL_OPERATION_CREATE,
+            Self::Delete => RD_KAFKA_ACL_OPERATION_DELETE,
+            Self::Alter => RD_KAFKA_ACL_OPERATION_ALTER,
+            Self::Describe => RD_KAFKA_ACL_OPERATION_DESCRIBE,
+            Self::ClusterAction => RD_KAFKA_ACL_OPERATION_CLUSTER_ACTION,
+            Self::DescribeConfigs => RD_KAFKA_ACL_OPERATION_DESCRIBE_CONFIGS,
+            Self::AlterConfigs => RD_KAFKA_ACL_OPERATION_ALTER_CONFIGS,
+            Self::IdempotentWrite => RD_KAFKA_ACL_OPERATION_IDEMPOTENT_WRITE,
+            Self::Unknown => return None,
+        })
+    }
+
+    fn from_native(op: rd::rd_kafka_AclOperation_t) -> Self {
+        use rd::rd_kafka_AclOperation_t::*;
+        match op {
+            RD_KAFKA_ACL_OPERATION_ALL => Self::All,
+            RD_KAFKA_ACL_OPERATION_READ => Self::Read,
+            RD_KAFKA_ACL_OPERATION_WRITE => Self::Write,
+            RD_KAFKA_ACL_OPERATION_CREATE => Self::Create,
+            RD_KAFKA_ACL_OPERATION_DELETE => Self::Delete,
+            RD_KAFKA_ACL_OPERATION_ALTER => Self::Alter,
+            RD_KAFKA_ACL_OPERATION_DESCRIBE => Self::Describe,
+            RD_KAFKA_ACL_OPERATION_CLUSTER_ACTION => Self::ClusterAction,
+            RD_KAFKA_ACL_OPERATION_DESCRIBE_CONFIGS => Self::DescribeConfigs,
+            RD_KAFKA_ACL_OPERATION_ALTER_CONFIGS => Self::AlterConfigs,
+            RD_KAFKA_ACL_OPERATION_IDEMPOTENT_WRITE => Self::IdempotentWrite,
+            _ => Self::Unknown,
+        }
+    }
+}
+
+impl Permission {
+    fn to_native(self) -> Option<rd::rd_kafka_AclPermissionType_t> {
+        use rd::rd_kafka_AclPermissionType_t::*;
+        Some(match self {
+            Self::Allow => RD_KAFKA_ACL_PERMISSION_TYPE_ALLOW,
+            Self::Deny => RD_KAFKA_ACL_PERMISSION_TYPE_DENY,
+            Self::Unknown => return None,
+        })
+    }
+
+    fn from_native(p: rd::rd_kafka_AclPermissionType_t) -> Self {
+        use rd::rd_kafka_AclPermissionType_t::*;
+        match p {
+            RD_KAFKA_ACL_PERMISSION_TYPE_ALLOW => Self::Allow,
+            RD_KAFKA_ACL_PERMISSION_TYPE_DENY => Self::Deny,
+            _ => Self::Unknown,
+        }
+    }
+}
+
+// -------------------------------------------------------------------------------------------
+// librdkafka objects and results.
 // -------------------------------------------------------------------------------------------
 
 /// A librdkafka object type and the function that frees it.

@@ -8,6 +8,7 @@
 //! No `unsafe` except in [`kafka_acl`], which owns librdkafka's ACL FFI.
 #![deny(unsafe_code)]
 
+pub mod acl;
 pub mod audit;
 pub mod cli;
 pub mod commands;
@@ -22,13 +23,14 @@ pub mod logging;
 pub mod mysql;
 pub mod render;
 pub mod report;
+pub mod sql;
 pub mod state;
 
 pub use error::AgentError;
 
 /// Runs one command.
 pub fn run(cli: cli::Cli) -> anyhow::Result<()> {
-    let ctx = state::Context::new(&cli.global)?;
+    let ctx = state::Context::new(&cli.global.state_dir, cli.global.config.as_deref())?;
     match cli.command {
         cli::Command::Init(args) => commands::init::run(&ctx, args),
         cli::Command::ServerCert(args) => commands::server_cert::run(&ctx, args),

@@ -9,6 +9,7 @@ use mysql_async::{Conn, OptsBuilder};
 use shiqi_ca::ProfileName;
 
 use crate::error::AgentError;
+use crate::sql::{check_grant, quote};
 use crate::state::Context;
 
 /// The server's address as a string, for messages.
@@ -27,9 +28,9 @@ pub async fn connect(ctx: &Context) -> Result<Conn, AgentError> {
         return Err(AgentError::MysqlDisabled);
     }
     let pw_path = ctx.dir.join(&m.admin_password_file);
-    let password = std::fs::read_to_string(&pw_path).map_err(|source| AgentError::File {
+    let password = std::fs::read_to_string(&pw_path).map_err(|why| AgentError::File {
         path: pw_path.clone(),
-        source,
+        why,
     })?;
     let password = shiqi_ca::Secret::new(password.trim_end_matches(['\n', '\r']).to_owned());
     let mut opts = OptsBuilder::default()
@@ -226,90 +227,4 @@ pub async fn lock_account(
         .await
         .map_err(sql_error)?;
     Ok(true)
-}
-
-/// A SQL string literal. Backslashes and quotes are escaped; the inputs here never contain
-/// them (names are validated, DNs are ours), this is the second lock on the door.
-pub fn quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('\'');
-    for c in s.chars() {
-        match c {
-            '\'' => out.push_str("''"),
-            '\\' => out.push_str("\\\\"),
-            '\0' => out.push_str("\\0"),
-            c => out.push(c),
-        }
-    }
-    out.push('\'');
-    out
-}
-
-/// A grant from the config: `PRIVILEGE[, PRIVILEGE…] ON db.table` with plain identifiers,
-/// backquotes and `*` only.
-pub fn check_grant(grant: &str) -> Result<(), String> {
-    let Some((privileges, target)) = grant.split_once(" ON ") else {
-        return Err("expected `PRIVILEGES ON db.table`".to_owned());
-    };
-    let privileges_ok = privileges.split(',').all(|p| {
-        let p = p.trim();
-        !p.is_empty()
-            && p.chars()
-                .all(|c| c.is_ascii_alphabetic() || c == ' ' || c == '_')
-    });
-    if !privileges_ok {
-        return Err("privileges must be words such as `SELECT, INSERT`".to_owned());
-    }
-    let target = target.trim();
-    let target_ok = !target.is_empty()
-        && target.contains('.')
-        && target
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '$' | '`' | '.' | '*' | '-'));
-    if !target_ok || target.matches('`').count() % 2 != 0 {
-        return Err("the target must look like `app`.* or app.table".to_owned());
-    }
-    Ok(())
-}
-
-/// The host part of an account: a host name, an IP address or a `%` pattern, nothing quoted.
-pub fn check_account_part(s: &str) -> Result<(), String> {
-    if !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '%' | ':'))
-    {
-        Ok(())
-    } else {
-        Err(format!(
-            "`{s}` is not a host name, IP address or `%` pattern"
-        ))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn quotes_literals() {
-        assert_eq!(quote("/CN=saige"), "'/CN=saige'");
-        assert_eq!(quote("a'b\\c"), "'a''b\\\\c'");
-    }
-
-    #[test]
-    fn grants_are_checked() {
-        assert!(check_grant("SELECT, INSERT ON `app`.*").is_ok());
-        assert!(check_grant("ALL PRIVILEGES ON app.t1").is_ok());
-        assert!(check_grant("SELECT ON app.*; DROP TABLE x").is_err());
-        assert!(check_grant("SELECT ON `app`.* TO 'root'@'%'").is_err());
-        assert!(check_grant("SELECT").is_err());
-    }
-
-    #[test]
-    fn account_host_parts_are_checked() {
-        assert!(check_account_part("127.0.0.1").is_ok());
-        assert!(check_account_part("%").is_ok());
-        assert!(check_account_part("x' OR 1").is_err());
-        assert!(check_account_part("").is_err());
-    }
 }

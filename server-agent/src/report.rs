@@ -9,13 +9,19 @@ use crate::error::AgentError;
     reason = "this is the one place errors are printed"
 )]
 pub fn print_error(err: &anyhow::Error) {
-    eprintln!("error: {err}");
+    eprint!("{}", render(err));
+}
+
+/// `error: …`, `  caused by: …` lines, and the hint.
+fn render(err: &anyhow::Error) -> String {
+    let mut out = format!("error: {err}\n");
     for cause in err.chain().skip(1) {
-        eprintln!("  caused by: {cause}");
+        out.push_str(&format!("  caused by: {cause}\n"));
     }
     if let Some(hint) = hint(err) {
-        eprintln!("\nhint: {hint}");
+        out.push_str(&format!("\nhint: {hint}\n"));
     }
+    out
 }
 
 fn hint(err: &anyhow::Error) -> Option<String> {
@@ -36,4 +42,36 @@ pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
         e.downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_error_names_the_os_error_once() {
+        let err = anyhow::Error::new(AgentError::File {
+            path: "/var/lib/shiqi-ca/ca.key".into(),
+            why: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        })
+        .context("cannot load the CA");
+        let text = render(&err);
+        assert_eq!(text.matches("permission denied").count(), 1, "{text}");
+        assert!(
+            text.starts_with(
+                "error: cannot load the CA\n  caused by: `/var/lib/shiqi-ca/ca.key`: "
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_hint_comes_from_the_typed_error_in_the_chain() {
+        let err = anyhow::Error::new(AgentError::NoCa {
+            dir: "/srv/ca".into(),
+        });
+        assert!(
+            render(&err).ends_with("hint: run `shiqi-ca-agent --state-dir /srv/ca init` first\n")
+        );
+    }
 }

@@ -1,5 +1,9 @@
 //! The state directory and what lives in it: the CA, the inventory, the audit log, the CRL and
-//! the agent's own cached admin identity.
+//! the agent's own cached admin identity; and the command's one async runtime.
+//!
+//! The agent is synchronous except where a driver is async (mysql_async): those few calls go
+//! through [`Context::block_on`] on one current-thread runtime made per process, so no command
+//! builds its own and nothing spawns threads it does not need. (rdkafka runs its own threads.)
 
 use std::path::{Path, PathBuf};
 
@@ -8,18 +12,18 @@ use shiqi_ca::inventory::Inventory;
 use shiqi_ca::issue::{Ca, Validity};
 use shiqi_ca::key::{KeyType, PrivateKey};
 
-use crate::cli::Global;
 use crate::config::Config;
 use crate::error::AgentError;
 use crate::fsutil;
 
-/// The state directory and the loaded config.
+/// The state directory, the loaded config and the runtime.
 #[derive(Debug)]
 pub struct Context {
     /// The state directory.
     pub dir: PathBuf,
     /// The config.
     pub config: Config,
+    runtime: tokio::runtime::Runtime,
 }
 
 /// The agent's own client identity for the Kafka admin API.
@@ -31,17 +35,38 @@ pub struct AdminIdentity {
 }
 
 impl Context {
-    /// Resolves the state directory and reads the config.
-    pub fn new(global: &Global) -> Result<Self, AgentError> {
-        let (path, explicit) = match &global.config {
-            Some(p) => (p.clone(), true),
-            None => (global.state_dir.join("agent.toml"), false),
+    /// The state directory `dir` with the config at `config` (default `dir/agent.toml`, where a
+    /// missing file means all defaults).
+    ///
+    /// # Errors
+    /// An unreadable or invalid config, or no runtime.
+    pub fn new(dir: &Path, config: Option<&Path>) -> Result<Self, AgentError> {
+        let config = match config {
+            Some(p) => Config::load(p, true)?,
+            None => Config::load(&dir.join("agent.toml"), false)?,
         };
-        let config = Config::load(&path, explicit)?;
+        Self::with_config(dir.to_path_buf(), config)
+    }
+
+    /// A context for an already loaded config.
+    ///
+    /// # Errors
+    /// [`AgentError::Runtime`].
+    pub fn with_config(dir: PathBuf, config: Config) -> Result<Self, AgentError> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(AgentError::Runtime)?;
         Ok(Self {
-            dir: global.state_dir.clone(),
+            dir,
             config,
+            runtime,
         })
+    }
+
+    /// Runs `future` to completion on the process's runtime.
+    pub fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
+        self.runtime.block_on(future)
     }
 
     /// A file in the state directory.
@@ -50,13 +75,12 @@ impl Context {
     }
 
     /// Loads the CA.
-    pub fn ca(&self) -> anyhow::Result<Ca> {
+    pub fn ca(&self) -> Result<Ca, AgentError> {
         let key_path = self.path("ca.key");
         if !key_path.exists() {
             return Err(AgentError::NoCa {
                 dir: self.dir.clone(),
-            }
-            .into());
+            });
         }
         let cert = read(&self.path("ca.crt"))?;
         let key = read(&key_path)?;
@@ -71,7 +95,7 @@ impl Context {
 
     /// The agent's admin identity: the cached one while it has more than a quarter of its life
     /// left, else a fresh one (recorded in the inventory as kind `admin`).
-    pub fn admin_identity(&self, ca: &Ca) -> anyhow::Result<AdminIdentity> {
+    pub fn admin_identity(&self, ca: &Ca) -> Result<AdminIdentity, AgentError> {
         let dir = self.path("admin");
         let (key_path, cert_path) = (dir.join("admin.key"), dir.join("admin.crt"));
         let lifetime =
@@ -111,8 +135,8 @@ impl Context {
 }
 
 fn read(path: &Path) -> Result<String, AgentError> {
-    std::fs::read_to_string(path).map_err(|source| AgentError::File {
+    std::fs::read_to_string(path).map_err(|why| AgentError::File {
         path: path.to_owned(),
-        source,
+        why,
     })
 }

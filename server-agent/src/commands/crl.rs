@@ -24,7 +24,7 @@ pub fn run(ctx: &Context, args: CrlArgs) -> anyhow::Result<()> {
         Ok(u) => u,
         Err(e) => {
             record(ctx, None, "failed", Some(format!("{e:#}")));
-            return Err(e);
+            return Err(e.into());
         }
     };
     let mut warnings = Vec::new();

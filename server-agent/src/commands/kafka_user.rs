@@ -16,10 +16,11 @@ use shiqi_ca::ProfileName;
 use shiqi_ca::inventory::CertKind;
 use shiqi_ca::protocol::{KafkaUserResponse, PROTOCOL_VERSION};
 
+use crate::acl::{AclBinding, AclFilter};
 use crate::audit;
 use crate::cli::KafkaUserArgs;
 use crate::error::AgentError;
-use crate::kafka_acl::{self, AclBinding, AclFilter};
+use crate::kafka_acl;
 use crate::state::Context;
 
 /// Grants or revokes and prints a `KafkaUserResponse`.

@@ -52,10 +52,7 @@ fn ensure(ctx: &Context, args: &MysqlUserArgs) -> anyhow::Result<MysqlUserRespon
     let address = mysql::address(ctx);
     let grants = ctx.config.mysql.grants.clone();
 
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let ensured = runtime.block_on(async {
+    let ensured = ctx.block_on(async {
         let mut conn = mysql::connect(ctx).await?;
         let ensured = mysql::ensure_user(
             &mut conn, &address, &name, &host, &subject, &issuer, &grants,

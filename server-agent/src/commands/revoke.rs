@@ -267,17 +267,7 @@ fn mysql_side(
     // The account's `REQUIRE ISSUER` is the CA's subject (see `mysql-user`).
     let issuer = ca.cert().subject_oneline().to_owned();
     let mut out = MysqlRevocation::default();
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            out.error = Some(e.to_string().into());
-            return out;
-        }
-    };
-    let result: Result<(), AgentError> = runtime.block_on(async {
+    let result: Result<(), AgentError> = ctx.block_on(async {
         let mut conn = mysql::connect(ctx).await?;
         let done = async {
             // Lock first, so that nothing logs in again between the reload and the kill.
