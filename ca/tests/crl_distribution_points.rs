@@ -3,6 +3,10 @@
 //! (`openssl verify -crl_check`). Java's CRLDP fetching was checked by hand against the stack's
 //! brokers (see the README, "Revocation").
 #![forbid(unsafe_code)]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "test fixtures, not profile files"
+)]
 
 use std::process::Command;
 

@@ -1,6 +1,10 @@
 //! The CA's output read back by the real consumers: OpenSSL verifies chains and parses CSRs,
 //! keytool opens the PKCS#12 files. Fixtures are generated at run time, never committed.
 #![forbid(unsafe_code)]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "test fixtures, not profile files"
+)]
 
 use std::path::Path;
 use std::process::Command;

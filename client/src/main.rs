@@ -8,6 +8,10 @@ use shiqi_connect::cli::Cli;
 use shiqi_connect::commands;
 use tracing_subscriber::EnvFilter;
 
+#[expect(
+    clippy::disallowed_methods,
+    reason = "this is the client's one runtime"
+)]
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // Quiet by default; `-v` debug, `-vv` trace for our crates; RUST_LOG overrides; all on stderr.

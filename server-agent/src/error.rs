@@ -122,13 +122,14 @@ pub enum AgentError {
         /// What failed.
         why: String,
     },
-    /// A command-line value that does not parse.
-    #[error("{flag}: {source}")]
+    /// A command-line value that does not parse. The reason is part of the message, not a
+    /// `source`, so the report shows it once.
+    #[error("{flag}: {why}")]
     Argument {
         /// The flag, e.g. `--san`.
         flag: &'static str,
         /// Why.
-        source: shiqi_ca::Error,
+        why: shiqi_ca::Error,
     },
     /// X.509, the inventory or a value's validation (`shiqi-ca`).
     #[error(transparent)]
@@ -150,7 +151,7 @@ impl AgentError {
     /// One next step for the user.
     pub fn hint(&self) -> Option<String> {
         Some(match self {
-            Self::Argument { source, .. } | Self::Ca(source) => return source.hint(),
+            Self::Argument { why: source, .. } | Self::Ca(source) => return source.hint(),
             Self::CaExists { .. } => {
                 "the existing CA was left untouched; use another `--state-dir` for a new one".into()
             }

@@ -66,6 +66,34 @@ mod tests {
     }
 
     #[test]
+    fn a_bad_argument_names_its_reason_once() {
+        let why = shiqi_ca::Error::InvalidHost {
+            host: "a b".into(),
+            why: "a space",
+        };
+        let text = render(&anyhow::Error::new(AgentError::Argument {
+            flag: "--san",
+            why,
+        }));
+        assert!(!text.contains("caused by"), "{text}");
+    }
+
+    #[test]
+    fn a_reader_that_went_away_is_not_an_error() {
+        struct Gone;
+        impl std::io::Write for Gone {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Err(std::io::ErrorKind::BrokenPipe.into())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let e = serde_json::to_writer(Gone, &[1, 2, 3]).expect_err("pipe");
+        assert!(is_broken_pipe(&anyhow::Error::new(std::io::Error::from(e))));
+    }
+
+    #[test]
     fn the_hint_comes_from_the_typed_error_in_the_chain() {
         let err = anyhow::Error::new(AgentError::NoCa {
             dir: "/srv/ca".into(),

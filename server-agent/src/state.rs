@@ -52,6 +52,7 @@ impl Context {
     ///
     /// # Errors
     /// [`AgentError::Runtime`].
+    #[expect(clippy::disallowed_methods, reason = "this is the agent's one runtime")]
     pub fn with_config(dir: PathBuf, config: Config) -> Result<Self, AgentError> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()

@@ -3,6 +3,11 @@
 //! starts the stack and sets `SHIQI_CONNECT_BIN` / `SHIQI_AGENT_BIN`.
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, reason = "tests fail loudly by design")]
+#![allow(
+    clippy::print_stderr,
+    clippy::print_stdout,
+    reason = "test diagnostics go to the test output"
+)]
 
 mod crash;
 mod doctor;

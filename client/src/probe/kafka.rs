@@ -170,6 +170,10 @@ async fn request_response<S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 #[cfg(test)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "#[tokio::test] builds its own runtime"
+)]
 mod tests {
     use super::*;
 

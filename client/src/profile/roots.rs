@@ -99,6 +99,7 @@ impl Roots {
 ///
 /// # Errors
 /// [`Error::NoHome`] when neither gives one.
+#[expect(clippy::disallowed_methods, reason = "this is the one home lookup")]
 pub fn home() -> Result<PathBuf, Error> {
     std::env::var_os("HOME")
         .filter(|h| !h.is_empty())

@@ -176,6 +176,10 @@ fn user_name(uid: u32) -> Option<String> {
 }
 
 #[cfg(test)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "#[tokio::test] builds its own runtime"
+)]
 mod tests {
     use super::*;
 

@@ -15,7 +15,8 @@ use std::io::Write as _;
 /// Prints a JSON document on stdout (the only thing a command writes there).
 pub(crate) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, value)?;
+    // As an io::Error, so that a reader that went away (`| head`) is recognised as one.
+    serde_json::to_writer_pretty(&mut out, value).map_err(std::io::Error::from)?;
     writeln!(out)?;
     Ok(())
 }

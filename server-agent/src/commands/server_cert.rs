@@ -56,10 +56,7 @@ pub fn run(ctx: &Context, args: ServerCertArgs) -> anyhow::Result<()> {
     // Everything the caller gave is checked before a serial is spent.
     for san in &args.sans {
         san.parse::<shiqi_ca::Host>()
-            .map_err(|source| AgentError::Argument {
-                flag: "--san",
-                source,
-            })?;
+            .map_err(|why| AgentError::Argument { flag: "--san", why })?;
     }
     fsutil::ensure_dir(&args.out)?;
     let ca = ctx.ca()?;
