@@ -2,9 +2,9 @@
 //! key made here into a certificate, a MySQL user and a ready profile in `~/.shiqi/NAME/`
 //! (Kafka and MySQL configs, a tunnel that forwards every broker, DataGrip notes).
 //!
-//! Layout: [`cli`] (clap only) → [`commands`] (settle settings, run steps, print) →
-//! [`steps`] (pure-ish work, no printing) → [`ssh`], [`profile`], [`fsutil`]. X.509 is
-//! `shiqi-ca`'s business.
+//! Layout (docs/design.md, "Layout"): [`cli`] (clap only) → [`commands`] (settle settings, run
+//! steps, print) → [`doctor`], [`steps`], [`tunnel`] (work, no printing) → [`agent`], [`probe`],
+//! [`ssh`], [`profile`], [`fsutil`]. X.509 is `shiqi-ca`'s business.
 #![forbid(unsafe_code)]
 
 pub mod agent;

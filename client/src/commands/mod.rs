@@ -13,6 +13,10 @@ use std::process::ExitCode;
 use crate::cli::{Cli, Command, GlobalArgs};
 use crate::error::Error;
 use crate::printer::Printer;
+use crate::prompt::Prompter;
+use crate::ssh::Session;
+use crate::ssh::config::Target;
+use crate::ssh::known_hosts::HostKeyPolicy;
 
 /// Exit status for errors and bad input (design.md, STYLE §2).
 pub const EXIT_ERROR: u8 = 2;
@@ -56,6 +60,44 @@ pub fn report(err: &anyhow::Error, printer: &Printer) {
         })
     });
     printer.error(&top, &causes, hint.as_deref());
+}
+
+/// Connects; an unknown host key is shown and asked about on a terminal, then the connection is
+/// retried trusting exactly that key.
+pub(crate) async fn connect(
+    accept_new_host_key: bool,
+    target: &Target,
+    prompter: &Prompter,
+    printer: &Printer,
+) -> Result<Session, Error> {
+    let policy = if accept_new_host_key {
+        HostKeyPolicy::AcceptNew
+    } else {
+        HostKeyPolicy::Strict
+    };
+    match Session::connect(target, policy, prompter).await {
+        Err(Error::HostKeyUnknown {
+            host,
+            algorithm,
+            fingerprint,
+            known_hosts,
+        }) if prompter.is_interactive() => {
+            let trusted = prompter.trust_host_key(&host, &algorithm, &fingerprint, &known_hosts);
+            if !trusted {
+                return Err(Error::HostKeyUnknown {
+                    host,
+                    algorithm,
+                    fingerprint,
+                    known_hosts,
+                });
+            }
+            printer.note(&format!(
+                "trusting {algorithm} key {fingerprint} for `{host}`"
+            ));
+            Session::connect(target, HostKeyPolicy::AcceptKey(fingerprint), prompter).await
+        }
+        other => other,
+    }
 }
 
 /// Writes `text` to stdout; a reader that went away (`| head`) is not an error.

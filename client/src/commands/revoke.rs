@@ -11,8 +11,8 @@ use shiqi_ca::{ProfileName, Serial};
 
 use crate::agent::{self, AgentCommand, Revocation};
 use crate::cli::{GlobalArgs, RevokeArgs};
+use crate::commands::connect;
 use crate::commands::print_stdout;
-use crate::commands::setup::connect;
 use crate::error::Error;
 use crate::printer::Printer;
 use crate::profile::{self, Profile, Roots};

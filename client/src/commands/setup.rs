@@ -22,7 +22,7 @@ use crate::ssh::Session;
 use crate::ssh::config::{self, Env, Target};
 use crate::ssh::destination::Destination;
 use crate::ssh::include::{self, IncludeChange};
-use crate::ssh::known_hosts::{HostKeyOutcome, HostKeyPolicy};
+use crate::ssh::known_hosts::HostKeyOutcome;
 use crate::steps::write::{Installed, ProfileFile};
 use crate::steps::{journal, keygen, render, write};
 
@@ -199,7 +199,7 @@ pub async fn execute(
     step.done(&format!("{} key, CN={}", s.key_type, s.name));
 
     let step = printer.step(&format!("connect to {}", target.host));
-    let session = connect(s.accept_new_host_key, &target, prompter, printer)
+    let session = super::connect(s.accept_new_host_key, &target, prompter, printer)
         .await
         .with_context(|| format!("cannot log in to `{}`", s.destination_text))?;
     let host_key = match session.host_key() {
@@ -456,44 +456,6 @@ async fn provision(
     ));
 
     Ok(profile)
-}
-
-/// Connects; an unknown host key is shown and asked about on a terminal, then the connection is
-/// retried trusting exactly that key.
-pub(crate) async fn connect(
-    accept_new_host_key: bool,
-    target: &Target,
-    prompter: &Prompter,
-    printer: &Printer,
-) -> Result<Session, Error> {
-    let policy = if accept_new_host_key {
-        HostKeyPolicy::AcceptNew
-    } else {
-        HostKeyPolicy::Strict
-    };
-    match Session::connect(target, policy, prompter).await {
-        Err(Error::HostKeyUnknown {
-            host,
-            algorithm,
-            fingerprint,
-            known_hosts,
-        }) if prompter.is_interactive() => {
-            let trusted = prompter.trust_host_key(&host, &algorithm, &fingerprint, &known_hosts);
-            if !trusted {
-                return Err(Error::HostKeyUnknown {
-                    host,
-                    algorithm,
-                    fingerprint,
-                    known_hosts,
-                });
-            }
-            printer.note(&format!(
-                "trusting {algorithm} key {fingerprint} for `{host}`"
-            ));
-            Session::connect(target, HostKeyPolicy::AcceptKey(fingerprint), prompter).await
-        }
-        other => other,
-    }
 }
 
 fn profile_files(

@@ -6,6 +6,7 @@
 //! - [`api_versions`] through one local port (`tunnel status`, rotate's verification);
 //! - [`metadata`] from a bootstrap address (doctor): the brokers the cluster advertises.
 
+use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use rustls::pki_types::ServerName;
@@ -15,12 +16,16 @@ use tokio::net::TcpStream;
 use crate::probe::Outcome;
 use crate::probe::kafka_wire::{self, AdvertisedBroker};
 use crate::probe::tls::ProfileTls;
-use crate::tunnel::ports::loopback;
 
 /// How long a TCP connect to a local port may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// A correlation id to recognise our reply by.
 const CORRELATION_ID: i32 = 0x5331_0001;
+
+/// `127.0.0.1:port`: the tunnel's forwards bind loopback only.
+fn loopback(port: u16) -> SocketAddr {
+    SocketAddr::from((Ipv4Addr::LOCALHOST, port))
+}
 
 /// Whether something accepts TCP connections on `127.0.0.1:port`.
 pub async fn listening(port: u16) -> bool {
