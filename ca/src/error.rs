@@ -166,6 +166,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// The inventory database could not be opened or set up.
+    #[cfg(feature = "inventory")]
     #[error("cannot open inventory `{}`", path.display())]
     Inventory {
         /// The inventory file.
@@ -188,6 +189,7 @@ pub enum Error {
         supported: i64,
     },
     /// A read or write of the inventory failed.
+    #[cfg(feature = "inventory")]
     #[error("cannot {action} in the inventory")]
     InventoryQuery {
         /// What was being done, e.g. `record the new certificate`.

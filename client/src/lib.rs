@@ -13,6 +13,7 @@ pub mod commands;
 pub mod doctor;
 pub mod error;
 pub mod fsutil;
+pub mod os;
 pub mod printer;
 pub mod probe;
 pub mod profile;

@@ -16,7 +16,7 @@ use crate::agent::{self, AgentCommand, Signed};
 use crate::cli::{GlobalArgs, SetupArgs};
 use crate::error::Error;
 use crate::printer::Printer;
-use crate::profile::{self, Profile, files, home, tilde};
+use crate::profile::{self, Profile, Roots, files, tilde};
 use crate::prompt::Prompter;
 use crate::ssh::Session;
 use crate::ssh::config::{self, Env, Target};
@@ -69,18 +69,15 @@ impl Settings {
         global: &GlobalArgs,
         prompter: &Prompter,
     ) -> Result<Self, Error> {
-        let home = home()?;
+        let Roots {
+            root: shiqi_home,
+            home,
+        } = Roots::resolve(global.shiqi_home.as_deref())?;
         // Parsed here rather than by clap so the error carries the naming rule as a hint.
         let name: ProfileName = args.name.parse().map_err(|source| Error::Ca {
             what: "use that profile name",
             source,
         })?;
-        let shiqi_home = absolute(
-            &global
-                .shiqi_home
-                .clone()
-                .unwrap_or_else(|| home.join(".shiqi")),
-        );
         // Before any question or work: a second run must not cost a certificate (or an answer)
         // to learn that the profile exists.
         write::check_free(&shiqi_home, &name, args.force)?;

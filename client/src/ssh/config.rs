@@ -64,16 +64,16 @@ pub struct Env {
 impl Env {
     /// Reads `$HOME`, `$USER` and `$PATH`.
     pub fn from_process(home: PathBuf, known_hosts_override: Option<PathBuf>) -> Self {
-        let passwd = passwd_entry();
+        let account = crate::os::account::current();
         let local_user = std::env::var("USER")
             .or_else(|_| std::env::var("LOGNAME"))
             .ok()
-            .or_else(|| passwd.as_ref().map(|(name, _)| name.clone()))
+            .or_else(|| account.as_ref().map(|a| a.name.clone()))
             .unwrap_or_else(|| "root".to_owned());
-        // ssh reads `~/.ssh/config` from the passwd entry, not from `$HOME`. When the two differ
+        // ssh reads `~/.ssh/config` from the user database, not from `$HOME`. When the two differ
         // (a test with its own HOME), `ssh -G` would answer for another user's config, so the
         // fallback reads `$HOME/.ssh/config` instead.
-        let ssh = find_in_path("ssh").filter(|_| passwd.as_ref().is_none_or(|(_, h)| *h == home));
+        let ssh = find_in_path("ssh").filter(|_| account.as_ref().is_none_or(|a| a.home == home));
         Self {
             home,
             local_user,
@@ -396,16 +396,6 @@ pub fn find_in_path(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|d| d.join(name))
         .find(|p| p.is_file())
-}
-
-/// The name and home directory of the current uid in `/etc/passwd`, if listed there.
-fn passwd_entry() -> Option<(String, PathBuf)> {
-    let uid = rustix::process::getuid().as_raw().to_string();
-    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
-    passwd.lines().find_map(|l| {
-        let f: Vec<&str> = l.split(':').collect();
-        (f.len() >= 6 && f[2] == uid).then(|| (f[0].to_owned(), PathBuf::from(f[5])))
-    })
 }
 
 #[cfg(test)]

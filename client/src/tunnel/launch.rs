@@ -37,7 +37,10 @@ pub async fn start_daemon(
     let log = open_log(&paths.log)?;
     let exe = std::env::current_exe().map_err(|source| Error::Io {
         action: "find this program's own path in",
-        path: PathBuf::from("/proc/self/exe"),
+        path: std::env::args_os()
+            .next()
+            .map(PathBuf::from)
+            .unwrap_or_default(),
         source,
     })?;
     let mut cmd = Command::new(&exe);

@@ -1,6 +1,6 @@
 //! The background process from the outside: its command line, the pid file it writes, whether
 //! a pid is still it (a pid file can outlive its process, and pids are reused), and stopping it.
-//! A pid counts as ours only when `/proc/PID/cmdline` is `… --home ROOT tunnel run NAME`.
+//! A pid counts as ours only when its command line is `… --home ROOT tunnel run NAME`.
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -26,7 +26,7 @@ pub fn daemon_args(root: &Path, name: &ProfileName, verbose: u8) -> Vec<OsString
     args
 }
 
-/// Whether a command line (NUL-split `/proc/PID/cmdline`) is the background process of `name`
+/// Whether a command line ([`cmdline`]) is the background process of `name`
 /// under `root`.
 pub fn is_daemon_cmdline(args: &[String], root: &Path, name: &ProfileName) -> bool {
     let root = root.to_string_lossy();
@@ -34,28 +34,7 @@ pub fn is_daemon_cmdline(args: &[String], root: &Path, name: &ProfileName) -> bo
     has(&["--home", &root]) && has(&[RUN[0], RUN[1], name.as_str()])
 }
 
-/// `/proc/PID/cmdline`, split at NULs.
-pub fn cmdline(pid: u32) -> Option<Vec<String>> {
-    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    Some(
-        raw.split(|b| *b == 0)
-            .filter(|a| !a.is_empty())
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect(),
-    )
-}
-
-/// Whether `pid` exists and has not exited (a zombie whose parent has not reaped it counts as
-/// gone: it holds no ports).
-pub fn alive(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    // `pid (comm) S …`: the state follows the last `)`, as comm may contain anything.
-    stat.rsplit_once(')')
-        .and_then(|(_, rest)| rest.trim_start().chars().next())
-        .is_some_and(|s| s != 'Z' && s != 'X')
-}
+pub use crate::os::process::{alive, cmdline};
 
 /// The pid in a pid file, if it holds one.
 pub fn read_pid(path: &Path) -> Option<u32> {

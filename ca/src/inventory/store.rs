@@ -1,0 +1,634 @@
+//! The inventory's store: every certificate the CA issued, its status and the CRL counter, in
+//! one SQLite file (`<state>/inventory.sqlite`, mode 0600).
+//!
+//! It owns the schema, serial allocation and revocation bookkeeping. It does not build
+//! certificates (the caller's closure does, see [`Inventory::issue`]) nor CRLs (`crl.rs`).
+//!
+//! Many `shiqi-ca-agent` processes may run at once (one per SSH session), each with its own
+//! connection. The file is in WAL mode with a long `busy_timeout`, and every write runs in an
+//! `IMMEDIATE` transaction: a writer takes the lock when it begins, so writers queue in SQLite's
+//! busy handler instead of failing with `SQLITE_BUSY` when a deferred read lock cannot be
+//! upgraded (<https://www.sqlite.org/lang_transaction.html>). `synchronous` stays at SQLite's
+//! default `FULL`: a certificate handed out but lost from the inventory on power loss could not be
+//! revoked.
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
+use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehavior, params};
+use time::OffsetDateTime;
+
+use super::{CertKind, NewCert, Record, Status};
+use crate::error::Error;
+use crate::name::Serial;
+
+/// The schema version this build writes (`PRAGMA user_version`).
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// How long a connection waits for another process's write lock before giving up.
+///
+/// Long on purpose: 50 agents signing at once must queue, and each holds the lock only for one
+/// signature and one insert.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How many random serials [`Inventory::issue`] tries before giving up. With 120 random bits a
+/// single collision is already unlikely to ever happen; the bound only keeps the loop finite.
+const SERIAL_ATTEMPTS: usize = 8;
+
+const SCHEMA_V1: &str = "
+    CREATE TABLE certs (
+        serial     TEXT PRIMARY KEY NOT NULL,
+        name       TEXT NOT NULL,
+        kind       TEXT NOT NULL CHECK (kind IN ('client', 'server', 'admin')),
+        subject    TEXT NOT NULL,
+        not_before INTEGER NOT NULL,
+        not_after  INTEGER NOT NULL,
+        issued_at  INTEGER NOT NULL,
+        status     TEXT NOT NULL CHECK (status IN ('valid', 'revoked')),
+        revoked_at INTEGER,
+        reason     TEXT,
+        der        BLOB NOT NULL,
+        ssh_user   TEXT
+    ) STRICT;
+    CREATE INDEX certs_by_name ON certs (name, kind, status);
+    CREATE TABLE meta (
+        key   TEXT PRIMARY KEY NOT NULL,
+        value INTEGER NOT NULL
+    ) STRICT;
+    INSERT INTO meta (key, value) VALUES ('crl_number', 0);
+    PRAGMA user_version = 1;
+";
+
+const COLUMNS: &str = "serial, name, kind, subject, not_before, not_after, issued_at, status, revoked_at, reason, der";
+
+/// An open inventory file. One per process (or thread); SQLite serializes the writers.
+#[derive(Debug)]
+pub struct Inventory {
+    conn: Connection,
+}
+
+impl Inventory {
+    /// Opens the inventory at `path`, creating the file (mode 0600) and its schema if missing.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InventoryCreate`] if the file cannot be created, [`Error::Inventory`] if SQLite
+    /// cannot open it or set it up, and [`Error::InventorySchema`] if a newer build wrote it.
+    pub fn open(path: &Path) -> Result<Self, Error> {
+        // SQLite would create the file with the umask's mode; create it ourselves first so that
+        // it is never world-readable, not even for a moment. SQLite gives the `-wal` and `-shm`
+        // files the database file's permissions.
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(path)
+            .map_err(|source| Error::InventoryCreate {
+                path: path.to_owned(),
+                source,
+            })?;
+        let open_err = |source| Error::Inventory {
+            path: path.to_owned(),
+            source,
+        };
+        let mut conn = Connection::open(path).map_err(open_err)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
+        conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get::<_, String>(0))
+            .map_err(open_err)?;
+        migrate(&mut conn, path)?;
+        Ok(Self { conn })
+    }
+
+    /// Picks a random serial that is unused, calls `issue(serial)` to make the certificate, and
+    /// records it — all inside one IMMEDIATE transaction, so concurrent processes never reuse a
+    /// serial and a crash mid-sign records nothing.
+    ///
+    /// The write lock is held while `issue` runs, so it should only sign: generate keys before.
+    ///
+    /// # Errors
+    ///
+    /// The closure's own error (nothing is recorded), [`Error::NoFreeSerial`] in the
+    /// astronomically unlikely case that every random serial tried was taken, or
+    /// [`Error::InventoryQuery`].
+    pub fn issue<F>(&mut self, issue: F) -> Result<Record, Error>
+    where
+        F: FnOnce(&Serial) -> Result<NewCert, Error>,
+    {
+        let tx = self.write_tx("begin issuing")?;
+        let serial = unused_serial(&tx)?;
+        let cert = issue(&serial)?;
+        let issued_at = OffsetDateTime::now_utc().unix_timestamp();
+        tx.execute(
+            "INSERT INTO certs (serial, name, kind, subject, not_before, not_after, issued_at,
+                                status, der)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'valid', ?8)",
+            params![
+                serial.to_hex(),
+                cert.name,
+                cert.kind,
+                cert.subject,
+                cert.not_before.unix_timestamp(),
+                cert.not_after.unix_timestamp(),
+                issued_at,
+                cert.der,
+            ],
+        )
+        .map_err(query("record the new certificate"))?;
+        let record = select_serial(&tx, &serial)?.ok_or_else(|| Error::UnknownSerial {
+            serial: serial.clone(),
+        })?;
+        tx.commit().map_err(query("commit the new certificate"))?;
+        Ok(record)
+    }
+
+    /// Every certificate, oldest first (by `issued_at`, then serial).
+    pub fn list(&self) -> Result<Vec<Record>, Error> {
+        self.select(
+            "",
+            params![],
+            "ORDER BY issued_at, serial",
+            "list certificates",
+        )
+    }
+
+    /// The certificate with this serial, if the inventory has it.
+    pub fn by_serial(&self, serial: &Serial) -> Result<Option<Record>, Error> {
+        select_serial(&self.conn, serial)
+    }
+
+    /// The newest (by `not_before`, then `issued_at`) unrevoked, unexpired certificate of `kind`
+    /// for `name`.
+    pub fn latest_valid(&self, name: &str, kind: CertKind) -> Result<Option<Record>, Error> {
+        let now = OffsetDateTime::now_utc().unix_timestamp();
+        let mut found = self.select(
+            "WHERE name = ?1 AND kind = ?2 AND status = 'valid' AND not_after > ?3",
+            params![name, kind, now],
+            "ORDER BY not_before DESC, issued_at DESC, serial DESC LIMIT 1",
+            "find the latest certificate",
+        )?;
+        Ok(found.pop())
+    }
+
+    /// Every unrevoked, unexpired certificate of `kind` for `name`, oldest first.
+    pub fn valid_for(&self, name: &str, kind: CertKind) -> Result<Vec<Record>, Error> {
+        let now = OffsetDateTime::now_utc().unix_timestamp();
+        self.select(
+            "WHERE name = ?1 AND kind = ?2 AND status = 'valid' AND not_after > ?3",
+            params![name, kind, now],
+            "ORDER BY issued_at, serial",
+            "list valid certificates",
+        )
+    }
+
+    /// Marks the certificate revoked at `at` for `reason`. Revoking it again changes nothing:
+    /// the first time and reason are kept, because the CRL already published them.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownSerial`] if the inventory has no such certificate.
+    pub fn revoke(
+        &mut self,
+        serial: &Serial,
+        reason: Option<&str>,
+        at: OffsetDateTime,
+    ) -> Result<Record, Error> {
+        let tx = self.write_tx("begin revoking")?;
+        let Some(record) = select_serial(&tx, serial)? else {
+            return Err(Error::UnknownSerial {
+                serial: serial.clone(),
+            });
+        };
+        if record.status == Status::Revoked {
+            return Ok(record);
+        }
+        tx.execute(
+            "UPDATE certs SET status = 'revoked', revoked_at = ?2, reason = ?3
+             WHERE serial = ?1 AND status = 'valid'",
+            params![serial.to_hex(), at.unix_timestamp(), reason],
+        )
+        .map_err(query("record the revocation"))?;
+        let record = select_serial(&tx, serial)?.ok_or_else(|| Error::UnknownSerial {
+            serial: serial.clone(),
+        })?;
+        tx.commit().map_err(query("commit the revocation"))?;
+        Ok(record)
+    }
+
+    /// Every revoked certificate, expired ones included, in revocation order.
+    pub fn revoked(&self) -> Result<Vec<Record>, Error> {
+        self.select(
+            "WHERE status = 'revoked'",
+            params![],
+            "ORDER BY revoked_at, serial",
+            "list revoked certificates",
+        )
+    }
+
+    /// The next CRL number (1, 2, …): persisted, and never handed out twice even across
+    /// processes (RFC 5280 §5.2.3 wants it monotonically increasing).
+    pub fn next_crl_number(&mut self) -> Result<u64, Error> {
+        let tx = self.write_tx("begin numbering the CRL")?;
+        let number: i64 = tx
+            .query_row(
+                "UPDATE meta SET value = value + 1 WHERE key = 'crl_number' RETURNING value",
+                [],
+                |row| row.get(0),
+            )
+            .map_err(query("advance the CRL number"))?;
+        tx.commit().map_err(query("commit the CRL number"))?;
+        // The counter starts at 0 and only ever grows by one, so it stays positive.
+        Ok(number.unsigned_abs())
+    }
+
+    fn write_tx(&mut self, action: &'static str) -> Result<Transaction<'_>, Error> {
+        self.conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(query(action))
+    }
+
+    fn select(
+        &self,
+        filter: &str,
+        params: &[&dyn ToSql],
+        order: &str,
+        action: &'static str,
+    ) -> Result<Vec<Record>, Error> {
+        select_where(&self.conn, filter, params, order, action)
+    }
+}
+
+/// Creates or checks the schema. Runs in a write transaction so that processes racing to create
+/// a fresh file create it once.
+fn migrate(conn: &mut Connection, path: &Path) -> Result<(), Error> {
+    let open_err = |source| Error::Inventory {
+        path: path.to_owned(),
+        source,
+    };
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(open_err)?;
+    let version: i64 = tx
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .map_err(open_err)?;
+    match version {
+        0 => tx.execute_batch(SCHEMA_V1).map_err(open_err)?,
+        SCHEMA_VERSION => {}
+        found => {
+            return Err(Error::InventorySchema {
+                path: PathBuf::from(path),
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+    }
+    tx.commit().map_err(open_err)
+}
+
+fn unused_serial(tx: &Transaction<'_>) -> Result<Serial, Error> {
+    for _ in 0..SERIAL_ATTEMPTS {
+        let serial = Serial::random();
+        let taken = tx
+            .query_row(
+                "SELECT 1 FROM certs WHERE serial = ?1",
+                [serial.to_hex()],
+                |_| Ok(()),
+            )
+            .optional()
+            .map_err(query("check the new serial"))?
+            .is_some();
+        if !taken {
+            return Ok(serial);
+        }
+    }
+    Err(Error::NoFreeSerial {
+        attempts: SERIAL_ATTEMPTS,
+    })
+}
+
+fn select_serial(conn: &Connection, serial: &Serial) -> Result<Option<Record>, Error> {
+    let mut found = select_where(
+        conn,
+        "WHERE serial = ?1",
+        params![serial.to_hex()],
+        "",
+        "look up a serial",
+    )?;
+    Ok(found.pop())
+}
+
+fn select_where(
+    conn: &Connection,
+    filter: &str,
+    params: &[&dyn ToSql],
+    order: &str,
+    action: &'static str,
+) -> Result<Vec<Record>, Error> {
+    let sql = format!("SELECT {COLUMNS} FROM certs {filter} {order}");
+    let mut stmt = conn.prepare_cached(&sql).map_err(query(action))?;
+    let rows = stmt
+        .query_map(params, record_from_row)
+        .map_err(query(action))?;
+    rows.collect::<Result<_, _>>().map_err(query(action))
+}
+
+fn record_from_row(row: &Row<'_>) -> rusqlite::Result<Record> {
+    Ok(Record {
+        serial: parsed(row, 0)?,
+        name: row.get(1)?,
+        kind: row.get(2)?,
+        subject: row.get(3)?,
+        not_before: timestamp(row, 4)?,
+        not_after: timestamp(row, 5)?,
+        issued_at: timestamp(row, 6)?,
+        status: row.get(7)?,
+        revoked_at: row
+            .get::<_, Option<i64>>(8)?
+            .map(|t| to_time(8, t))
+            .transpose()?,
+        reason: row.get(9)?,
+        der: row.get(10)?,
+    })
+}
+
+fn parsed<T>(row: &Row<'_>, idx: usize) -> rusqlite::Result<T>
+where
+    T: FromStr<Err = Error>,
+{
+    let text: String = row.get(idx)?;
+    text.parse().map_err(|e: Error| {
+        rusqlite::Error::FromSqlConversionFailure(idx, rusqlite::types::Type::Text, Box::new(e))
+    })
+}
+
+fn timestamp(row: &Row<'_>, idx: usize) -> rusqlite::Result<OffsetDateTime> {
+    to_time(idx, row.get(idx)?)
+}
+
+fn to_time(idx: usize, unix: i64) -> rusqlite::Result<OffsetDateTime> {
+    OffsetDateTime::from_unix_timestamp(unix).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(idx, rusqlite::types::Type::Integer, Box::new(e))
+    })
+}
+
+fn query(action: &'static str) -> impl Fn(rusqlite::Error) -> Error {
+    move |source| Error::InventoryQuery { action, source }
+}
+
+impl ToSql for CertKind {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::from(self.as_str()))
+    }
+}
+
+impl FromSql for CertKind {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        value
+            .as_str()?
+            .parse()
+            .map_err(|e: Error| FromSqlError::Other(Box::new(e)))
+    }
+}
+
+impl ToSql for Status {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::from(self.as_str()))
+    }
+}
+
+impl FromSql for Status {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        value
+            .as_str()?
+            .parse()
+            .map_err(|e: Error| FromSqlError::Other(Box::new(e)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+    use std::sync::{Arc, Barrier};
+
+    use time::Duration;
+
+    use super::*;
+
+    type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+    fn new_cert(serial: &Serial, name: &str, kind: CertKind, days: i64) -> NewCert {
+        let now = OffsetDateTime::now_utc();
+        NewCert {
+            name: name.to_owned(),
+            kind,
+            subject: format!("CN={name}"),
+            not_before: now - Duration::minutes(5),
+            not_after: now + Duration::days(days),
+            der: serial.as_bytes().to_vec(),
+        }
+    }
+
+    fn temp_inventory()
+    -> Result<(tempfile::TempDir, PathBuf, Inventory), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("inventory.sqlite");
+        let inv = Inventory::open(&path)?;
+        Ok((dir, path, inv))
+    }
+
+    #[test]
+    fn issue_list_and_look_up() -> TestResult {
+        let (_dir, path, mut inv) = temp_inventory()?;
+        let a = inv.issue(|s| Ok(new_cert(s, "saige", CertKind::Client, 30)))?;
+        let b = inv.issue(|s| Ok(new_cert(s, "kafka-1", CertKind::Server, 397)))?;
+        assert_eq!(a.status, Status::Valid);
+        assert_eq!(a.der, a.serial.as_bytes());
+        assert_eq!(a.subject, "CN=saige");
+        assert_ne!(a.serial, b.serial);
+
+        let all = inv.list()?;
+        assert_eq!(all.len(), 2);
+        assert!(all.contains(&a) && all.contains(&b));
+        assert_eq!(inv.by_serial(&a.serial)?, Some(a.clone()));
+        assert_eq!(inv.by_serial(&Serial::random())?, None);
+        assert_eq!(
+            inv.latest_valid("saige", CertKind::Client)?,
+            Some(a.clone())
+        );
+        assert_eq!(inv.latest_valid("saige", CertKind::Server)?, None);
+
+        // A second, later client certificate becomes the latest; both stay valid.
+        let c = inv.issue(|s| {
+            let mut cert = new_cert(s, "saige", CertKind::Client, 30);
+            cert.not_before += Duration::minutes(1);
+            Ok(cert)
+        })?;
+        assert_eq!(
+            inv.latest_valid("saige", CertKind::Client)?,
+            Some(c.clone())
+        );
+        assert_eq!(inv.valid_for("saige", CertKind::Client)?.len(), 2);
+
+        // Expired certificates are neither latest nor valid.
+        inv.issue(|s| {
+            let mut cert = new_cert(s, "old", CertKind::Client, 30);
+            cert.not_before -= Duration::days(60);
+            cert.not_after -= Duration::days(60);
+            Ok(cert)
+        })?;
+        assert_eq!(inv.latest_valid("old", CertKind::Client)?, None);
+        assert!(inv.valid_for("old", CertKind::Client)?.is_empty());
+
+        // Everything survives reopening.
+        drop(inv);
+        let inv = Inventory::open(&path)?;
+        assert_eq!(inv.list()?.len(), 4);
+        Ok(())
+    }
+
+    #[test]
+    fn revoke_keeps_the_first_time() -> TestResult {
+        let (_dir, _path, mut inv) = temp_inventory()?;
+        let a = inv.issue(|s| Ok(new_cert(s, "saige", CertKind::Client, 30)))?;
+        let b = inv.issue(|s| Ok(new_cert(s, "saige", CertKind::Client, 30)))?;
+        let first = OffsetDateTime::from_unix_timestamp(1_750_000_000)?;
+        let r = inv.revoke(&a.serial, Some("key-compromise"), first)?;
+        assert_eq!(r.status, Status::Revoked);
+        assert_eq!(r.revoked_at, Some(first));
+        assert_eq!(r.reason.as_deref(), Some("key-compromise"));
+
+        let again = inv.revoke(&a.serial, Some("superseded"), first + Duration::days(1))?;
+        assert_eq!(again, r);
+        assert_eq!(inv.revoked()?, vec![r]);
+        assert_eq!(inv.valid_for("saige", CertKind::Client)?, vec![b.clone()]);
+        assert_eq!(inv.latest_valid("saige", CertKind::Client)?, Some(b));
+
+        let unknown = Serial::random();
+        match inv.revoke(&unknown, None, first) {
+            Err(Error::UnknownSerial { serial }) => assert_eq!(serial, unknown),
+            other => panic!("expected UnknownSerial, got {other:?}"),
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn failed_issue_records_nothing() -> TestResult {
+        let (_dir, _path, mut inv) = temp_inventory()?;
+        let mut offered = None;
+        let err = inv
+            .issue(|s| {
+                offered = Some(s.clone());
+                Err(Error::InvalidSerial {
+                    serial: "signing failed".to_owned(),
+                })
+            })
+            .err();
+        assert!(matches!(err, Some(Error::InvalidSerial { .. })), "{err:?}");
+        assert!(inv.list()?.is_empty());
+        let offered = offered.ok_or("closure not called")?;
+        assert_eq!(inv.by_serial(&offered)?, None);
+
+        // The connection is usable afterwards (the transaction was rolled back, not left open).
+        let ok = inv.issue(|s| Ok(new_cert(s, "saige", CertKind::Client, 30)))?;
+        assert_eq!(inv.list()?, vec![ok]);
+        Ok(())
+    }
+
+    #[test]
+    fn crl_numbers_increase_and_persist() -> TestResult {
+        let (_dir, path, mut inv) = temp_inventory()?;
+        assert_eq!(inv.next_crl_number()?, 1);
+        assert_eq!(inv.next_crl_number()?, 2);
+        drop(inv);
+        let mut inv = Inventory::open(&path)?;
+        assert_eq!(inv.next_crl_number()?, 3);
+        Ok(())
+    }
+
+    #[test]
+    fn file_is_private() -> TestResult {
+        let (_dir, path, mut inv) = temp_inventory()?;
+        inv.issue(|s| Ok(new_cert(s, "saige", CertKind::Client, 30)))?;
+        for suffix in ["", "-wal", "-shm"] {
+            let file = PathBuf::from(format!("{}{suffix}", path.display()));
+            let mode = std::fs::metadata(&file)?.permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{}", file.display());
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn refuses_a_newer_schema() -> TestResult {
+        let (_dir, path, inv) = temp_inventory()?;
+        inv.conn.pragma_update(None, "user_version", 99)?;
+        drop(inv);
+        match Inventory::open(&path) {
+            Err(Error::InventorySchema { found: 99, .. }) => Ok(()),
+            other => panic!("expected InventorySchema, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn kinds_and_statuses_round_trip() -> TestResult {
+        for kind in [CertKind::Client, CertKind::Server, CertKind::Admin] {
+            assert_eq!(kind.to_string().parse::<CertKind>()?, kind);
+            assert_eq!(serde_json::to_string(&kind)?, format!("\"{kind}\""));
+        }
+        for status in [Status::Valid, Status::Revoked] {
+            assert_eq!(status.to_string().parse::<Status>()?, status);
+            assert_eq!(serde_json::to_string(&status)?, format!("\"{status}\""));
+        }
+        assert!("Client".parse::<CertKind>().is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn record_json_has_times_and_no_der() -> TestResult {
+        let (_dir, _path, mut inv) = temp_inventory()?;
+        let r = inv.issue(|s| Ok(new_cert(s, "saige", CertKind::Client, 30)))?;
+        let json = serde_json::to_value(&r)?;
+        assert_eq!(json["serial"], r.serial.to_hex());
+        assert_eq!(json["kind"], "client");
+        assert_eq!(json["status"], "valid");
+        assert!(json["revoked_at"].is_null());
+        assert!(json["not_after"].as_str().is_some_and(|s| s.ends_with('Z')));
+        assert!(json.get("der").is_none());
+        Ok(())
+    }
+
+    /// Mirrors 50 `shiqi-ca-agent sign` processes started at once against a fresh state dir:
+    /// each has its own connection, and they race on creating the schema and on every insert.
+    #[test]
+    fn fifty_concurrent_issuers_get_distinct_serials() -> TestResult {
+        const N: usize = 50;
+        let dir = tempfile::tempdir()?;
+        let path = Arc::new(dir.path().join("inventory.sqlite"));
+        let barrier = Arc::new(Barrier::new(N));
+        let handles: Vec<_> = (0..N)
+            .map(|i| {
+                let path = Arc::clone(&path);
+                let barrier = Arc::clone(&barrier);
+                std::thread::spawn(move || -> Result<Record, Error> {
+                    barrier.wait();
+                    let mut inv = Inventory::open(&path)?;
+                    inv.issue(|s| Ok(new_cert(s, &format!("user{i}"), CertKind::Client, 30)))
+                })
+            })
+            .collect();
+        let mut serials = std::collections::HashSet::new();
+        for handle in handles {
+            let record = handle.join().map_err(|_| "issuer thread panicked")??;
+            serials.insert(record.serial);
+        }
+        assert_eq!(serials.len(), N);
+        let all = Inventory::open(&path)?.list()?;
+        assert_eq!(all.len(), N);
+        assert!(all.iter().all(|r| serials.contains(&r.serial)));
+        Ok(())
+    }
+}

@@ -1,0 +1,61 @@
+//! Another process of this user: its command line and whether it still runs, through `sysinfo`
+//! (`/proc` on Linux, `sysctl`/libproc on macOS, the Toolhelp API on Windows).
+
+use sysinfo::{Pid, ProcessRefreshKind, ProcessStatus, ProcessesToUpdate, System, UpdateKind};
+
+fn load(pid: u32) -> Option<System> {
+    let mut sys = System::new().ok()?;
+    let pid = Pid::from_u32(pid);
+    let what = ProcessRefreshKind::nothing().with_cmd(UpdateKind::Always);
+    sys.refresh_processes_specifics(ProcessesToUpdate::Some(&[pid]), true, what);
+    sys.process(pid)?;
+    Some(sys)
+}
+
+/// The command line of `pid`, if it runs and may be looked at.
+pub fn cmdline(pid: u32) -> Option<Vec<String>> {
+    let sys = load(pid)?;
+    let process = sys.process(Pid::from_u32(pid))?;
+    Some(
+        process
+            .cmd()
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+    )
+}
+
+/// Whether `pid` exists and has not exited (a zombie whose parent has not reaped it counts as
+/// gone: it holds no ports).
+pub fn alive(pid: u32) -> bool {
+    load(pid)
+        .and_then(|sys| sys.process(Pid::from_u32(pid)).map(|p| p.status()))
+        .is_some_and(|s| !matches!(s, ProcessStatus::Zombie | ProcessStatus::Dead))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sees_itself_and_not_a_reaped_child() {
+        let me = std::process::id();
+        assert!(alive(me));
+        let args = cmdline(me).expect("own command line");
+        assert!(!args.is_empty());
+        let mut child = std::process::Command::new("true").spawn().expect("spawn");
+        let pid = child.id();
+        child.wait().expect("reaped");
+        assert!(!alive(pid));
+    }
+
+    #[test]
+    fn an_exited_child_not_yet_reaped_is_not_alive() {
+        let child = std::process::Command::new("true").spawn().expect("spawn");
+        let pid = child.id();
+        // It exits at once; unreaped, it is a zombie.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert!(!alive(pid));
+        drop(child);
+    }
+}
