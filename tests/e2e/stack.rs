@@ -220,3 +220,13 @@ pub(crate) fn unique_name(prefix: &str) -> String {
             .unwrap_or(0));
     format!("{prefix}-{:06x}", n & 0xff_ffff)
 }
+
+/// Whether a mysql/mariadb client's error is the server refusing its certificate. Under TLS 1.3
+/// the server judges the client certificate after the handshake, so the client sees either the
+/// alert (`certificate revoked`, a `TLS/SSL error`) or, when it is already sending its login,
+/// only the reset: `Lost connection to server at 'sending authentication information'`.
+pub(crate) fn refused_at_tls(stderr: &str) -> bool {
+    stderr.contains("certificate revoked")
+        || stderr.contains("TLS")
+        || stderr.contains("Lost connection to server at 'sending authentication information'")
+}
