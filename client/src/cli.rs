@@ -108,6 +108,10 @@ pub struct RevokeArgs {
     /// The server, as for `setup` [default: the server of the local profile NAME, if any].
     #[arg(long, env = "SHIQI_SERVER", value_name = "DESTINATION")]
     pub server: Option<String>,
+    /// Reach the server through these jump hosts, as `ssh -J` does: `[user@]host[:port]`,
+    /// comma-separated, nearest first. Replaces the config's `ProxyJump`; the profile keeps it.
+    #[arg(long, env = "SHIQI_JUMP", value_name = "USER@HOST[:PORT],…")]
+    pub jump: Option<String>,
     /// Revoke only this certificate (hex serial, as `shiqi-ca-agent list` shows it).
     #[arg(long, value_name = "SERIAL")]
     pub serial: Option<String>,
@@ -165,6 +169,10 @@ pub struct SetupArgs {
     /// Use this known_hosts file instead of the configured ones.
     #[arg(long, env = "SHIQI_KNOWN_HOSTS", value_name = "FILE")]
     pub known_hosts: Option<PathBuf>,
+    /// Reach the server through these jump hosts, as `ssh -J` does: `[user@]host[:port]`,
+    /// comma-separated, nearest first. Replaces the config's `ProxyJump`; the profile keeps it.
+    #[arg(long, env = "SHIQI_JUMP", value_name = "USER@HOST[:PORT],…")]
+    pub jump: Option<String>,
     /// How to run the agent on the server, as a shell command prefix.
     #[arg(
         long,

@@ -9,6 +9,7 @@
     reason = "test diagnostics go to the test output"
 )]
 
+mod bastion;
 mod crash;
 mod doctor;
 mod hostile;

@@ -77,8 +77,25 @@ pub(crate) struct OpenSshTunnel<'a> {
 impl<'a> OpenSshTunnel<'a> {
     pub(crate) fn open(s: &'a Stack, profile: &Path) -> Self {
         let config = profile.join("ssh_config").display().to_string();
-        s.laptop(&["ssh", "-fN", "-F", &config, "shiqi-tunnel"], &[], None)
-            .ok();
+        // stderr to a file: a ProxyJump hop (`ssh -W`) keeps it open after `-f` returns, and
+        // the test would wait for its end forever.
+        let log = profile.join("openssh.log").display().to_string();
+        let out = s.laptop(
+            &[
+                "sh",
+                "-c",
+                "exec ssh -fN -F \"$0\" shiqi-tunnel 2>\"$1\" </dev/null",
+                &config,
+                &log,
+            ],
+            &[],
+            None,
+        );
+        assert!(
+            out.success(),
+            "ssh -fN failed: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
         Self { s, config }
     }
 }

@@ -18,14 +18,14 @@ const BACK_WITHIN: Duration = Duration::from_secs(10);
 
 /// Runs `tunnel down NAME` when dropped, so a failing test leaves no tunnel (and no bound
 /// port) behind for the next one.
-struct Tunnel<'a> {
+pub(crate) struct Tunnel<'a> {
     s: &'a Stack,
     home: &'a Home,
     name: String,
 }
 
 impl<'a> Tunnel<'a> {
-    fn up(s: &'a Stack, home: &'a Home, name: &str, extra: &[&str]) -> (Self, Out) {
+    pub(crate) fn up(s: &'a Stack, home: &'a Home, name: &str, extra: &[&str]) -> (Self, Out) {
         let mut args = vec!["tunnel", "up", name];
         args.extend_from_slice(extra);
         let out = home.connect(s, &args);
@@ -37,7 +37,7 @@ impl<'a> Tunnel<'a> {
         (t, out)
     }
 
-    fn status(&self) -> (Out, Value) {
+    pub(crate) fn status(&self) -> (Out, Value) {
         let out = self
             .home
             .connect(self.s, &["--json", "tunnel", "status", &self.name]);
@@ -46,7 +46,7 @@ impl<'a> Tunnel<'a> {
         (out, json)
     }
 
-    fn down(&self) -> Out {
+    pub(crate) fn down(&self) -> Out {
         self.home.connect(self.s, &["tunnel", "down", &self.name])
     }
 }
@@ -106,7 +106,7 @@ fn forwards(status: &Value) -> &Vec<Value> {
 }
 
 #[track_caller]
-fn assert_all_ok(status: &Value, ports: &[u16]) {
+pub(crate) fn assert_all_ok(status: &Value, ports: &[u16]) {
     assert_eq!(status["ok"], true, "{status:#}");
     let listed: Vec<u64> = forwards(status)
         .iter()
@@ -130,7 +130,7 @@ fn assert_all_ok(status: &Value, ports: &[u16]) {
     }
 }
 
-fn mariadb_current_user(s: &Stack, home: &Home, name: &str) -> Out {
+pub(crate) fn mariadb_current_user(s: &Stack, home: &Home, name: &str) -> Out {
     let my_cnf = format!(
         "--defaults-extra-file={}",
         home.profile(name).join("my.cnf").display()

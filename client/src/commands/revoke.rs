@@ -48,24 +48,30 @@ pub async fn run(
         None => Revocation::Name(name.clone()),
     };
     let agent = AgentCommand::new(&args.agent_command)?;
-    let destination_text = match args
+    let jump = config::check_jump(args.jump.as_deref())?;
+    let local = Profile::load(&profile::dir(&roots.root, &name)).ok();
+    let (destination_text, jump) = match args
         .server
         .as_deref()
         .map(str::trim)
         .filter(|s| !s.is_empty())
     {
-        Some(s) => s.to_owned(),
-        None => match Profile::load(&profile::dir(&roots.root, &name)) {
-            Ok(p) => p.server.destination,
-            Err(_) => prompter.server().ok_or(Error::Missing {
-                what: "server",
-                flag: "--server HOST",
-                env: "SHIQI_SERVER",
-            })?,
+        Some(s) => (s.to_owned(), jump),
+        // The local profile's server, reached the way setup reached it.
+        None => match local {
+            Some(p) => (p.server.destination, jump.or(p.server.jump)),
+            None => (
+                prompter.server().ok_or(Error::Missing {
+                    what: "server",
+                    flag: "--server HOST",
+                    env: "SHIQI_SERVER",
+                })?,
+                jump,
+            ),
         },
     };
     let destination: Destination = destination_text.parse()?;
-    let env = Env::from_process(roots.home.clone(), None);
+    let env = Env::from_process(roots.home.clone(), None).with_jump(jump.as_deref());
     let target = config::resolve(&destination, &env)
         .with_context(|| format!("cannot resolve `{destination_text}`"))?;
 

@@ -55,6 +55,8 @@ pub struct Settings {
     pub shiqi_home: PathBuf,
     /// `--known-hosts`.
     pub known_hosts: Option<PathBuf>,
+    /// `--jump`, checked.
+    pub jump: Option<String>,
     /// `--json`: print `profile.json` on stdout instead of the profile path.
     pub json: bool,
 }
@@ -134,6 +136,7 @@ impl Settings {
             shiqi_home,
             home,
             known_hosts: args.known_hosts.as_deref().map(absolute),
+            jump: config::check_jump(args.jump.as_deref())?,
             json: global.json,
         })
     }
@@ -182,7 +185,7 @@ pub async fn execute(
     write::check_free(&s.shiqi_home, &s.name, s.force)?;
 
     let step = printer.step("resolve the server");
-    let env = Env::from_process(s.home.clone(), s.known_hosts.clone());
+    let env = Env::from_process(s.home.clone(), s.known_hosts.clone()).with_jump(s.jump.as_deref());
     let target = config::resolve(&s.destination, &env)
         .with_context(|| format!("cannot resolve `{}`", s.destination_text))?;
     step.done(&format!(
@@ -426,6 +429,19 @@ async fn provision(
             known_hosts: known_hosts.clone(),
             ssh_key: key_used.clone(),
             agent_command: s.agent.as_str().to_owned(),
+            jump: s.jump.clone(),
+            jumps: target
+                .jumps
+                .iter()
+                .zip(session.jump_outcomes())
+                .map(|(hop, (host_key, auth))| profile::JumpHost {
+                    host: hop.host.clone(),
+                    port: hop.port,
+                    user: hop.user.clone(),
+                    known_hosts: host_key.file().to_path_buf(),
+                    ssh_key: auth.used.clone(),
+                })
+                .collect(),
         },
         certificate: profile::Certificate {
             serial: signed.response.serial.clone(),

@@ -54,6 +54,14 @@ pub async fn check(ctx: &Context, st: &mut Findings, passphrase: &dyn Passphrase
         .and_then(|c| c.user.clone())
         .unwrap_or_else(|| profile.server.user.clone());
 
+    // Behind jump hosts (`ProxyJump`, `--jump`), the first one is what this machine reaches.
+    let jumps = crate::tunnel::login::Targets::resolve(profile, &ctx.home)
+        .map(|t| t.first.jumps)
+        .unwrap_or_default();
+    let (host, port, user) = match jumps.first() {
+        Some(j) => (j.host.clone(), j.port, j.user.clone()),
+        None => (host, port, user),
+    };
     // Reachable: TCP, and an SSH banner.
     let (h, p) = (host.clone(), port);
     let banner = tokio::task::spawn_blocking(move || probe::ssh_banner(&h, p))
@@ -61,9 +69,14 @@ pub async fn check(ctx: &Context, st: &mut Findings, passphrase: &dyn Passphrase
         .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
     match banner {
         Ok(b) if b.starts_with("SSH-") => {
+            let via = if jumps.is_empty() {
+                String::new()
+            } else {
+                format!(" (the first of {} jump host(s))", jumps.len())
+            };
             st.push(Finding::ok(
                 CheckId::SshReach,
-                format!("`{host}:{port}` answers `{b}`"),
+                format!("`{host}:{port}`{via} answers `{b}`"),
             ));
         }
         Ok(b) => {
@@ -99,6 +112,17 @@ pub async fn check(ctx: &Context, st: &mut Findings, passphrase: &dyn Passphrase
         .map(|c| c.known_hosts.clone())
         .filter(|k| !k.is_empty())
         .unwrap_or_else(|| vec![profile.server.known_hosts.clone()]);
+    let (host, port, user) = if jumps.is_empty() {
+        (host, port, user)
+    } else {
+        (
+            cfg.and_then(|c| c.host_name.clone())
+                .unwrap_or_else(|| profile.server.host.clone()),
+            cfg.and_then(|c| c.port).unwrap_or(profile.server.port),
+            cfg.and_then(|c| c.user.clone())
+                .unwrap_or_else(|| profile.server.user.clone()),
+        )
+    };
     let tunnel_target = Target {
         destination: Destination {
             user: Some(user.clone()),
@@ -114,7 +138,9 @@ pub async fn check(ctx: &Context, st: &mut Findings, passphrase: &dyn Passphrase
         known_hosts: known_hosts.clone(),
         global_known_hosts: vec![PathBuf::from("/etc/ssh/ssh_known_hosts")],
         host_key_alias: None,
-        proxy: None,
+        proxy_command: None,
+        proxy_jump: None,
+        jumps,
         resolved_by: "ssh_config",
     };
 

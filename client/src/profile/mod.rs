@@ -101,6 +101,27 @@ pub struct Server {
     pub ssh_key: KeyUsed,
     /// The agent command used on the server.
     pub agent_command: String,
+    /// `--jump` as given at setup; the config's own `ProxyJump` is read again each time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jump: Option<String>,
+    /// The jump hosts setup went through, nearest first (the tunnel's ssh_config names them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jumps: Vec<JumpHost>,
+}
+
+/// A jump host on the way to the server, as setup went through it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct JumpHost {
+    /// The host dialled (`HostName`).
+    pub host: String,
+    /// The port dialled.
+    pub port: u16,
+    /// The user.
+    pub user: String,
+    /// The known_hosts file that vouched for its host key.
+    pub known_hosts: PathBuf,
+    /// The key that authenticated.
+    pub ssh_key: KeyUsed,
 }
 
 /// The issued certificate.
@@ -186,6 +207,8 @@ pub(crate) mod tests {
                     fingerprint: "SHA256:abc".into(),
                 },
                 agent_command: "shiqi-ca-agent".into(),
+                jump: None,
+                jumps: Vec::new(),
             },
             certificate: Certificate {
                 serial: "0a1b".parse().expect("serial"),

@@ -35,8 +35,12 @@ pub struct Target {
     pub global_known_hosts: Vec<PathBuf>,
     /// `HostKeyAlias`: the name the host key is recorded under, if not the host.
     pub host_key_alias: Option<String>,
-    /// `ProxyCommand` / `ProxyJump`, which this client cannot follow yet.
-    pub proxy: Option<String>,
+    /// `ProxyCommand`, which this client refuses (it would run a command from the config).
+    pub proxy_command: Option<String>,
+    /// `ProxyJump` as configured (or `--jump`), e.g. `bob@bastion:2222,homelab-gw`.
+    pub proxy_jump: Option<String>,
+    /// The jump hosts, resolved, nearest first: the connection goes through each in turn.
+    pub jumps: Vec<Target>,
     /// How the destination was resolved (`ssh -G` or `russh-config`), for `-v` output.
     pub resolved_by: &'static str,
 }
@@ -59,6 +63,8 @@ pub struct Env {
     pub ssh: Option<PathBuf>,
     /// `--known-hosts`: use this file instead of the configured ones.
     pub known_hosts_override: Option<PathBuf>,
+    /// `--jump`: the jump hosts, overriding the config's `ProxyJump` as `ssh -J` does.
+    pub jump: Option<String>,
 }
 
 impl Env {
@@ -79,15 +85,101 @@ impl Env {
             local_user,
             ssh,
             known_hosts_override,
+            jump: None,
         }
     }
+
+    /// The same, with `--jump` (an empty value means none).
+    #[must_use]
+    pub fn with_jump(mut self, jump: Option<&str>) -> Self {
+        self.jump = jump
+            .map(str::trim)
+            .filter(|j| !j.is_empty())
+            .map(str::to_owned);
+        self
+    }
 }
+
+/// `--jump` checked hop by hop before anything connects: `None` for none.
+///
+/// # Errors
+/// [`Error::InvalidDestination`] naming the hop that does not parse.
+pub fn check_jump(jump: Option<&str>) -> Result<Option<String>, Error> {
+    let Some(jump) = jump.map(str::trim).filter(|j| !j.is_empty()) else {
+        return Ok(None);
+    };
+    for hop in jump.split(',') {
+        Destination::parse_jump(hop.trim())?;
+    }
+    Ok(Some(jump.to_owned()))
+}
+
+/// The most jump hosts one connection goes through (a `ProxyJump` loop stops here).
+const MAX_JUMPS: usize = 8;
 
 /// Resolves a destination with `ssh -G`, or with russh-config when ssh is not there.
 ///
 /// # Errors
 /// When `ssh -G` rejects the destination or `~/.ssh/config` cannot be read.
 pub fn resolve(dest: &Destination, env: &Env) -> Result<Target, Error> {
+    let mut target = resolve_one(dest, env)?;
+    if let Some(jump) = &env.jump {
+        // `ssh -J` replaces both ProxyJump and ProxyCommand.
+        target.proxy_jump = Some(jump.clone());
+        target.proxy_command = None;
+    }
+    if let Some(spec) = target.proxy_jump.clone() {
+        target.jumps = resolve_jumps(dest, &spec, env, 0)?;
+    }
+    Ok(target)
+}
+
+/// The hops of `spec` (`[user@]host[:port]`, comma-separated), nearest first. As OpenSSH does
+/// it: the first hop is resolved with its own config (its own `ProxyJump` included); each later
+/// hop is reached through the ones before it, whatever its config says.
+fn resolve_jumps(
+    dest: &Destination,
+    spec: &str,
+    env: &Env,
+    depth: usize,
+) -> Result<Vec<Target>, Error> {
+    let mut hops: Vec<Target> = Vec::new();
+    let hop_env = Env {
+        jump: None,
+        ..env.clone()
+    };
+    for (i, raw) in spec.split(',').map(str::trim).enumerate() {
+        let hop_dest = Destination::parse_jump(raw)?;
+        let mut hop = resolve_one(&hop_dest, &hop_env)?;
+        if i == 0 {
+            if let Some(command) = &hop.proxy_command {
+                return Err(Error::SshConfig {
+                    destination: hop_dest.to_string(),
+                    why: format!(
+                        "`ProxyCommand {command}` is not supported (it runs a command); use \
+                         `ProxyJump` instead"
+                    ),
+                });
+            }
+            if let Some(inner) = hop.proxy_jump.clone() {
+                hops.extend(resolve_jumps(&hop_dest, &inner, env, depth + 1)?);
+            }
+        }
+        hop.proxy_command = None;
+        hop.proxy_jump = None;
+        hops.push(hop);
+        if hops.len() + depth > MAX_JUMPS {
+            return Err(Error::SshConfig {
+                destination: dest.to_string(),
+                why: format!("`ProxyJump` goes through more than {MAX_JUMPS} hosts (a loop?)"),
+            });
+        }
+    }
+    Ok(hops)
+}
+
+/// One host's settings, without following its `ProxyJump`.
+fn resolve_one(dest: &Destination, env: &Env) -> Result<Target, Error> {
     let mut target = match &env.ssh {
         Some(ssh) => {
             let mut cmd = Command::new(ssh);
@@ -150,7 +242,7 @@ fn parse_ssh_g(text: &str, dest: &Destination, env: &Env) -> Target {
     let mut identities_only = false;
     let mut use_agent = true;
     let mut host_key_alias = None;
-    let mut proxy = None;
+    let (mut proxy_command, mut proxy_jump) = (None, None);
     for line in text.lines() {
         let Some((key, value)) = line.split_once(' ') else {
             continue;
@@ -173,9 +265,8 @@ fn parse_ssh_g(text: &str, dest: &Destination, env: &Env) -> Target {
                 global_known_hosts.extend(value.split_whitespace().map(String::from));
             }
             "hostkeyalias" => host_key_alias = Some(value.to_owned()),
-            "proxycommand" | "proxyjump" if value != "none" => {
-                proxy = Some(format!("{key} {value}"));
-            }
+            "proxycommand" if value != "none" => proxy_command = Some(value.to_owned()),
+            "proxyjump" if value != "none" => proxy_jump = Some(value.to_owned()),
             _ => {}
         }
     }
@@ -212,7 +303,9 @@ fn parse_ssh_g(text: &str, dest: &Destination, env: &Env) -> Target {
         identities_only,
         use_agent,
         host_key_alias,
-        proxy,
+        proxy_command,
+        proxy_jump,
+        jumps: Vec::new(),
         resolved_by: "ssh -G",
     }
 }
@@ -322,12 +415,7 @@ fn resolve_with_russh_config(dest: &Destination, env: &Env) -> Result<Target, Er
             env.home.join(".ssh/known_hosts2"),
         ],
     };
-    let proxy = hc
-        .proxy_command
-        .as_ref()
-        .map(|p| format!("proxycommand {p}"))
-        .or_else(|| hc.proxy_jump.as_ref().map(|p| format!("proxyjump {p}")))
-        .filter(|p| !p.ends_with(" none"));
+    let set = |v: &Option<String>| v.clone().filter(|p| p != "none");
     Ok(Target {
         destination: dest.clone(),
         identity_files: identity_list(&configured, false, &tokens),
@@ -339,7 +427,9 @@ fn resolve_with_russh_config(dest: &Destination, env: &Env) -> Result<Target, Er
         identities_only: false,
         use_agent: true,
         host_key_alias: None,
-        proxy,
+        proxy_command: set(&hc.proxy_command),
+        proxy_jump: set(&hc.proxy_jump),
+        jumps: Vec::new(),
         resolved_by: "russh-config",
     })
 }
@@ -412,7 +502,59 @@ mod tests {
             local_user: "saige".into(),
             ssh: None,
             known_hosts_override: None,
+            jump: None,
         }
+    }
+
+    #[test]
+    fn follows_proxy_jump_hop_by_hop_and_jump_overrides_it() {
+        let home = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(home.path().join(".ssh")).expect("mkdir");
+        crate::fsutil::write_private(
+            &home.path().join(".ssh/config"),
+            b"Host homelab\n  HostName 10.0.0.5\n  User me\n  ProxyJump vps\n\
+              Host vps\n  HostName 192.0.2.4\n  User jumper\n  Port 2222\n  ProxyJump edge\n\
+              Host edge\n  HostName 192.0.2.9\n\
+              Host cmd\n  ProxyCommand nc %h %p\n",
+        )
+        .expect("write");
+        let env = Env {
+            home: home.path().to_path_buf(),
+            ..env()
+        };
+        // The first hop's own ProxyJump comes first: edge, then vps, then homelab.
+        let t = resolve(&dest("homelab"), &env).expect("resolves");
+        let hops: Vec<(&str, u16, &str)> = t
+            .jumps
+            .iter()
+            .map(|j| (j.host.as_str(), j.port, j.user.as_str()))
+            .collect();
+        assert_eq!(
+            hops,
+            [("192.0.2.9", 22, "saige"), ("192.0.2.4", 2222, "jumper")]
+        );
+        assert_eq!((t.host.as_str(), t.user.as_str()), ("10.0.0.5", "me"));
+
+        // `--jump` replaces the config's ProxyJump; later hops ignore their own.
+        let t = resolve(
+            &dest("homelab"),
+            &env.clone().with_jump(Some("bob@198.51.100.1:2200,vps")),
+        )
+        .expect("resolves");
+        let hops: Vec<(&str, u16, &str)> = t
+            .jumps
+            .iter()
+            .map(|j| (j.host.as_str(), j.port, j.user.as_str()))
+            .collect();
+        assert_eq!(
+            hops,
+            [("198.51.100.1", 2200, "bob"), ("192.0.2.4", 2222, "jumper")]
+        );
+
+        // A first hop that needs ProxyCommand is refused with the reason.
+        let e = resolve(&dest("homelab"), &env.clone().with_jump(Some("cmd")))
+            .expect_err("ProxyCommand");
+        assert!(e.to_string().contains("ProxyCommand"), "{e}");
     }
 
     #[test]
@@ -433,7 +575,7 @@ mod tests {
                 PathBuf::from("/home/saige/.ssh/id_ed25519")
             ]
         );
-        assert!(t.identities_only && t.proxy.is_none());
+        assert!(t.identities_only && t.proxy_command.is_none() && t.proxy_jump.is_none());
         assert_eq!(t.known_hosts[0], Path::new("/home/saige/.ssh/known_hosts"));
     }
 

@@ -16,6 +16,25 @@ pub struct Destination {
     pub port: Option<u16>,
 }
 
+impl Destination {
+    /// One hop of `ProxyJump` / `--jump`: `[user@]host[:port]` (a port without `ssh://`, as
+    /// `ssh -J` takes it) or an `ssh://` URI.
+    ///
+    /// # Errors
+    /// As [`Destination::from_str`].
+    pub fn parse_jump(s: &str) -> Result<Self, Error> {
+        if s.starts_with("ssh://") {
+            return s.parse();
+        }
+        let host = s.rsplit_once('@').map_or(s, |(_, h)| h);
+        if host.starts_with('[') || host.matches(':').count() == 1 {
+            format!("ssh://{s}").parse()
+        } else {
+            s.parse()
+        }
+    }
+}
+
 impl FromStr for Destination {
     type Err = Error;
 
@@ -173,5 +192,16 @@ mod tests {
         for s in ["bob@host", "ssh://bob@[::1]:2222", "vm"] {
             assert_eq!(dest(s).to_string(), s);
         }
+    }
+
+    #[test]
+    fn reads_jump_hops_as_ssh_j_does() {
+        let hop = |s: &str| Destination::parse_jump(s).expect("valid hop");
+        assert_eq!(hop("bob@bastion:2222").port, Some(2222));
+        assert_eq!(hop("bob@bastion:2222").user.as_deref(), Some("bob"));
+        assert_eq!(hop("bastion").port, None);
+        assert_eq!(hop("[::1]:22").host, "::1");
+        assert_eq!(hop("ssh://b@h:7").port, Some(7));
+        assert!(Destination::parse_jump("a b").is_err());
     }
 }

@@ -76,6 +76,10 @@ pub struct Output {
 /// An authenticated SSH connection.
 pub struct Session {
     handle: Handle<Client>,
+    /// The jump hosts' connections, nearest first; the session lives inside the last.
+    jumps: Vec<Handle<Client>>,
+    /// How each jump host's key was vouched for and which key logged in there.
+    jump_outcomes: Vec<(HostKeyOutcome, AuthOutcome)>,
     target: Target,
     host_key: HostKeyOutcome,
     auth: AuthOutcome,
@@ -94,78 +98,29 @@ impl Session {
         policy: HostKeyPolicy,
         passphrase: &dyn Passphrase,
     ) -> Result<Self, Error> {
-        if let Some(proxy) = &target.proxy {
+        if let Some(command) = &target.proxy_command {
             return Err(Error::SshConfig {
                 destination: target.destination.to_string(),
-                why: format!("`{proxy}` is not supported yet; connect to the server directly"),
+                why: format!(
+                    "`ProxyCommand {command}` is not supported (it runs a command); use \
+                     `ProxyJump` or `--jump` instead"
+                ),
             });
         }
-        let verdict = Arc::new(Mutex::new(None));
-        let handler = Client {
-            target: target.clone(),
-            policy,
-            verdict: verdict.clone(),
-        };
-        let mut config = client::Config {
-            // Detect a dead server instead of hanging on it (like ServerAliveInterval).
-            keepalive_interval: Some(Duration::from_secs(15)),
-            keepalive_max: 3,
-            nodelay: true,
-            ..Default::default()
-        };
-        let recorded = known_hosts::recorded_algorithms(
-            target.host_key_name(),
-            target.port,
-            &target.known_hosts,
-        );
-        if !recorded.is_empty() {
-            // Same family: a recorded `ssh-rsa` key is also verified with rsa-sha2-512/256.
-            use russh::keys::Algorithm;
-            let rsa = |a: &Algorithm| matches!(a, Algorithm::Rsa { .. });
-            let known = |a: &Algorithm| recorded.iter().any(|r| r == a || (rsa(r) && rsa(a)));
-            let (first, rest): (Vec<_>, Vec<_>) =
-                config.preferred.key.iter().cloned().partition(|a| known(a));
-            config.preferred.key = first.into_iter().chain(rest).collect::<Vec<_>>().into();
+        // Through each jump host in turn: an SSH connection of its own (host key checked, key
+        // authenticated), and the next one inside its `direct-tcpip` channel, as `ssh -J` does.
+        let mut jumps: Vec<Handle<Client>> = Vec::new();
+        let mut jump_outcomes = Vec::new();
+        for hop in &target.jumps {
+            let (handle, host_key, auth) = open(hop, &policy, passphrase, jumps.last()).await?;
+            jumps.push(handle);
+            jump_outcomes.push((host_key, auth));
         }
-        let addr = (target.host.as_str(), target.port);
-        tracing::debug!("connecting");
-        let connecting = client::connect(Arc::new(config), addr, handler);
-        let res = tokio::time::timeout(CONNECT_TIMEOUT, connecting)
-            .await
-            .map_err(|_| Error::Timeout {
-                what: "connecting to the SSH server",
-                secs: CONNECT_TIMEOUT.as_secs(),
-            })?;
-        let taken = verdict.lock().ok().and_then(|mut v| v.take());
-        let (mut handle, host_key) = match (res, taken) {
-            (Ok(h), Some(Ok(outcome))) => (h, outcome),
-            (_, Some(Err(e))) => return Err(e),
-            (Err(russh::Error::IO(source)), _) => {
-                return Err(Error::Connect {
-                    host: target.host.clone(),
-                    port: target.port,
-                    source,
-                });
-            }
-            (Err(source), _) => {
-                return Err(Error::Ssh {
-                    host: target.host.clone(),
-                    what: "connecting",
-                    source,
-                });
-            }
-            (Ok(_), None) => {
-                // russh calls check_server_key before handing out a handle; keep the invariant.
-                return Err(Error::Ssh {
-                    host: target.host.clone(),
-                    what: "checking the host key",
-                    source: russh::Error::UnknownKey,
-                });
-            }
-        };
-        let auth = auth::authenticate(&mut handle, target, passphrase).await?;
+        let (handle, host_key, auth) = open(target, &policy, passphrase, jumps.last()).await?;
         Ok(Self {
             handle,
+            jumps,
+            jump_outcomes,
             target: target.clone(),
             host_key,
             auth,
@@ -190,6 +145,11 @@ impl Session {
     /// Which key authenticated, and notes from trying.
     pub fn auth(&self) -> &AuthOutcome {
         &self.auth
+    }
+
+    /// Each jump host (`target().jumps`, in order): its host key outcome and the key used.
+    pub fn jump_outcomes(&self) -> &[(HostKeyOutcome, AuthOutcome)] {
+        &self.jump_outcomes
     }
 
     /// Runs `command` through the remote shell, feeding `stdin` and collecting at most
@@ -251,16 +211,110 @@ impl Session {
             })?
     }
 
-    /// Says goodbye to the server.
+    /// Says goodbye to the server, then to each jump host.
     pub async fn close(self) {
         let _ = self
             .handle
             .disconnect(russh::Disconnect::ByApplication, "", "en")
             .await;
+        for jump in self.jumps.iter().rev() {
+            let _ = jump
+                .disconnect(russh::Disconnect::ByApplication, "", "en")
+                .await;
+        }
     }
 }
 
 fn append(buf: &mut Vec<u8>, data: &[u8], max: usize) {
     let room = max.saturating_sub(buf.len());
     buf.extend_from_slice(&data[..data.len().min(room)]);
+}
+
+/// One SSH connection: direct, or inside a `direct-tcpip` channel of the jump host `via`.
+async fn open(
+    target: &Target,
+    policy: &HostKeyPolicy,
+    passphrase: &dyn Passphrase,
+    via: Option<&Handle<Client>>,
+) -> Result<(Handle<Client>, HostKeyOutcome, AuthOutcome), Error> {
+    let verdict = Arc::new(Mutex::new(None));
+    let handler = Client {
+        target: target.clone(),
+        policy: policy.clone(),
+        verdict: verdict.clone(),
+    };
+    let mut config = client::Config {
+        // Detect a dead server instead of hanging on it (like ServerAliveInterval).
+        keepalive_interval: Some(Duration::from_secs(15)),
+        keepalive_max: 3,
+        nodelay: true,
+        ..Default::default()
+    };
+    let recorded =
+        known_hosts::recorded_algorithms(target.host_key_name(), target.port, &target.known_hosts);
+    if !recorded.is_empty() {
+        // Same family: a recorded `ssh-rsa` key is also verified with rsa-sha2-512/256.
+        use russh::keys::Algorithm;
+        let rsa = |a: &Algorithm| matches!(a, Algorithm::Rsa { .. });
+        let known = |a: &Algorithm| recorded.iter().any(|r| r == a || (rsa(r) && rsa(a)));
+        let (first, rest): (Vec<_>, Vec<_>) =
+            config.preferred.key.iter().cloned().partition(|a| known(a));
+        config.preferred.key = first.into_iter().chain(rest).collect::<Vec<_>>().into();
+    }
+    let config = Arc::new(config);
+    let connecting = async {
+        match via {
+            None => {
+                tracing::debug!(host = %target.host, port = target.port, "connecting");
+                client::connect(config, (target.host.as_str(), target.port), handler).await
+            }
+            Some(jump) => {
+                tracing::debug!(host = %target.host, port = target.port, "connecting through a jump host");
+                let channel = jump
+                    .channel_open_direct_tcpip(
+                        target.host.as_str(),
+                        u32::from(target.port),
+                        "127.0.0.1",
+                        0,
+                    )
+                    .await?;
+                client::connect_stream(config, channel.into_stream(), handler).await
+            }
+        }
+    };
+    let res = tokio::time::timeout(CONNECT_TIMEOUT, connecting)
+        .await
+        .map_err(|_| Error::Timeout {
+            what: "connecting to the SSH server",
+            secs: CONNECT_TIMEOUT.as_secs(),
+        })?;
+    let taken = verdict.lock().ok().and_then(|mut v| v.take());
+    let (mut handle, host_key) = match (res, taken) {
+        (Ok(h), Some(Ok(outcome))) => (h, outcome),
+        (_, Some(Err(e))) => return Err(e),
+        (Err(russh::Error::IO(source)), _) => {
+            return Err(Error::Connect {
+                host: target.host.clone(),
+                port: target.port,
+                source,
+            });
+        }
+        (Err(source), _) => {
+            return Err(Error::Ssh {
+                host: target.host.clone(),
+                what: "connecting",
+                source,
+            });
+        }
+        (Ok(_), None) => {
+            // russh calls check_server_key before handing out a handle; keep the invariant.
+            return Err(Error::Ssh {
+                host: target.host.clone(),
+                what: "checking the host key",
+                source: russh::Error::UnknownKey,
+            });
+        }
+    };
+    let auth = auth::authenticate(&mut handle, target, passphrase).await?;
+    Ok((handle, host_key, auth))
 }

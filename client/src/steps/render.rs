@@ -11,7 +11,7 @@ use shiqi_ca::protocol::{Broker, MysqlFacts};
 use shiqi_ca::{Host, Port, ProfileName, Secret};
 
 use crate::error::Error;
-use crate::profile::{ForwardRecord, files};
+use crate::profile::{ForwardRecord, JumpHost, files};
 use crate::ssh::auth::KeyUsed;
 
 /// One `LocalForward 127.0.0.1:local remote_host:remote_port`.
@@ -121,6 +121,8 @@ pub struct RenderInput<'a> {
     pub known_hosts: &'a Path,
     /// The key that logged in.
     pub key_used: &'a KeyUsed,
+    /// The jump hosts on the way, nearest first.
+    pub jumps: &'a [JumpHost],
     /// The `Host` name for the tunnel.
     pub tunnel_host: &'a str,
     /// Brokers (may be empty).
@@ -193,6 +195,14 @@ fn checked<'a>(field: &'static str, value: &'a str, shape: Shape) -> Result<&'a 
     }
 }
 
+/// The identity file ssh_config names for a key: the file, or the agent key's file if known.
+fn key_file(k: &KeyUsed) -> Option<String> {
+    match k {
+        KeyUsed::File { path, .. } => Some(path.display().to_string()),
+        KeyUsed::Agent { file, .. } => file.as_ref().map(|p| p.display().to_string()),
+    }
+}
+
 /// Every string the laptop supplies, checked by its shape before any template sees it.
 fn check_input(i: &RenderInput<'_>) -> Result<(), Error> {
     checked("--server", i.destination, Shape::Word)?;
@@ -202,6 +212,18 @@ fn check_input(i: &RenderInput<'_>) -> Result<(), Error> {
         checked("HostKeyAlias", alias, Shape::Word)?;
     }
     checked("tunnel Host", i.tunnel_host, Shape::Word)?;
+    for j in i.jumps {
+        checked("jump host", &j.host, Shape::Word)?;
+        checked("jump User", &j.user, Shape::Word)?;
+        checked(
+            "jump UserKnownHostsFile",
+            &j.known_hosts.display().to_string(),
+            Shape::Path,
+        )?;
+        if let Some(file) = key_file(&j.ssh_key) {
+            checked("jump IdentityFile", &file, Shape::Path)?;
+        }
+    }
     checked("p12 format", i.p12_format, Shape::Word)?;
     checked("created", i.created, Shape::Word)?;
     checked("not_after", i.not_after, Shape::Word)?;
@@ -250,6 +272,28 @@ pub fn render(input: &RenderInput<'_>) -> Result<Rendered, Error> {
         .map(|b| shiqi_render::hostport(b.host.as_str(), b.port.get()))
         .collect::<Vec<_>>()
         .join(",");
+    // OpenSSH reads the jump hosts from this same file (`ssh -F` passes it on to each hop).
+    let jumps: Vec<_> = input
+        .jumps
+        .iter()
+        .enumerate()
+        .map(|(i, j)| {
+            context! {
+                alias => format!("{}-jump{}", input.tunnel_host, i + 1),
+                host => &j.host,
+                port => j.port,
+                user => &j.user,
+                known_hosts => j.known_hosts.display().to_string(),
+                key_file => key_file(&j.ssh_key),
+            }
+        })
+        .collect();
+    let proxy_jump = (!jumps.is_empty()).then(|| {
+        (1..=jumps.len())
+            .map(|i| format!("{}-jump{i}", input.tunnel_host))
+            .collect::<Vec<_>>()
+            .join(",")
+    });
     let (key_file, agent_key) = match input.key_used {
         KeyUsed::File { path, .. } => (Some(path.display().to_string()), None),
         KeyUsed::Agent {
@@ -278,6 +322,8 @@ pub fn render(input: &RenderInput<'_>) -> Result<Rendered, Error> {
         key_file => key_file,
         agent_key => agent_key,
         tunnel_host => input.tunnel_host,
+        jumps => jumps,
+        proxy_jump => proxy_jump,
         tunnel_cmd => tunnel_cmd,
         brokers => Serde(input.brokers),
         bootstrap => bootstrap,
@@ -398,6 +444,7 @@ mod tests {
             host_key_alias: None,
             known_hosts: Path::new("/home/saige/.ssh/known_hosts"),
             key_used: key,
+            jumps: &[],
             tunnel_host: "shiqi-tunnel",
             brokers: b,
             mysql: m,

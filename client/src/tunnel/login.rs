@@ -29,7 +29,8 @@ impl Targets {
     /// When the recorded destination no longer parses or `ssh -G` rejects it.
     pub fn resolve(profile: &Profile, home: &Path) -> Result<Self, Error> {
         let dest: Destination = profile.server.destination.parse()?;
-        let env = Env::from_process(home.to_path_buf(), None);
+        let env =
+            Env::from_process(home.to_path_buf(), None).with_jump(profile.server.jump.as_deref());
         let full = config::resolve(&dest, &env)?;
         Ok(plan(profile, full))
     }
@@ -109,7 +110,9 @@ mod tests {
             known_hosts: vec!["/home/saige/.ssh/known_hosts2".into()],
             global_known_hosts: vec![],
             host_key_alias: None,
-            proxy: None,
+            proxy_command: None,
+            proxy_jump: None,
+            jumps: Vec::new(),
             resolved_by: "ssh -G",
         }
     }
