@@ -514,6 +514,18 @@ mod tests {
             };
             let i = input(&name, &b, Some(&m), &f, &bad_key, &pw, &dir);
             assert!(render(&i).is_err(), "IdentityFile with {payload:?}");
+            for (host, user) in [(payload, "jumper"), ("bastion", payload)] {
+                let hop = [JumpHost {
+                    host: host.to_owned(),
+                    port: 22,
+                    user: user.to_owned(),
+                    known_hosts: PathBuf::from("/home/saige/.ssh/known_hosts"),
+                    ssh_key: file_key.clone(),
+                }];
+                let mut i = input(&name, &b, Some(&m), &f, &file_key, &pw, &dir);
+                i.jumps = &hop;
+                assert!(render(&i).is_err(), "jump host {host:?} user {user:?}");
+            }
             let bad_pw = Secret::new(payload.to_owned());
             let i = input(&name, &b, Some(&m), &f, &file_key, &bad_pw, &dir);
             assert!(render(&i).is_err(), "password with {payload:?}");
@@ -684,5 +696,65 @@ Host shiqi-tunnel
     ControlMaster auto
     ControlPath /home/saige/.shiqi/saige/tunnel.sock
 "#);
+    }
+
+    #[test]
+    fn names_each_jump_host_so_openssh_follows_them() {
+        let (name, b, m) = ("saige".parse().expect("name"), brokers(&[19094]), mysql());
+        let (f, _) = forwards(&b, Some(&m)).expect("ok");
+        let pw = Secret::new("pw".to_owned());
+        let dir = PathBuf::from("/home/saige/.shiqi/saige");
+        let key = KeyUsed::File {
+            path: PathBuf::from("/home/saige/.ssh/id_ed25519"),
+            fingerprint: "SHA256:x".into(),
+        };
+        let hop = |host: &str, user: &str, port| JumpHost {
+            host: host.to_owned(),
+            port,
+            user: user.to_owned(),
+            known_hosts: PathBuf::from("/home/saige/.ssh/known_hosts"),
+            ssh_key: key.clone(),
+        };
+        let hops = [hop("192.0.2.1", "jumper", 2222), hop("10.0.0.9", "gw", 22)];
+        let mut i = input(&name, &b, Some(&m), &f, &key, &pw, &dir);
+        i.jumps = &hops;
+        let text = render(&i).expect("renders").ssh_config;
+        assert!(
+            text.contains("ProxyJump shiqi-tunnel-jump1,shiqi-tunnel-jump2"),
+            "{text}"
+        );
+        // OpenSSH's own reading of the file: the tunnel host and each hop.
+        let Some(ssh) = crate::ssh::config::find_in_path("ssh") else {
+            return;
+        };
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let cfg = tmp.path().join("ssh_config");
+        crate::fsutil::write_private(&cfg, text.as_bytes()).expect("write");
+        let g = |host: &str| {
+            let out = std::process::Command::new(&ssh)
+                .arg("-G")
+                .arg("-F")
+                .arg(&cfg)
+                .arg(host)
+                .output()
+                .expect("ssh -G runs");
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        let tunnel = g("shiqi-tunnel");
+        assert!(
+            tunnel.contains("\nproxyjump shiqi-tunnel-jump1,shiqi-tunnel-jump2\n"),
+            "{tunnel}"
+        );
+        let second = g("shiqi-tunnel-jump2");
+        assert!(
+            second.contains("\nhostname 10.0.0.9\n") && second.contains("\nuser gw\n"),
+            "{second}"
+        );
+        assert!(g("shiqi-tunnel-jump1").contains("\nport 2222\n"));
     }
 }
