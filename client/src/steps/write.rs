@@ -242,8 +242,9 @@ fn carry_over(old: &Path, new: &Path, replaced: &[&str]) -> Result<(), Error> {
     Ok(())
 }
 
-/// Exchanges two folders atomically (`renameat2(RENAME_EXCHANGE)`); where the file system does
-/// not support that, moves the old one aside first and restores it if the second rename fails.
+/// Exchanges two folders atomically (Linux `renameat2(RENAME_EXCHANGE)`, macOS
+/// `renameatx_np(RENAME_SWAP)`, both through rustix); elsewhere, or where the file system does
+/// not support it, moves the old one aside first and restores it if the second rename fails.
 fn swap(staging: &Path, target: &Path) -> Result<(), Error> {
     let io = |action, path: &Path| {
         let path = path.to_path_buf();
@@ -253,7 +254,7 @@ fn swap(staging: &Path, target: &Path) -> Result<(), Error> {
             source,
         }
     };
-    #[cfg(target_os = "linux")]
+    #[cfg(any(target_os = "linux", target_vendor = "apple"))]
     {
         use rustix::fs::{CWD, RenameFlags, renameat_with};
         match renameat_with(CWD, staging, CWD, target, RenameFlags::EXCHANGE) {
