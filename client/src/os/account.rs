@@ -1,5 +1,5 @@
 //! The user this process runs as, from the OS user database (as OpenSSH finds it): `getpwuid_r`
-//! on Unix (macOS included, where regular users are not in `/etc/passwd`), `USERNAME` and the
+//! on Unix (macOS included, where regular users are not in the passwd file), `USERNAME` and the
 //! profile folder on Windows.
 
 use std::path::PathBuf;

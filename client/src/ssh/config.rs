@@ -523,15 +523,20 @@ mod tests {
             ..env()
         };
         // The first hop's own ProxyJump comes first: edge, then vps, then homelab.
+        let hops = |t: &Target| -> Vec<(String, u16, String)> {
+            t.jumps
+                .iter()
+                .map(|j| (j.host.clone(), j.port, j.user.clone()))
+                .collect()
+        };
+        let hop = |h: &str, p, u: &str| (h.to_owned(), p, u.to_owned());
         let t = resolve(&dest("homelab"), &env).expect("resolves");
-        let hops: Vec<(&str, u16, &str)> = t
-            .jumps
-            .iter()
-            .map(|j| (j.host.as_str(), j.port, j.user.as_str()))
-            .collect();
         assert_eq!(
-            hops,
-            [("192.0.2.9", 22, "saige"), ("192.0.2.4", 2222, "jumper")]
+            hops(&t),
+            [
+                hop("192.0.2.9", 22, "saige"),
+                hop("192.0.2.4", 2222, "jumper")
+            ]
         );
         assert_eq!((t.host.as_str(), t.user.as_str()), ("10.0.0.5", "me"));
 
@@ -541,14 +546,12 @@ mod tests {
             &env.clone().with_jump(Some("bob@198.51.100.1:2200,vps")),
         )
         .expect("resolves");
-        let hops: Vec<(&str, u16, &str)> = t
-            .jumps
-            .iter()
-            .map(|j| (j.host.as_str(), j.port, j.user.as_str()))
-            .collect();
         assert_eq!(
-            hops,
-            [("198.51.100.1", 2200, "bob"), ("192.0.2.4", 2222, "jumper")]
+            hops(&t),
+            [
+                hop("198.51.100.1", 2200, "bob"),
+                hop("192.0.2.4", 2222, "jumper")
+            ]
         );
 
         // A first hop that needs ProxyCommand is refused with the reason.
