@@ -58,10 +58,11 @@ pub async fn check(ctx: &Context, st: &mut Findings, passphrase: &dyn Passphrase
     let jumps = crate::tunnel::login::Targets::resolve(profile, &ctx.home)
         .map(|t| t.first.jumps)
         .unwrap_or_default();
-    let (host, port, user) = match jumps.first() {
-        Some(j) => (j.host.clone(), j.port, j.user.clone()),
-        None => (host, port, user),
-    };
+    let server = (host, port, user);
+    let (host, port, user) = jumps.first().map_or_else(
+        || server.clone(),
+        |j| (j.host.clone(), j.port, j.user.clone()),
+    );
     // Reachable: TCP, and an SSH banner.
     let (h, p) = (host.clone(), port);
     let banner = tokio::task::spawn_blocking(move || probe::ssh_banner(&h, p))
@@ -112,17 +113,8 @@ pub async fn check(ctx: &Context, st: &mut Findings, passphrase: &dyn Passphrase
         .map(|c| c.known_hosts.clone())
         .filter(|k| !k.is_empty())
         .unwrap_or_else(|| vec![profile.server.known_hosts.clone()]);
-    let (host, port, user) = if jumps.is_empty() {
-        (host, port, user)
-    } else {
-        (
-            cfg.and_then(|c| c.host_name.clone())
-                .unwrap_or_else(|| profile.server.host.clone()),
-            cfg.and_then(|c| c.port).unwrap_or(profile.server.port),
-            cfg.and_then(|c| c.user.clone())
-                .unwrap_or_else(|| profile.server.user.clone()),
-        )
-    };
+    // The login itself is the server's (through the jump hosts, if any).
+    let (host, port, user) = server;
     let tunnel_target = Target {
         destination: Destination {
             user: Some(user.clone()),
