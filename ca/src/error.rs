@@ -204,6 +204,14 @@ pub enum Error {
         /// The serial asked for.
         serial: crate::name::Serial,
     },
+    /// The name was revoked with `revoke --name` and an admin has not unblocked it since.
+    #[error("`{name}` is blocked since its revocation at {since}: no new certificate for it")]
+    Blocked {
+        /// The name.
+        name: String,
+        /// When it was blocked.
+        since: time::OffsetDateTime,
+    },
     /// Every random serial tried was already taken (should never happen with 120 random bits).
     #[error("no unused serial found after {attempts} random tries")]
     NoFreeSerial {
@@ -242,6 +250,9 @@ impl Error {
                 Some("run `shiqi-ca-agent list` to see the serials this CA issued".to_owned())
             }
             Self::InvalidChoice { choices, .. } => Some(format!("use one of: {choices}")),
+            Self::Blocked { name, .. } => Some(format!(
+                "if that revocation is over, an admin runs `shiqi-ca-agent unblock {name}` on the server"
+            )),
             Self::InventorySchema { .. } => {
                 Some("upgrade `shiqi-ca-agent`; a newer version wrote this inventory".to_owned())
             }

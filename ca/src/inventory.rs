@@ -12,6 +12,8 @@ use crate::error::Error;
 use crate::name::Serial;
 
 #[cfg(feature = "inventory")]
+pub mod access;
+#[cfg(feature = "inventory")]
 pub mod store;
 
 #[cfg(feature = "inventory")]

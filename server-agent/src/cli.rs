@@ -59,6 +59,68 @@ pub enum Command {
     /// Write a new CRL now, or with `--refresh` only when it is due (for cron or a systemd
     /// timer: "nothing to do" exits 0).
     Crl(CrlArgs),
+    /// Enroll a person's SSH key with a name and a role and install its `authorized_keys` line;
+    /// or `--list`, `--remove FINGERPRINT`, `--sync`.
+    Enroll(EnrollArgs),
+    /// Lift the block a `revoke --name NAME` put on NAME, so that it can be signed again.
+    Unblock(UnblockArgs),
+    /// Answer one request from `SSH_ORIGINAL_COMMAND` for the enrolled key KEY: what sshd runs
+    /// through the forced command that `enroll` installs. Not for people.
+    Serve(ServeArgs),
+}
+
+/// `enroll`.
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("action").required(true)
+    .args(["name", "list", "remove", "sync"]))]
+pub struct EnrollArgs {
+    /// The name the key acts as (its profile name; a `user` may only ask for this name).
+    #[arg(requires_all = ["ssh_key", "role"])]
+    pub name: Option<String>,
+    /// The person's public key: an OpenSSH `.pub` file, or `-` for one line on stdin.
+    #[arg(long, value_name = "FILE", requires = "name")]
+    pub ssh_key: Option<PathBuf>,
+    /// `user`: only its own name; `admin`: everything.
+    #[arg(long, requires = "name")]
+    pub role: Option<String>,
+    /// List the enrolled keys.
+    #[arg(long)]
+    pub list: bool,
+    /// Remove the key with this fingerprint (`SHA256:…`, as `--list` shows it).
+    #[arg(long, value_name = "FINGERPRINT")]
+    pub remove: Option<String>,
+    /// Rewrite `authorized_keys` from the enrolled keys (after changing `[access]` or moving
+    /// the agent binary).
+    #[arg(long)]
+    pub sync: bool,
+    /// With `--list`: JSON instead of a table.
+    #[arg(long, requires = "list")]
+    pub json: bool,
+}
+
+/// `unblock`.
+#[derive(Debug, Args)]
+pub struct UnblockArgs {
+    /// The name.
+    pub name: String,
+}
+
+/// `serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The fingerprint of the key sshd authenticated (`SHA256:…`), written by `enroll`.
+    #[arg(long, value_name = "FINGERPRINT")]
+    pub key: String,
+}
+
+/// A request as a person's key sends it: one command, none of the global options (the state
+/// directory and config are the forced command's, never the caller's).
+#[derive(Debug, Parser)]
+#[command(name = "shiqi-ca-agent", version, about = "The shiqi CA agent (through SSH)")]
+pub struct Request {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
 }
 
 /// `init`.

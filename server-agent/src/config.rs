@@ -21,6 +21,94 @@ pub struct Config {
     pub lifetime: LifetimeConfig,
     /// The certificate revocation list.
     pub crl: CrlConfig,
+    /// Who may reach the agent over SSH (`enroll`).
+    pub access: AccessConfig,
+}
+
+/// `[access]`: the `authorized_keys` lines `enroll` writes.
+///
+/// ```toml
+/// [access]
+/// # authorized_keys = "/var/lib/shiqi-ca/.ssh/authorized_keys"  # default: the agent account's
+/// # permit_open = ["127.0.0.1:3306", "localhost:*"]  # default: [mysql] and the [kafka] hosts
+/// ```
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AccessConfig {
+    /// The file `enroll` manages. Default: `~/.ssh/authorized_keys` of the account the agent
+    /// runs as (from the password database, not `$HOME`).
+    pub authorized_keys: Option<PathBuf>,
+    /// Where an enrolled key may forward ports to (`permitopen`, `HOST:PORT` or `HOST:*`): the
+    /// tunnel's targets. Default: `[mysql] host:port` and every `[kafka] bootstrap` host with
+    /// any port (brokers advertise one port each on the same host).
+    pub permit_open: Option<Vec<String>>,
+}
+
+impl AccessConfig {
+    fn check(&self) -> Result<(), String> {
+        if let Some(path) = &self.authorized_keys
+            && !path.is_absolute()
+        {
+            return Err(format!(
+                "access.authorized_keys `{}` must be an absolute path",
+                path.display()
+            ));
+        }
+        for target in self.permit_open.iter().flatten() {
+            check_permit_open(target)
+                .map_err(|why| format!("access.permit_open `{target}`: {why}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// `HOST:PORT` or `HOST:*`, with a host that parses as one (so nothing can break out of the
+/// option's quotes).
+fn check_permit_open(target: &str) -> Result<(), String> {
+    let (host, port) = target
+        .rsplit_once(':')
+        .ok_or("expected HOST:PORT or HOST:*")?;
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    host.parse::<shiqi_ca::Host>().map_err(|e| e.to_string())?;
+    if port != "*" {
+        let port: u16 = port.parse().map_err(|_| "the port is not a number or `*`")?;
+        shiqi_ca::Port::try_from(port).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+impl Config {
+    /// The `permitopen` targets of every enrolled key (see [`AccessConfig::permit_open`]).
+    pub fn permit_open(&self) -> Vec<String> {
+        if let Some(list) = &self.access.permit_open {
+            return list.clone();
+        }
+        let mut out = Vec::new();
+        if !self.mysql.host.is_empty() {
+            out.push(host_port(&self.mysql.host, &self.mysql.port.to_string()));
+        }
+        for server in self.kafka.bootstrap.split(',').map(str::trim) {
+            if let Some((host, _)) = server.rsplit_once(':') {
+                let host = host.trim_start_matches('[').trim_end_matches(']');
+                let any = host_port(host, "*");
+                if !out.contains(&any) {
+                    out.push(any);
+                }
+            }
+        }
+        out
+    }
+}
+
+fn host_port(host: &str, port: &str) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
 }
 
 /// `[kafka]`.
@@ -412,6 +500,7 @@ impl Config {
                 .map_err(|e| bad(format!("[kafka] bootstrap: {e}")))?;
         }
         self.crl.check().map_err(bad)?;
+        self.access.check().map_err(bad)?;
         for (i, grant) in self.kafka.grants.iter().enumerate() {
             grant
                 .check()

@@ -76,6 +76,39 @@ pub enum AgentError {
         /// The server's or driver's message.
         why: String,
     },
+    /// An enrolled key asked for something its role does not allow.
+    #[error("key {key} ({name}, role {role}) may not ask for {what}")]
+    Forbidden {
+        /// The key's fingerprint (or the local account).
+        key: String,
+        /// The name it is enrolled as.
+        name: String,
+        /// Its role.
+        role: shiqi_ca::inventory::access::Role,
+        /// What it asked for.
+        what: String,
+    },
+    /// `serve` was started for a key the inventory does not know (removed, or a line copied by
+    /// hand).
+    #[error("SSH key {key} is not enrolled on this server")]
+    NotEnrolled {
+        /// Its fingerprint.
+        key: String,
+    },
+    /// A key's session asked for a shell, or sent something that is not one agent request.
+    #[error("{why}")]
+    Request {
+        /// What is wrong with it.
+        why: String,
+    },
+    /// An SSH public key that cannot be enrolled.
+    #[error("`{source_name}` is not an OpenSSH public key: {why}")]
+    PublicKey {
+        /// Where it came from (a file, or stdin).
+        source_name: String,
+        /// Why.
+        why: String,
+    },
     /// Kafka is not configured.
     #[error("Kafka is not configured (`[kafka] bootstrap` is empty)")]
     KafkaDisabled,
@@ -198,6 +231,28 @@ impl AgentError {
             ),
             Self::ConfigParse { .. } => {
                 "every key is documented in the README's agent.toml section".into()
+            }
+            Self::Forbidden { role, .. } if *role == shiqi_ca::inventory::access::Role::User => {
+                "a `user` key may sign, rotate and renew only its own name and read `brokers`; \
+                 ask an admin of this CA"
+                    .into()
+            }
+            Self::Forbidden { .. } => {
+                "requests run one at a time, each as `shiqi-ca-agent COMMAND …`".into()
+            }
+            Self::NotEnrolled { key } => format!(
+                "an admin enrolls it on the server: `shiqi-ca-agent enroll NAME --ssh-key KEY.pub \
+                 --role user` (the key whose fingerprint is {key})"
+            ),
+            Self::Request { .. } => {
+                "this account answers `shiqi-ca-agent` requests only (as `shiqi-connect` sends \
+                 them); there is no shell"
+                    .into()
+            }
+            Self::PublicKey { .. } => {
+                "pass the `.pub` file (`ssh-keygen -y -f KEY > KEY.pub` makes one), or one line \
+                 such as `ssh-ed25519 AAAA… bob@laptop` on stdin with `--ssh-key -`"
+                    .into()
             }
             _ => return None,
         })

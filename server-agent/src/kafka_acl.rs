@@ -56,7 +56,7 @@ pub fn create_acls<C: ClientContext>(
         .collect::<Result<Vec<_>, _>>()?;
     let mut array: Vec<*mut rd::rd_kafka_AclBinding_t> = natives.iter().map(Owned::ptr).collect();
     let request = Api::Create.name();
-    let reply = Reply::wait_for(client, Api::Create, timeout, |rk, options, queue| {
+    let reply = Reply::wait_for(client, Api::Create, timeout, None, |rk, options, queue| {
         // SAFETY: `rk` is the live handle of `client`; `array` holds `array.len()` live
         // bindings owned by `natives` (librdkafka copies them before returning:
         // rdkafka_admin.c `rd_kafka_CreateAcls` → `rd_kafka_AclBinding_copy`); `options`
@@ -119,9 +119,24 @@ pub fn describe_acls<C: ClientContext>(
     filter: &AclFilter,
     timeout: Duration,
 ) -> Result<Vec<AclBinding>, AgentError> {
+    describe_acls_on(client, filter, timeout, None)
+}
+
+/// As [`describe_acls`], answered by broker `broker` (by default librdkafka asks whichever
+/// broker the metadata calls the controller). Each broker answers from its own copy of the
+/// metadata, so this is how to learn that a change has reached every broker.
+///
+/// # Errors
+/// As [`create_acls`].
+pub fn describe_acls_on<C: ClientContext>(
+    client: &AdminClient<C>,
+    filter: &AclFilter,
+    timeout: Duration,
+    broker: Option<i32>,
+) -> Result<Vec<AclBinding>, AgentError> {
     let native = native_filter(filter)?;
     let request = Api::Describe.name();
-    let reply = Reply::wait_for(client, Api::Describe, timeout, |rk, options, queue| {
+    let reply = Reply::wait_for(client, Api::Describe, timeout, broker, |rk, options, queue| {
         // SAFETY: `rk` is the live handle of `client`; `native` is a live filter we own
         // (librdkafka copies it: `rd_kafka_DescribeAcls` → `rd_kafka_AclBindingFilter_copy`);
         // `options` and `queue` are live for the whole request.
@@ -169,7 +184,7 @@ pub fn delete_acls<C: ClientContext>(
     let mut array: Vec<*mut rd::rd_kafka_AclBindingFilter_t> =
         natives.iter().map(Owned::ptr).collect();
     let request = Api::Delete.name();
-    let reply = Reply::wait_for(client, Api::Delete, timeout, |rk, options, queue| {
+    let reply = Reply::wait_for(client, Api::Delete, timeout, None, |rk, options, queue| {
         // SAFETY: `rk` is the live handle of `client`; `array` holds `array.len()` live
         // filters owned by `natives` (copied by librdkafka: `rd_kafka_DeleteAcls` →
         // `rd_kafka_AclBindingFilter_copy`); `options` and `queue` are live.
@@ -449,11 +464,13 @@ impl Reply {
     /// and waits for its result event: a request timeout of `timeout` is set in the options,
     /// librdkafka then answers with `_TIMED_OUT` itself; we give up a little later than that.
     ///
-    /// A result carrying a request-level error becomes [`AgentError::KafkaAcl`].
+    /// A result carrying a request-level error becomes [`AgentError::KafkaAcl`]. `broker`
+    /// sends the request to that broker id instead of the controller.
     fn wait_for<C: ClientContext>(
         client: &AdminClient<C>,
         api: Api,
         timeout: Duration,
+        broker: Option<i32>,
         submit: impl FnOnce(
             *mut rd::rd_kafka_t,
             *const rd::rd_kafka_AdminOptions_t,
@@ -491,6 +508,19 @@ impl Reply {
                 code: code_name(set),
                 why: errstr.text(),
             });
+        }
+        if let Some(id) = broker {
+            // SAFETY: as for the request timeout above.
+            let set = unsafe {
+                rd::rd_kafka_AdminOptions_set_broker(options.ptr(), id, errstr.ptr(), errstr.len())
+            };
+            if set != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+                return Err(AgentError::KafkaAcl {
+                    request,
+                    code: code_name(set),
+                    why: errstr.text(),
+                });
+            }
         }
 
         submit(rk, options.ptr(), queue.ptr());

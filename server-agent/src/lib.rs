@@ -8,8 +8,10 @@
 //! No `unsafe` except in [`kafka_acl`], which owns librdkafka's ACL FFI.
 #![deny(unsafe_code)]
 
+pub mod access;
 pub mod acl;
 pub mod audit;
+pub mod authorized_keys;
 pub mod cli;
 pub mod commands;
 pub mod config;
@@ -28,18 +30,37 @@ pub mod state;
 
 pub use error::AgentError;
 
-/// Runs one command.
+/// Runs one command from the command line: `serve` finds out who asks and what; everything
+/// else is run by the local account, which may do everything.
 pub fn run(cli: cli::Cli) -> anyhow::Result<()> {
-    let ctx = state::Context::new(&cli.global.state_dir, cli.global.config.as_deref())?;
+    let mut ctx = state::Context::new(&cli.global.state_dir, cli.global.config.as_deref())?;
     match cli.command {
-        cli::Command::Init(args) => commands::init::run(&ctx, args),
-        cli::Command::ServerCert(args) => commands::server_cert::run(&ctx, args),
-        cli::Command::Sign(args) => commands::sign::run(&ctx, args),
-        cli::Command::MysqlUser(args) => commands::mysql_user::run(&ctx, args),
-        cli::Command::KafkaUser(args) => commands::kafka_user::run(&ctx, args),
-        cli::Command::Brokers(args) => commands::brokers::run(&ctx, args),
-        cli::Command::List(args) => commands::list::run(&ctx, args),
-        cli::Command::Revoke(args) => commands::revoke::run(&ctx, args),
-        cli::Command::Crl(args) => commands::crl::run(&ctx, args),
+        cli::Command::Serve(args) => commands::serve::run(&mut ctx, args),
+        command => {
+            access::authorize(&ctx, &ctx.caller, &command)?;
+            dispatch(&ctx, command)
+        }
+    }
+}
+
+/// Runs one authorized command.
+pub(crate) fn dispatch(ctx: &state::Context, command: cli::Command) -> anyhow::Result<()> {
+    match command {
+        cli::Command::Init(args) => commands::init::run(ctx, args),
+        cli::Command::ServerCert(args) => commands::server_cert::run(ctx, args),
+        cli::Command::Sign(args) => commands::sign::run(ctx, args),
+        cli::Command::MysqlUser(args) => commands::mysql_user::run(ctx, args),
+        cli::Command::KafkaUser(args) => commands::kafka_user::run(ctx, args),
+        cli::Command::Brokers(args) => commands::brokers::run(ctx, args),
+        cli::Command::List(args) => commands::list::run(ctx, args),
+        cli::Command::Revoke(args) => commands::revoke::run(ctx, args),
+        cli::Command::Crl(args) => commands::crl::run(ctx, args),
+        cli::Command::Enroll(args) => commands::enroll::run(ctx, args),
+        cli::Command::Unblock(args) => commands::unblock::run(ctx, args),
+        // `authorize` refuses it before this point; never run one request inside another.
+        cli::Command::Serve(_) => Err(AgentError::Request {
+            why: "`serve` cannot run inside a request".to_owned(),
+        }
+        .into()),
     }
 }

@@ -12,17 +12,22 @@ use shiqi_ca::inventory::Inventory;
 use shiqi_ca::issue::{Ca, Validity};
 use shiqi_ca::key::{KeyType, PrivateKey};
 
+use crate::access::Caller;
 use crate::config::Config;
 use crate::error::AgentError;
 use crate::fsutil;
 
-/// The state directory, the loaded config and the runtime.
+/// The state directory, the loaded config, who asks, and the runtime.
 #[derive(Debug)]
 pub struct Context {
     /// The state directory.
     pub dir: PathBuf,
     /// The config.
     pub config: Config,
+    /// The config file named with `--config`, if one was (the forced command repeats it).
+    pub config_path: Option<PathBuf>,
+    /// Who runs this request (audit lines, enrollments and blocks name it).
+    pub caller: Caller,
     runtime: tokio::runtime::Runtime,
 }
 
@@ -41,11 +46,13 @@ impl Context {
     /// # Errors
     /// An unreadable or invalid config, or no runtime.
     pub fn new(dir: &Path, config: Option<&Path>) -> Result<Self, AgentError> {
-        let config = match config {
+        let loaded = match config {
             Some(p) => Config::load(p, true)?,
             None => Config::load(&dir.join("agent.toml"), false)?,
         };
-        Self::with_config(dir.to_path_buf(), config)
+        let mut ctx = Self::with_config(dir.to_path_buf(), loaded)?;
+        ctx.config_path = config.map(Path::to_path_buf);
+        Ok(ctx)
     }
 
     /// A context for an already loaded config.
@@ -61,6 +68,8 @@ impl Context {
         Ok(Self {
             dir,
             config,
+            config_path: None,
+            caller: Caller::local(),
             runtime,
         })
     }

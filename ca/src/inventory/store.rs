@@ -22,12 +22,12 @@ use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, 
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehavior, params};
 use time::OffsetDateTime;
 
-use super::{CertKind, NewCert, Record, Status};
+use super::{CertKind, NewCert, Record, Status, access};
 use crate::error::Error;
 use crate::name::Serial;
 
 /// The schema version this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// How long a connection waits for another process's write lock before giving up.
 ///
@@ -63,12 +63,35 @@ const SCHEMA_V1: &str = "
     PRAGMA user_version = 1;
 ";
 
+/// Version 2: who may ask (SSH keys enrolled with a name and a role) and which names may not be
+/// signed again until an admin says so (a `revoke --name` blocks the name).
+const SCHEMA_V2: &str = "
+    CREATE TABLE keys (
+        fingerprint TEXT PRIMARY KEY NOT NULL,
+        name        TEXT NOT NULL,
+        role        TEXT NOT NULL CHECK (role IN ('user', 'admin')),
+        public_key  TEXT NOT NULL,
+        enrolled_at INTEGER NOT NULL,
+        enrolled_by TEXT NOT NULL
+    ) STRICT;
+    CREATE INDEX keys_by_name ON keys (name);
+    CREATE TABLE blocks (
+        name       TEXT PRIMARY KEY NOT NULL,
+        blocked_at INTEGER NOT NULL,
+        blocked_by TEXT NOT NULL
+    ) STRICT;
+    PRAGMA user_version = 2;
+";
+
+#[cfg(test)]
+pub(super) const SCHEMA_V1_FOR_TESTS: &str = SCHEMA_V1;
+
 const COLUMNS: &str = "serial, name, kind, subject, not_before, not_after, issued_at, status, revoked_at, reason, der";
 
 /// An open inventory file. One per process (or thread); SQLite serializes the writers.
 #[derive(Debug)]
 pub struct Inventory {
-    conn: Connection,
+    pub(super) conn: Connection,
 }
 
 impl Inventory {
@@ -123,6 +146,16 @@ impl Inventory {
         let tx = self.write_tx("begin issuing")?;
         let serial = unused_serial(&tx)?;
         let cert = issue(&serial)?;
+        // In the same transaction as the insert: a `revoke --name` that blocks the name either
+        // committed before (refused here) or comes after and revokes this certificate too.
+        if cert.kind == CertKind::Client
+            && let Some(block) = access::block_in(&tx, &cert.name)?
+        {
+            return Err(Error::Blocked {
+                name: cert.name,
+                since: block.blocked_at,
+            });
+        }
         let issued_at = OffsetDateTime::now_utc().unix_timestamp();
         tx.execute(
             "INSERT INTO certs (serial, name, kind, subject, not_before, not_after, issued_at,
@@ -246,7 +279,7 @@ impl Inventory {
         Ok(number.unsigned_abs())
     }
 
-    fn write_tx(&mut self, action: &'static str) -> Result<Transaction<'_>, Error> {
+    pub(super) fn write_tx(&mut self, action: &'static str) -> Result<Transaction<'_>, Error> {
         self.conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(query(action))
@@ -277,7 +310,11 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), Error> {
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .map_err(open_err)?;
     match version {
-        0 => tx.execute_batch(SCHEMA_V1).map_err(open_err)?,
+        0 => {
+            tx.execute_batch(SCHEMA_V1).map_err(open_err)?;
+            tx.execute_batch(SCHEMA_V2).map_err(open_err)?;
+        }
+        1 => tx.execute_batch(SCHEMA_V2).map_err(open_err)?,
         SCHEMA_VERSION => {}
         found => {
             return Err(Error::InventorySchema {
@@ -370,13 +407,13 @@ fn timestamp(row: &Row<'_>, idx: usize) -> rusqlite::Result<OffsetDateTime> {
     to_time(idx, row.get(idx)?)
 }
 
-fn to_time(idx: usize, unix: i64) -> rusqlite::Result<OffsetDateTime> {
+pub(super) fn to_time(idx: usize, unix: i64) -> rusqlite::Result<OffsetDateTime> {
     OffsetDateTime::from_unix_timestamp(unix).map_err(|e| {
         rusqlite::Error::FromSqlConversionFailure(idx, rusqlite::types::Type::Integer, Box::new(e))
     })
 }
 
-fn query(action: &'static str) -> impl Fn(rusqlite::Error) -> Error {
+pub(super) fn query(action: &'static str) -> impl Fn(rusqlite::Error) -> Error {
     move |source| Error::InventoryQuery { action, source }
 }
 

@@ -101,8 +101,11 @@ pub(crate) fn revoke_acls(ctx: &Context, name: &ProfileName) -> anyhow::Result<K
     let principal = principal(name);
     let (admin, timeout) = connect(ctx)?;
     let bootstrap = &ctx.config.kafka.bootstrap;
-    let deleted = kafka_acl::delete_acls(&admin, &[AclFilter::principal(&principal)], timeout)
+    let filter = AclFilter::principal(&principal);
+    let deleted = kafka_acl::delete_acls(&admin, std::slice::from_ref(&filter), timeout)
         .with_context(|| format!("Kafka at `{bootstrap}`"))?;
+    let brokers = gone_everywhere(&admin, &filter, timeout, bootstrap)?;
+    tracing::debug!(%principal, ?brokers, "no broker lists the principal's ACLs any more");
     Ok(KafkaUserResponse {
         version: PROTOCOL_VERSION,
         principal: principal.into(),
@@ -110,6 +113,50 @@ pub(crate) fn revoke_acls(ctx: &Context, name: &ProfileName) -> anyhow::Result<K
         created: Vec::new(),
         deleted: deleted.iter().map(AclBinding::to_wire).collect(),
     })
+}
+
+/// Waits until every broker in the metadata answers DescribeAcls for `filter` with nothing, and
+/// returns their ids. The controller commits a deletion at once, but each broker authorizes
+/// from its own copy of the metadata and applies it a moment later: until then a consumer
+/// connected to a lagging partition leader still reads. Bounded by `timeout`.
+fn gone_everywhere(
+    admin: &AdminClient<DefaultClientContext>,
+    filter: &AclFilter,
+    timeout: Duration,
+    bootstrap: &str,
+) -> Result<Vec<i32>, AgentError> {
+    let deadline = std::time::Instant::now() + timeout;
+    let kafka = |why: String| AgentError::Kafka {
+        bootstrap: bootstrap.to_owned(),
+        why,
+    };
+    let metadata = admin
+        .inner()
+        .fetch_metadata(None, timeout)
+        .map_err(|e| kafka(e.to_string()))?;
+    let brokers: Vec<i32> = metadata.brokers().iter().map(|b| b.id()).collect();
+    let mut lagging = brokers.clone();
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let per_request = left.clamp(Duration::from_secs(1), Duration::from_secs(5));
+        lagging.retain(|&id| {
+            kafka_acl::describe_acls_on(admin, filter, per_request, Some(id))
+                .map_or(true, |held| !held.is_empty())
+        });
+        if lagging.is_empty() {
+            return Ok(brokers);
+        }
+        if left.is_zero() {
+            let ids: Vec<String> = lagging.iter().map(i32::to_string).collect();
+            return Err(kafka(format!(
+                "broker(s) {} still list the deleted ACLs after {} s, so a client connected \
+                 there may still be authorized",
+                ids.join(", "),
+                timeout.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(100).min(left));
+    }
 }
 
 /// A valid profile name that is not one of the server's own identities (the super users

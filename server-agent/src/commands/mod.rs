@@ -2,13 +2,16 @@
 
 pub mod brokers;
 pub mod crl;
+pub mod enroll;
 pub mod init;
 pub mod kafka_user;
 pub mod list;
 pub mod mysql_user;
 pub mod revoke;
+pub mod serve;
 pub mod server_cert;
 pub mod sign;
+pub mod unblock;
 
 use std::io::Write as _;
 

@@ -108,7 +108,20 @@ fn revoke(ctx: &Context, args: &RevokeArgs) -> anyhow::Result<RevokeResponse> {
     let reason = parse_reason(args.reason.trim())?;
     let ca = ctx.ca()?;
     let mut inventory = ctx.inventory()?;
-    let (name, kind, targets) = targets(&inventory, args)?;
+    let (name, kind, mut found) = targets(&inventory, args)?;
+    // `--name` (not `--key`, a laptop's cleanup of its own unfinished setup) stops the name
+    // from being signed again. A `sign` racing this one either committed before the block (and
+    // the second look below revokes its certificate too) or is refused by it.
+    let blocked = match (&args.name, &args.key) {
+        (Some(_), None) => {
+            let by = ctx.caller.to_string();
+            let block = inventory.block(&name, &by, time::OffsetDateTime::now_utc())?;
+            found = targets(&inventory, args)?.2;
+            Some(block)
+        }
+        _ => None,
+    };
+    let targets = found;
     if targets.is_empty() {
         // `--key` found nothing to revoke: report the CRL as it is and touch nothing else.
         drop(inventory);
@@ -153,6 +166,16 @@ fn revoke(ctx: &Context, args: &RevokeArgs) -> anyhow::Result<RevokeResponse> {
         kafka: None,
         warnings: Vec::new(),
     };
+    if let Some(block) = &blocked {
+        response.warnings.push(
+            format!(
+                "`{name}` is blocked since {}: no new certificate for it until an admin runs \
+                 `shiqi-ca-agent unblock {name}`",
+                block.blocked_at
+            )
+            .into(),
+        );
+    }
     if ctx.config.crl.distribution_point().is_none() {
         response.warnings.push(
             "`[crl]` has no publish_dir or distribution_point: certificates carry no CRL \

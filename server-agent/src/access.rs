@@ -1,0 +1,293 @@
+//! Who is asking, and whether they may. The one home of the agent's roles.
+//!
+//! A request arrives in one of two ways. Someone with a shell as the agent's own account (root
+//! through `sudo -u`, cron, the admin on the server) is [`Caller::Local`]: the CA's operator, who
+//! could read `ca.key` anyway. A person's SSH key reaches the agent only through the forced
+//! command `enroll` installs, `serve --key FINGERPRINT`; that is [`Caller::Key`], and it may do
+//! what its enrolled role allows and nothing else. The identity comes from the forced command
+//! (written by an admin) and the inventory, never from the request, its options or the
+//! environment the caller could set.
+
+use std::fmt;
+
+use shiqi_ca::Serial;
+use shiqi_ca::inventory::CertKind;
+use shiqi_ca::inventory::access::{Enrollment, Role};
+
+use crate::cli::Command;
+use crate::error::AgentError;
+use crate::state::Context;
+
+/// Who runs this request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Caller {
+    /// A shell on the agent's own account: may do everything.
+    Local {
+        /// The Unix account (from the process's uid, not from `$USER`).
+        account: String,
+        /// The person `sudo` ran this for, when it did (sudo sets `SUDO_USER`).
+        sudo_user: Option<String>,
+    },
+    /// An enrolled SSH key through `serve`.
+    Key(Enrollment),
+    /// A key whose `serve` line names a fingerprint the inventory does not know (removed with
+    /// `enroll --remove` while its line stayed): may do nothing.
+    Unenrolled {
+        /// The fingerprint from the forced command.
+        fingerprint: String,
+    },
+}
+
+impl Caller {
+    /// The caller of a process started from a shell: the account of its real uid.
+    pub fn local() -> Self {
+        let uid = nix::unistd::getuid();
+        let account = nix::unistd::User::from_uid(uid)
+            .ok()
+            .flatten()
+            .map_or_else(|| format!("uid {uid}"), |u| u.name);
+        Self::Local {
+            account,
+            sudo_user: std::env::var("SUDO_USER").ok().filter(|s| !s.is_empty()),
+        }
+    }
+
+    /// The key's role, or `None` for a local caller.
+    pub fn role(&self) -> Option<Role> {
+        match self {
+            Self::Local { .. } | Self::Unenrolled { .. } => None,
+            Self::Key(k) => Some(k.role),
+        }
+    }
+}
+
+impl fmt::Display for Caller {
+    /// How the audit log and the inventory name this caller.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Local {
+                account,
+                sudo_user: Some(by),
+            } => write!(f, "local {account} (sudo by {by})"),
+            Self::Local { account, .. } => write!(f, "local {account}"),
+            Self::Key(k) => write!(f, "key {} ({}, {})", k.fingerprint, k.name, k.role),
+            Self::Unenrolled { fingerprint } => write!(f, "unenrolled key {fingerprint}"),
+        }
+    }
+}
+
+/// Whether `caller` may run `command`. Admins and local callers may run everything but a nested
+/// `serve`; a `user` key only what concerns its own name.
+///
+/// # Errors
+/// [`AgentError::Forbidden`] naming the key, the request and what the role allows.
+pub fn authorize(ctx: &Context, caller: &Caller, command: &Command) -> Result<(), AgentError> {
+    if matches!(command, Command::Serve(_)) {
+        return Err(forbidden(caller, "`serve` inside a request"));
+    }
+    let key = match caller {
+        Caller::Local { .. } => return Ok(()),
+        Caller::Unenrolled { fingerprint } => {
+            return Err(AgentError::NotEnrolled {
+                key: fingerprint.clone(),
+            });
+        }
+        Caller::Key(key) if key.role == Role::Admin => return Ok(()),
+        Caller::Key(key) => key,
+    };
+    let own = |name: &str| name.trim() == key.name;
+    let allowed = match command {
+        Command::Brokers(_) => true,
+        Command::Sign(a) => own(&a.name),
+        Command::MysqlUser(a) => own(&a.name),
+        Command::KafkaUser(a) => own(&a.name) && !a.revoke,
+        Command::Revoke(a) => match (&a.serial, &a.name) {
+            (_, Some(name)) => own(name),
+            (Some(serial), None) => own_serial(ctx, &key.name, serial)?,
+            (None, None) => false,
+        },
+        _ => false,
+    };
+    if allowed {
+        Ok(())
+    } else {
+        Err(forbidden(caller, &describe(command)))
+    }
+}
+
+/// Whether `serial` is a client certificate of `name` (an unknown or malformed serial is not).
+fn own_serial(ctx: &Context, name: &str, serial: &str) -> Result<bool, AgentError> {
+    let Ok(serial) = serial.trim().parse::<Serial>() else {
+        return Ok(false);
+    };
+    let record = ctx.inventory()?.by_serial(&serial)?;
+    Ok(record.is_some_and(|r| r.kind == CertKind::Client && r.name == name))
+}
+
+fn forbidden(caller: &Caller, what: &str) -> AgentError {
+    let (key, name, role) = match caller {
+        Caller::Key(k) => (k.fingerprint.clone(), k.name.clone(), k.role),
+        Caller::Unenrolled { fingerprint } => (fingerprint.clone(), String::new(), Role::User),
+        Caller::Local { account, .. } => (account.clone(), account.clone(), Role::Admin),
+    };
+    AgentError::Forbidden {
+        key,
+        name,
+        role,
+        what: what.to_owned(),
+    }
+}
+
+/// The request in a few words, for the refusal.
+fn describe(command: &Command) -> String {
+    match command {
+        Command::Init(_) => "`init`".to_owned(),
+        Command::ServerCert(a) => format!("`server-cert {}`", a.name),
+        Command::Sign(a) => format!("a certificate for `{}`", a.name),
+        Command::MysqlUser(a) => format!("the MySQL user `{}`", a.name),
+        Command::KafkaUser(a) if a.revoke => format!("deleting the Kafka ACLs of `{}`", a.name),
+        Command::KafkaUser(a) => format!("the Kafka ACLs of `{}`", a.name),
+        Command::Brokers(_) => "`brokers`".to_owned(),
+        Command::List(_) => "`list`".to_owned(),
+        Command::Revoke(a) => match (&a.serial, &a.name) {
+            (_, Some(name)) => format!("revoking `{name}`"),
+            (Some(serial), None) => format!("revoking serial `{serial}`"),
+            (None, None) => "`revoke`".to_owned(),
+        },
+        Command::Crl(_) => "`crl`".to_owned(),
+        Command::Enroll(_) => "`enroll`".to_owned(),
+        Command::Unblock(a) => format!("`unblock {}`", a.name),
+        Command::Serve(_) => "`serve`".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+    use time::OffsetDateTime;
+
+    use super::*;
+    use crate::cli::Request;
+
+    type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+    fn key(name: &str, role: Role) -> Caller {
+        Caller::Key(Enrollment {
+            fingerprint: format!("SHA256:{name}"),
+            name: name.to_owned(),
+            role,
+            public_key: String::new(),
+            enrolled_at: OffsetDateTime::UNIX_EPOCH,
+            enrolled_by: "local root".to_owned(),
+        })
+    }
+
+    fn request(line: &str) -> Command {
+        let words = std::iter::once("shiqi-ca-agent").chain(line.split_whitespace());
+        Request::try_parse_from(words).expect("a valid request").command
+    }
+
+    fn context() -> Result<(tempfile::TempDir, Context), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let ctx = Context::with_config(dir.path().to_owned(), crate::config::Config::default())?;
+        Ok((dir, ctx))
+    }
+
+    #[test]
+    fn a_user_key_may_only_act_on_its_own_name() -> TestResult {
+        let (_dir, ctx) = context()?;
+        let bob = key("bob", Role::User);
+        for ok in [
+            "sign --name bob",
+            "sign --name bob --replaces 0a1b",
+            "mysql-user bob",
+            "kafka-user bob",
+            "brokers --json",
+            "revoke --name bob --key 00 --reason superseded",
+            "revoke --name bob",
+        ] {
+            assert!(authorize(&ctx, &bob, &request(ok)).is_ok(), "{ok}");
+        }
+        for refused in [
+            "sign --name saige",
+            "mysql-user saige",
+            "kafka-user saige",
+            "kafka-user bob --revoke",
+            "revoke --name saige",
+            "revoke 0a1b2c",
+            "list",
+            "crl",
+            "server-cert kafka-broker --kind kafka --san localhost --out /tmp/x",
+            "init",
+            "enroll --list",
+            "enroll mallory --ssh-key /tmp/k.pub --role admin",
+            "unblock bob",
+            "serve --key SHA256:x",
+        ] {
+            let err = authorize(&ctx, &bob, &request(refused)).expect_err(refused);
+            assert!(
+                matches!(err, AgentError::Forbidden { ref key, .. } if key == "SHA256:bob"),
+                "{refused}: {err:?}"
+            );
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_user_key_may_revoke_its_own_certificates_by_serial_only() -> TestResult {
+        let (dir, ctx) = context()?;
+        let mut inventory = ctx.inventory()?;
+        let now = OffsetDateTime::now_utc();
+        let mut issue = |name: &str, kind| {
+            inventory.issue(|s| {
+                Ok(shiqi_ca::inventory::NewCert {
+                    name: name.to_owned(),
+                    kind,
+                    subject: format!("CN={name}"),
+                    not_before: now,
+                    not_after: now + time::Duration::days(1),
+                    der: s.as_bytes().to_vec(),
+                })
+            })
+        };
+        let own = issue("bob", CertKind::Client)?.serial;
+        let other = issue("saige", CertKind::Client)?.serial;
+        let server = issue("bob", CertKind::Server)?.serial;
+        let bob = key("bob", Role::User);
+        assert!(authorize(&ctx, &bob, &request(&format!("revoke {own}"))).is_ok());
+        for serial in [other, server] {
+            assert!(authorize(&ctx, &bob, &request(&format!("revoke {serial}"))).is_err());
+        }
+        drop(dir);
+        Ok(())
+    }
+
+    #[test]
+    fn admins_and_local_callers_may_do_everything_but_nest_serve() -> TestResult {
+        let (_dir, ctx) = context()?;
+        let local = Caller::Local {
+            account: "shiqi-ca".into(),
+            sudo_user: None,
+        };
+        for caller in [key("saige", Role::Admin), local] {
+            for ok in ["sign --name bob", "list", "revoke --name bob", "enroll --list"] {
+                assert!(authorize(&ctx, &caller, &request(ok)).is_ok(), "{ok}");
+            }
+            assert!(authorize(&ctx, &caller, &request("serve --key SHA256:x")).is_err());
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn callers_are_named_for_the_audit_log() {
+        assert_eq!(
+            key("bob", Role::User).to_string(),
+            "key SHA256:bob (bob, user)"
+        );
+        let local = Caller::Local {
+            account: "shiqi-ca".into(),
+            sudo_user: Some("root".into()),
+        };
+        assert_eq!(local.to_string(), "local shiqi-ca (sudo by root)");
+    }
+}

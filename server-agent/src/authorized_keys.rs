@@ -1,0 +1,242 @@
+//! The agent account's `authorized_keys`, written from the enrolled keys: one line per key,
+//! each restricted to the agent's forced command and to port forwards towards the services.
+//!
+//! ```text
+//! restrict,port-forwarding,permitopen="127.0.0.1:3306",command="/usr/local/bin/shiqi-ca-agent --state-dir /var/lib/shiqi-ca serve --key SHA256:…" ssh-ed25519 AAAA… shiqi-ca-agent:bob
+//! ```
+//!
+//! `restrict` turns off everything (pty, agent and X11 forwarding, `~/.ssh/rc`) and future
+//! features too; `port-forwarding` with `permitopen` gives back only the tunnel's targets; the
+//! forced command replaces whatever the client asks to run (sshd(8), "AUTHORIZED_KEYS FILE
+//! FORMAT"). Lines that end without the `shiqi-ca-agent:` marker are someone else's and are kept
+//! as they are, with a warning when they give a shell.
+
+use std::path::{Path, PathBuf};
+
+use shiqi_ca::inventory::access::Enrollment;
+
+use crate::error::AgentError;
+use crate::fsutil;
+use crate::state::Context;
+
+/// The comment that marks a line as the agent's.
+const MARKER: &str = "shiqi-ca-agent:";
+
+const HEADER: &str = "# Keys enrolled with `shiqi-ca-agent enroll` (lines ending in \
+                      `shiqi-ca-agent:NAME`) are rewritten by it; edit them with `enroll`.\n";
+
+/// What [`sync`] wrote.
+#[derive(Debug)]
+pub struct Synced {
+    /// The file.
+    pub path: PathBuf,
+    /// Lines that were not the agent's and give a shell on this account.
+    pub warnings: Vec<String>,
+}
+
+/// The file `enroll` manages (`[access] authorized_keys`, else the agent account's own).
+///
+/// # Errors
+/// [`AgentError::Request`] when the account has no home in the password database.
+pub fn path(ctx: &Context) -> Result<PathBuf, AgentError> {
+    if let Some(p) = &ctx.config.access.authorized_keys {
+        return Ok(p.clone());
+    }
+    let user = nix::unistd::User::from_uid(nix::unistd::geteuid())
+        .ok()
+        .flatten()
+        .ok_or_else(|| AgentError::Request {
+            why: "the agent's account has no entry in the password database; set `[access] \
+                  authorized_keys` in agent.toml"
+                .to_owned(),
+        })?;
+    Ok(user.dir.join(".ssh").join("authorized_keys"))
+}
+
+/// The forced command for `fingerprint`: this binary, the state directory and config it runs
+/// with now, and `serve`.
+///
+/// # Errors
+/// [`AgentError::Request`] when a path cannot be written inside the option's quotes.
+pub fn forced_command(ctx: &Context, fingerprint: &str) -> Result<String, AgentError> {
+    let exe = std::env::current_exe().map_err(|why| AgentError::File {
+        path: PathBuf::from("/proc/self/exe"),
+        why,
+    })?;
+    let dir = std::fs::canonicalize(&ctx.dir).unwrap_or_else(|_| ctx.dir.clone());
+    let mut words = vec![
+        word(&exe)?,
+        "--state-dir".to_owned(),
+        word(&dir)?,
+    ];
+    if let Some(config) = &ctx.config_path {
+        let config = std::fs::canonicalize(config).unwrap_or_else(|_| config.clone());
+        words.extend(["--config".to_owned(), word(&config)?]);
+    }
+    words.extend(["serve".to_owned(), "--key".to_owned(), fingerprint.to_owned()]);
+    Ok(words.join(" "))
+}
+
+/// A path as one shell word that can also sit inside `command="…"` (no quote, backslash or
+/// control character, which would need escaping at two levels).
+fn word(path: &Path) -> Result<String, AgentError> {
+    let text = path.to_str().filter(|t| {
+        !t.chars()
+            .any(|c| c == '"' || c == '\\' || c == '\'' || c.is_control())
+    });
+    let Some(text) = text else {
+        return Err(AgentError::Request {
+            why: format!(
+                "`{}` cannot be written into authorized_keys (quotes, backslashes or control \
+                 characters)",
+                path.display()
+            ),
+        });
+    };
+    if text.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+:@".contains(c)) {
+        Ok(text.to_owned())
+    } else {
+        Ok(format!("'{text}'"))
+    }
+}
+
+/// The line for one key.
+pub fn line(key: &Enrollment, command: &str, permit_open: &[String]) -> String {
+    let mut options = vec!["restrict".to_owned()];
+    if !permit_open.is_empty() {
+        options.push("port-forwarding".to_owned());
+        options.extend(permit_open.iter().map(|t| format!("permitopen=\"{t}\"")));
+    }
+    options.push(format!("command=\"{command}\""));
+    format!(
+        "{} {} {MARKER}{}",
+        options.join(","),
+        key.public_key,
+        key.name
+    )
+}
+
+/// The file's new text: the lines of `existing` that are not the agent's, then one line per
+/// key; and a warning per foreign line that gives a shell (no forced command).
+pub fn render(
+    existing: &str,
+    keys: &[(Enrollment, String)],
+    permit_open: &[String],
+) -> (String, Vec<String>) {
+    let mut text = String::from(HEADER);
+    let mut warnings = Vec::new();
+    for (n, l) in existing.lines().enumerate() {
+        let trimmed = l.trim();
+        if l == HEADER.trim_end() || is_ours(trimmed) {
+            continue;
+        }
+        if !trimmed.is_empty() && !trimmed.starts_with('#') && !trimmed.contains("command=") {
+            warnings.push(format!(
+                "line {} of authorized_keys was not written by `enroll` and has no forced \
+                 command: that key gets a shell on the CA's account",
+                n + 1
+            ));
+        }
+        text.push_str(l);
+        text.push('\n');
+    }
+    for (key, command) in keys {
+        text.push_str(&line(key, command, permit_open));
+        text.push('\n');
+    }
+    (text, warnings)
+}
+
+fn is_ours(line: &str) -> bool {
+    line.rsplit_once(' ')
+        .is_some_and(|(_, comment)| comment.starts_with(MARKER))
+}
+
+/// Rewrites the file from `keys` (atomically, 0600, `~/.ssh` made 0700 if missing).
+///
+/// # Errors
+/// [`AgentError::File`] or [`AgentError::Request`].
+pub fn sync(ctx: &Context, keys: &[Enrollment]) -> Result<Synced, AgentError> {
+    let path = path(ctx)?;
+    let existing = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(why) => return Err(AgentError::File { path, why }),
+    };
+    let lines = keys
+        .iter()
+        .map(|k| Ok((k.clone(), forced_command(ctx, &k.fingerprint)?)))
+        .collect::<Result<Vec<_>, AgentError>>()?;
+    let (text, warnings) = render(&existing, &lines, &ctx.config.permit_open());
+    if let Some(dir) = path.parent()
+        && !dir.exists()
+    {
+        fsutil::create_private_dir(dir)?;
+    }
+    fsutil::write_private(&path, text.as_bytes())?;
+    Ok(Synced { path, warnings })
+}
+
+#[cfg(test)]
+mod tests {
+    use shiqi_ca::inventory::access::Role;
+    use time::OffsetDateTime;
+
+    use super::*;
+
+    fn key(name: &str) -> Enrollment {
+        Enrollment {
+            fingerprint: format!("SHA256:{name}"),
+            name: name.to_owned(),
+            role: Role::User,
+            public_key: format!("ssh-ed25519 AAAAC3{name}"),
+            enrolled_at: OffsetDateTime::UNIX_EPOCH,
+            enrolled_by: "local root".to_owned(),
+        }
+    }
+
+    #[test]
+    fn each_key_gets_the_forced_command_and_only_the_tunnel_targets() {
+        let permit = ["127.0.0.1:3306".to_owned(), "localhost:*".to_owned()];
+        assert_eq!(
+            line(&key("bob"), "/bin/agent --state-dir /s serve --key SHA256:bob", &permit),
+            "restrict,port-forwarding,permitopen=\"127.0.0.1:3306\",permitopen=\"localhost:*\",\
+             command=\"/bin/agent --state-dir /s serve --key SHA256:bob\" ssh-ed25519 AAAAC3bob \
+             shiqi-ca-agent:bob"
+        );
+        // No targets: no forwarding at all.
+        assert!(line(&key("bob"), "c", &[]).starts_with("restrict,command=\"c\" "));
+    }
+
+    #[test]
+    fn foreign_lines_are_kept_and_a_shell_key_is_warned_about() {
+        let existing = format!(
+            "{HEADER}ssh-ed25519 AAAAold admin@host\n\
+             restrict,command=\"/bin/agent serve --key SHA256:gone\" ssh-ed25519 AAAAgone shiqi-ca-agent:gone\n\
+             command=\"/usr/bin/backup\" ssh-ed25519 AAAAbackup\n"
+        );
+        let (text, warnings) = render(&existing, &[(key("bob"), "c".to_owned())], &[]);
+        assert_eq!(
+            text,
+            format!(
+                "{HEADER}ssh-ed25519 AAAAold admin@host\n\
+                 command=\"/usr/bin/backup\" ssh-ed25519 AAAAbackup\n\
+                 restrict,command=\"c\" ssh-ed25519 AAAAC3bob shiqi-ca-agent:bob\n"
+            )
+        );
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].starts_with("line 2 "), "{warnings:?}");
+        // Rendering its own output again changes nothing.
+        let (again, _) = render(&text, &[(key("bob"), "c".to_owned())], &[]);
+        assert_eq!(again, text);
+    }
+
+    #[test]
+    fn paths_are_single_shell_words_or_refused() {
+        assert_eq!(word(Path::new("/usr/bin/agent")).ok(), Some("/usr/bin/agent".into()));
+        assert_eq!(word(Path::new("/opt/my ca")).ok(), Some("'/opt/my ca'".into()));
+        for bad in ["/a\"b", "/a'b", "/a\\b", "/a\nb"] {
+            assert!(word(Path::new(bad)).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! `serve --key FINGERPRINT`: what sshd runs for an enrolled key (the forced command `enroll`
+//! installs). The request is `SSH_ORIGINAL_COMMAND`, exactly as `shiqi-connect` sends it
+//! (`shiqi-ca-agent sign --name bob`); it is split into words without a shell, must start with
+//! the agent's name, and is parsed with none of the global options, so the state directory,
+//! config and identity stay those of the forced command. No shell, no other program.
+
+use clap::Parser as _;
+
+use crate::access::{self, Caller};
+use crate::audit;
+use crate::cli::{Command, Request, ServeArgs};
+use crate::error::AgentError;
+use crate::state::Context;
+
+/// The program name a request must start with (any path to it: `--agent-command` may name one).
+const AGENT: &str = "shiqi-ca-agent";
+
+/// What the request turned out to be.
+#[derive(Debug)]
+enum Parsed {
+    /// A command to authorize and run.
+    Command(Command),
+    /// `--help` or `--version`: text to print, nothing to do.
+    Text(String),
+}
+
+/// Looks the key up, parses the request, checks the role and runs it.
+pub fn run(ctx: &mut Context, args: ServeArgs) -> anyhow::Result<()> {
+    let fingerprint = args.key.trim().to_owned();
+    ctx.caller = match ctx.inventory()?.enrollment(&fingerprint)? {
+        Some(key) => Caller::Key(key),
+        None => Caller::Unenrolled { fingerprint },
+    };
+    let request = std::env::var("SSH_ORIGINAL_COMMAND").ok();
+    let parsed = parse(request.as_deref()).and_then(|p| {
+        if let Parsed::Command(c) = &p {
+            access::authorize(ctx, &ctx.caller, c)?;
+        } else if let Caller::Unenrolled { fingerprint } = &ctx.caller {
+            return Err(AgentError::NotEnrolled {
+                key: fingerprint.clone(),
+            });
+        }
+        Ok(p)
+    });
+    match parsed {
+        Ok(Parsed::Command(command)) => crate::dispatch(ctx, command),
+        Ok(Parsed::Text(text)) => crate::commands::print_text(&text),
+        Err(e) => {
+            audit::record(
+                ctx,
+                &audit::Entry {
+                    action: "serve",
+                    name: "",
+                    serial: None,
+                    outcome: "refused",
+                    reason: Some(format!(
+                        "{e}; request: {}",
+                        request
+                            .as_deref()
+                            .unwrap_or("(none: a shell)")
+                            .chars()
+                            .take(200)
+                            .collect::<String>()
+                    )),
+                },
+            );
+            Err(e.into())
+        }
+    }
+}
+
+/// Splits and parses `SSH_ORIGINAL_COMMAND`.
+fn parse(request: Option<&str>) -> Result<Parsed, AgentError> {
+    let refuse = |why: String| AgentError::Request { why };
+    let Some(request) = request.filter(|r| !r.trim().is_empty()) else {
+        return Err(refuse(
+            "no request: this account answers agent requests only and gives no shell".to_owned(),
+        ));
+    };
+    let words = shlex::split(request)
+        .ok_or_else(|| refuse("the request has unbalanced quotes".to_owned()))?;
+    let first = words.first().map(String::as_str).unwrap_or_default();
+    let program = first.rsplit('/').next().unwrap_or_default();
+    if program != AGENT {
+        return Err(refuse(format!(
+            "the request must run `{AGENT}`, not `{}`",
+            first.chars().take(64).collect::<String>()
+        )));
+    }
+    match Request::try_parse_from(&words) {
+        Ok(r) => Ok(Parsed::Command(r.command)),
+        Err(e) => match e.kind() {
+            clap::error::ErrorKind::DisplayHelp
+            | clap::error::ErrorKind::DisplayVersion
+            | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+                Ok(Parsed::Text(e.render().to_string()))
+            }
+            _ => {
+                let text = e.render().to_string();
+                let line = text
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .trim_start_matches("error: ");
+                Err(refuse(format!("cannot parse the request: {line}")))
+            }
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn command(request: &str) -> Result<Command, String> {
+        match parse(Some(request)) {
+            Ok(Parsed::Command(c)) => Ok(c),
+            Ok(Parsed::Text(t)) => Err(format!("text: {t}")),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    #[test]
+    fn requests_are_agent_commands_without_global_options() {
+        assert!(matches!(
+            command("shiqi-ca-agent sign --name bob"),
+            Ok(Command::Sign(a)) if a.name == "bob"
+        ));
+        assert!(matches!(
+            command("/opt/shiqi/bin/shiqi-ca-agent brokers --json"),
+            Ok(Command::Brokers(_))
+        ));
+        for (request, why) in [
+            ("", "no request"),
+            ("   ", "no request"),
+            ("cat /var/lib/shiqi-ca/ca.key", "must run `shiqi-ca-agent`, not `cat`"),
+            ("USER=saige shiqi-ca-agent sign --name saige", "not `USER=saige`"),
+            ("sh -c 'shiqi-ca-agent list'", "not `sh`"),
+            ("shiqi-ca-agent --state-dir /tmp/mine sign --name bob", "--state-dir"),
+            ("shiqi-ca-agent sign --name bob --config /tmp/a.toml", "--config"),
+            ("shiqi-ca-agent sign --name 'bob", "unbalanced quotes"),
+            ("shiqi-ca-agent sign --name bob; cat /etc/passwd", "cannot parse"),
+        ] {
+            let err = command(request).expect_err(request);
+            assert!(err.contains(why), "{request:?}: {err}");
+        }
+        assert!(parse(None).is_err());
+    }
+
+    #[test]
+    fn help_and_version_are_text() {
+        assert!(matches!(
+            parse(Some("shiqi-ca-agent --version")),
+            Ok(Parsed::Text(t)) if t.starts_with("shiqi-ca-agent ")
+        ));
+    }
+}

@@ -1,0 +1,31 @@
+//! `unblock NAME`: lifts the block `revoke --name NAME` put on a name (admins only).
+
+use shiqi_ca::ProfileName;
+
+use crate::audit;
+use crate::cli::UnblockArgs;
+use crate::state::Context;
+
+/// Unblocks and says what it did.
+pub fn run(ctx: &Context, args: UnblockArgs) -> anyhow::Result<()> {
+    let name: ProfileName = args.name.trim().parse()?;
+    let lifted = ctx.inventory()?.unblock(name.as_str())?;
+    let text = match &lifted {
+        Some(b) => format!(
+            "unblocked `{name}` (blocked since {} by {}); it can be signed again\n",
+            b.blocked_at, b.blocked_by
+        ),
+        None => format!("`{name}` was not blocked; nothing to do\n"),
+    };
+    audit::record(
+        ctx,
+        &audit::Entry {
+            action: "unblock",
+            name: name.as_str(),
+            serial: None,
+            outcome: "ok",
+            reason: lifted.is_none().then(|| "was not blocked".to_owned()),
+        },
+    );
+    crate::commands::print_text(&text)
+}
