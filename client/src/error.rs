@@ -196,8 +196,13 @@ pub enum Error {
         user: String,
         /// The server.
         host: String,
-        /// What was offered, comma-separated (paths and agent key comments, never key material).
+        /// What was offered, comma-separated (paths and agent key comments with fingerprints,
+        /// never key material).
         tried: String,
+        /// The first key file offered, whose `.pub` an admin would enroll.
+        key_file: Option<PathBuf>,
+        /// The profile name, when the command knows it (for the `enroll` line).
+        name: Option<String>,
     },
 
     /// A remote command exited 127: the shell did not find it.
@@ -469,6 +474,27 @@ fn pid_of(owner: &str) -> Option<&str> {
 }
 
 impl Error {
+    /// Names the profile in an [`Error::AuthFailed`] hint (other errors are unchanged).
+    #[must_use]
+    pub fn for_profile(self, profile: &str) -> Self {
+        match self {
+            Self::AuthFailed {
+                user,
+                host,
+                tried,
+                key_file,
+                name: None,
+            } => Self::AuthFailed {
+                user,
+                host,
+                tried,
+                key_file,
+                name: Some(profile.to_owned()),
+            },
+            other => other,
+        }
+    }
+
     /// One next step for the user, rendered by the CLI as `hint: …`.
     pub fn hint(&self) -> Option<String> {
         Some(match self {
@@ -516,10 +542,26 @@ impl Error {
                 "check that `{}` is readable and its lines are `host key-type base64`",
                 path.display()
             ),
-            Self::AuthFailed { user, host, .. } => format!(
-                "add your public key to `~{user}/.ssh/authorized_keys` on the server \
-                 (`ssh-copy-id {user}@{host}`), or load it into ssh-agent (`ssh-add`)"
-            ),
+            Self::AuthFailed {
+                user,
+                host,
+                key_file,
+                name,
+                ..
+            } => {
+                let public = key_file.as_ref().map_or_else(
+                    || "~/.ssh/id_ed25519.pub".to_owned(),
+                    |f| format!("{}.pub", f.display()),
+                );
+                format!(
+                    "if `{user}` is the CA agent's account, send `{public}` to its admin, who runs \
+                     `shiqi-ca-agent enroll {} --ssh-key {} --role user` on the server; for a \
+                     plain account add the key to `~{user}/.ssh/authorized_keys` (`ssh-copy-id \
+                     {user}@{host}`), or load it into ssh-agent (`ssh-add`)",
+                    name.as_deref().unwrap_or("NAME"),
+                    public.rsplit('/').next().unwrap_or(&public),
+                )
+            }
             Self::AgentNotInstalled { .. } => "install `shiqi-ca-agent` on the server's PATH, or \
                 pass `--agent-command /path/to/shiqi-ca-agent` (env `SHIQI_AGENT_COMMAND`)"
                 .to_owned(),

@@ -157,7 +157,11 @@ fn has_audit(lines: &[Value], action: &str, serial: Option<&str>, outcome: &str)
     lines.iter().any(|l| {
         l["action"] == action
             && l["outcome"] == outcome
-            && l["user"] == "shiqi-dev"
+            // The enrolled key that asked, never an environment variable.
+            && l["via"] == "key"
+            && l["key_name"] == "saige"
+            && l["role"] == "admin"
+            && l["key"].as_str().is_some_and(|k| k.starts_with("SHA256:"))
             && l["time"].is_string()
             && serial.is_none_or(|s| l["serial"] == s)
     })

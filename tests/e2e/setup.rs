@@ -37,13 +37,13 @@ impl Home {
     }
 
     pub(crate) fn setup(&self, s: &Stack, name: &str, extra: &[&str]) -> Out {
-        let mut args = vec![
-            "setup",
-            name,
-            "--server",
-            s.info("ssh_destination"),
-            "--yes",
-        ];
+        self.setup_at(s, s.info("ssh_destination"), name, extra)
+    }
+
+    /// `setup` against another SSH destination (the operator's shell account, for tests that
+    /// wrap the agent).
+    pub(crate) fn setup_at(&self, s: &Stack, server: &str, name: &str, extra: &[&str]) -> Out {
+        let mut args = vec!["setup", name, "--server", server, "--yes"];
         args.extend_from_slice(extra);
         self.connect(s, &args)
     }
@@ -280,7 +280,7 @@ fn the_agent_never_receives_the_private_key() {
         format!(
             "#!/bin/sh\necho \"ARGS: $*\" >> {log}\ntee -a {log} | {agent} \"$@\"\n",
             log = log.display(),
-            agent = s.info("agent_bin")
+            agent = s.info("agent_via_sudo")
         ),
     )
     .expect("wrapper");
@@ -289,8 +289,9 @@ fn the_agent_never_receives_the_private_key() {
     std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o666)).expect("chmod");
 
-    home.setup(
+    home.setup_at(
         s,
+        s.info("shell_destination"),
         &name,
         &["--agent-command", &wrapper.display().to_string()],
     )

@@ -201,6 +201,7 @@ pub async fn execute(
     let step = printer.step(&format!("connect to {}", target.host));
     let session = super::connect(s.accept_new_host_key, &target, prompter, printer)
         .await
+        .map_err(|e| e.for_profile(s.name.as_str()))
         .with_context(|| format!("cannot log in to `{}`", s.destination_text))?;
     let host_key = match session.host_key() {
         HostKeyOutcome::Known(f) => format!("host key known in `{}`", s.show(f)),
@@ -238,6 +239,13 @@ pub async fn execute(
         lock.add(old)?;
     }
     let provisioned = provision(s, &session, &target, &generated, printer).await;
+    // An agent that refused to sign issued nothing for the new key: there is nothing to revoke,
+    // and asking would only be refused again (a `user` key may not revoke another name).
+    if let Err(e) = &provisioned
+        && journal::signing_refused(e)
+    {
+        lock.forget(&generated.key.key_id())?;
+    }
     // Success: the replaced profile's certificate goes. Failure: the new one goes (its key is
     // not in any profile). Best effort; what is left stays journaled for the next run.
     let keep = match &provisioned {

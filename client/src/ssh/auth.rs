@@ -97,6 +97,8 @@ pub async fn authenticate<H: Handler>(
     let mut tried: Vec<String> = Vec::new();
     // Compared by key data: the same key read from a file and from the agent differ in comment.
     let mut offered: Vec<KeyData> = Vec::new();
+    // The first key file offered: the refusal's hint names its `.pub` for the admin.
+    let mut key_file: Option<PathBuf> = None;
     let ssh_err = |source| Error::Ssh {
         host: target.host.clone(),
         what: "authenticating",
@@ -124,11 +126,12 @@ pub async fn authenticate<H: Handler>(
             continue; // the agent already offered it and the server said no
         }
         offered.push(key.public_key().key_data().clone());
-        tried.push(path.display().to_string());
+        let fp = fingerprint(key.public_key());
+        tried.push(format!("{} ({fp})", path.display()));
+        key_file.get_or_insert_with(|| path.clone());
         let hash = rsa_hash(handle, key.algorithm().is_rsa())
             .await
             .map_err(ssh_err)?;
-        let fp = fingerprint(key.public_key());
         tracing::debug!(path = %path.display(), fingerprint = %fp, "offering key file");
         let res = handle
             .authenticate_publickey(
@@ -149,6 +152,8 @@ pub async fn authenticate<H: Handler>(
     Err(Error::AuthFailed {
         user: target.user.clone(),
         host: target.host.clone(),
+        key_file,
+        name: None,
         tried: match (tried.is_empty(), notes.is_empty()) {
             (true, true) => {
                 "no key found: no agent and none of the identity files exist".to_owned()
@@ -198,10 +203,11 @@ async fn agent_auth<H: Handler>(
         }
         let fp = fingerprint(&key);
         tracing::debug!(%comment, fingerprint = %fp, "offering agent key");
-        tried.push(format!(
-            "agent: {}",
-            if comment.is_empty() { &fp } else { &comment }
-        ));
+        tried.push(if comment.is_empty() {
+            format!("agent: {fp}")
+        } else {
+            format!("agent: {comment} ({fp})")
+        });
         offered.push(key.key_data().clone());
         let hash = rsa_hash(handle, key.algorithm().is_rsa())
             .await

@@ -137,6 +137,20 @@ impl NameLock {
     }
 }
 
+/// Whether `error` is the agent's refusal to sign: `sign` records a certificate in the same
+/// transaction that makes it, so a refusal means none was issued for the journaled key.
+pub fn signing_refused(error: &anyhow::Error) -> bool {
+    error.chain().any(|e| {
+        matches!(
+            e.downcast_ref::<Error>(),
+            Some(Error::AgentRefused {
+                op: crate::error::AgentOp::Sign,
+                ..
+            })
+        )
+    })
+}
+
 /// The key of the profile's certificate in `dir`: the key a run must never revoke.
 pub fn profile_key(dir: &Path) -> Option<KeyId> {
     let pem = std::fs::read_to_string(dir.join(crate::profile::files::CLIENT_CRT)).ok()?;
