@@ -83,6 +83,10 @@ pub struct RotateArgs {
     /// Leave the old certificate valid (it expires by itself).
     #[arg(long, env = "SHIQI_KEEP_OLD", value_parser = FalseyValueParser::new())]
     pub keep_old: bool,
+    /// The old key may be stolen: revoke its certificate as `keyCompromise` at once, and have
+    /// the server end every MySQL session of the name (reconnect with the new files).
+    #[arg(long, conflicts_with = "keep_old")]
+    pub compromised: bool,
 }
 
 /// `shiqi-connect renew [NAME | --all]`.

@@ -138,6 +138,33 @@ fn forbidden(caller: &Caller, what: &str) -> AgentError {
     }
 }
 
+/// The subcommand and the name a request acts on, for the audit line of a refusal.
+pub fn audit_target(command: &Command) -> (&'static str, String) {
+    let name = |n: &str| n.trim().to_owned();
+    match command {
+        Command::Init(_) => ("init", String::new()),
+        Command::ServerCert(a) => ("server-cert", name(&a.name)),
+        Command::Sign(a) => ("sign", name(&a.name)),
+        Command::MysqlUser(a) => ("mysql-user", name(&a.name)),
+        Command::KafkaUser(a) if a.revoke => ("kafka-user-revoke", name(&a.name)),
+        Command::KafkaUser(a) => ("kafka-user", name(&a.name)),
+        Command::Brokers(_) => ("brokers", String::new()),
+        Command::List(_) => ("list", String::new()),
+        Command::Revoke(a) => (
+            "revoke",
+            a.name
+                .as_deref()
+                .or(a.serial.as_deref())
+                .map(name)
+                .unwrap_or_default(),
+        ),
+        Command::Crl(_) => ("crl", String::new()),
+        Command::Enroll(a) => ("enroll", a.name.as_deref().map(name).unwrap_or_default()),
+        Command::Unblock(a) => ("unblock", name(&a.name)),
+        Command::Serve(_) => ("serve", String::new()),
+    }
+}
+
 /// The request in a few words, for the refusal.
 fn describe(command: &Command) -> String {
     match command {
@@ -184,7 +211,9 @@ mod tests {
 
     fn request(line: &str) -> Command {
         let words = std::iter::once("shiqi-ca-agent").chain(line.split_whitespace());
-        Request::try_parse_from(words).expect("a valid request").command
+        Request::try_parse_from(words)
+            .expect("a valid request")
+            .command
     }
 
     fn context() -> Result<(tempfile::TempDir, Context), Box<dyn std::error::Error>> {
@@ -270,7 +299,12 @@ mod tests {
             sudo_user: None,
         };
         for caller in [key("saige", Role::Admin), local] {
-            for ok in ["sign --name bob", "list", "revoke --name bob", "enroll --list"] {
+            for ok in [
+                "sign --name bob",
+                "list",
+                "revoke --name bob",
+                "enroll --list",
+            ] {
                 assert!(authorize(&ctx, &caller, &request(ok)).is_ok(), "{ok}");
             }
             assert!(authorize(&ctx, &caller, &request("serve --key SHA256:x")).is_err());

@@ -64,16 +64,16 @@ pub fn forced_command(ctx: &Context, fingerprint: &str) -> Result<String, AgentE
         why,
     })?;
     let dir = std::fs::canonicalize(&ctx.dir).unwrap_or_else(|_| ctx.dir.clone());
-    let mut words = vec![
-        word(&exe)?,
-        "--state-dir".to_owned(),
-        word(&dir)?,
-    ];
+    let mut words = vec![word(&exe)?, "--state-dir".to_owned(), word(&dir)?];
     if let Some(config) = &ctx.config_path {
         let config = std::fs::canonicalize(config).unwrap_or_else(|_| config.clone());
         words.extend(["--config".to_owned(), word(&config)?]);
     }
-    words.extend(["serve".to_owned(), "--key".to_owned(), fingerprint.to_owned()]);
+    words.extend([
+        "serve".to_owned(),
+        "--key".to_owned(),
+        fingerprint.to_owned(),
+    ]);
     Ok(words.join(" "))
 }
 
@@ -93,7 +93,10 @@ fn word(path: &Path) -> Result<String, AgentError> {
             ),
         });
     };
-    if text.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+:@".contains(c)) {
+    if text
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+:@".contains(c))
+    {
         Ok(text.to_owned())
     } else {
         Ok(format!("'{text}'"))
@@ -199,7 +202,11 @@ mod tests {
     fn each_key_gets_the_forced_command_and_only_the_tunnel_targets() {
         let permit = ["127.0.0.1:3306".to_owned(), "localhost:*".to_owned()];
         assert_eq!(
-            line(&key("bob"), "/bin/agent --state-dir /s serve --key SHA256:bob", &permit),
+            line(
+                &key("bob"),
+                "/bin/agent --state-dir /s serve --key SHA256:bob",
+                &permit
+            ),
             "restrict,port-forwarding,permitopen=\"127.0.0.1:3306\",permitopen=\"localhost:*\",\
              command=\"/bin/agent --state-dir /s serve --key SHA256:bob\" ssh-ed25519 AAAAC3bob \
              shiqi-ca-agent:bob"
@@ -233,8 +240,14 @@ mod tests {
 
     #[test]
     fn paths_are_single_shell_words_or_refused() {
-        assert_eq!(word(Path::new("/usr/bin/agent")).ok(), Some("/usr/bin/agent".into()));
-        assert_eq!(word(Path::new("/opt/my ca")).ok(), Some("'/opt/my ca'".into()));
+        assert_eq!(
+            word(Path::new("/usr/bin/agent")).ok(),
+            Some("/usr/bin/agent".into())
+        );
+        assert_eq!(
+            word(Path::new("/opt/my ca")).ok(),
+            Some("'/opt/my ca'".into())
+        );
         for bad in ["/a\"b", "/a'b", "/a\\b", "/a\nb"] {
             assert!(word(Path::new(bad)).is_err(), "{bad:?}");
         }

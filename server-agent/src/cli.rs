@@ -116,7 +116,11 @@ pub struct ServeArgs {
 /// A request as a person's key sends it: one command, none of the global options (the state
 /// directory and config are the forced command's, never the caller's).
 #[derive(Debug, Parser)]
-#[command(name = "shiqi-ca-agent", version, about = "The shiqi CA agent (through SSH)")]
+#[command(
+    name = "shiqi-ca-agent",
+    version,
+    about = "The shiqi CA agent (through SSH)"
+)]
 pub struct Request {
     /// What to do.
     #[command(subcommand)]

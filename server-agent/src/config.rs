@@ -74,7 +74,9 @@ fn check_permit_open(target: &str) -> Result<(), String> {
         .unwrap_or(host);
     host.parse::<shiqi_ca::Host>().map_err(|e| e.to_string())?;
     if port != "*" {
-        let port: u16 = port.parse().map_err(|_| "the port is not a number or `*`")?;
+        let port: u16 = port
+            .parse()
+            .map_err(|_| "the port is not a number or `*`")?;
         shiqi_ca::Port::try_from(port).map_err(|e| e.to_string())?;
     }
     Ok(())

@@ -136,12 +136,18 @@ pub fn describe_acls_on<C: ClientContext>(
 ) -> Result<Vec<AclBinding>, AgentError> {
     let native = native_filter(filter)?;
     let request = Api::Describe.name();
-    let reply = Reply::wait_for(client, Api::Describe, timeout, broker, |rk, options, queue| {
-        // SAFETY: `rk` is the live handle of `client`; `native` is a live filter we own
-        // (librdkafka copies it: `rd_kafka_DescribeAcls` → `rd_kafka_AclBindingFilter_copy`);
-        // `options` and `queue` are live for the whole request.
-        unsafe { rd::rd_kafka_DescribeAcls(rk, native.ptr(), options, queue) }
-    })?;
+    let reply = Reply::wait_for(
+        client,
+        Api::Describe,
+        timeout,
+        broker,
+        |rk, options, queue| {
+            // SAFETY: `rk` is the live handle of `client`; `native` is a live filter we own
+            // (librdkafka copies it: `rd_kafka_DescribeAcls` → `rd_kafka_AclBindingFilter_copy`);
+            // `options` and `queue` are live for the whole request.
+            unsafe { rd::rd_kafka_DescribeAcls(rk, native.ptr(), options, queue) }
+        },
+    )?;
     // SAFETY: `reply.event` is a live DESCRIBEACLS_RESULT event (checked by `wait_for`).
     let result = unsafe { rd::rd_kafka_event_DescribeAcls_result(reply.event.ptr()) };
     if result.is_null() {

@@ -260,7 +260,12 @@ fn a_hostile_agent_is_refused_field_by_field_and_changes_nothing() {
             || {
                 // An accepted quote leaves a profile; start clean each time.
                 let _ = std::fs::remove_dir_all(home.profile(&fresh));
-                home.setup_at(s, s.info("shell_destination"), &fresh, &["--agent-command", &agent])
+                home.setup_at(
+                    s,
+                    s.info("shell_destination"),
+                    &fresh,
+                    &["--agent-command", &agent],
+                )
             },
             |out, field, case| {
                 if out.success() {
@@ -293,8 +298,13 @@ fn a_hostile_agent_is_refused_field_by_field_and_changes_nothing() {
 
     // A good profile through the same wrapper, then hostile `tunnel up` and `rotate`.
     let name = unique_name("hp");
-    home.setup_at(s, s.info("shell_destination"), &name, &["--agent-command", &agent])
-        .ok();
+    home.setup_at(
+        s,
+        s.info("shell_destination"),
+        &name,
+        &["--agent-command", &agent],
+    )
+    .ok();
     let dir = home.profile(&name);
     let before = snapshot(&dir);
     let unchanged = |case: &str| {

@@ -19,7 +19,7 @@ use crate::stack::{Out, Stack, stack, unique_name};
 const KAFKA_DEADLINE: Duration = Duration::from_secs(60);
 
 /// Polls `f` every 2 s until it returns true or `limit` passes; returns how long it took.
-fn within(limit: Duration, mut f: impl FnMut() -> bool) -> Option<Duration> {
+pub(crate) fn within(limit: Duration, mut f: impl FnMut() -> bool) -> Option<Duration> {
     let start = Instant::now();
     loop {
         if f() {
@@ -53,7 +53,7 @@ fn kcat_metadata(s: &Stack, dir: &Path) -> Out {
 }
 
 /// A new MySQL login with a profile's my.cnf, through the tunnel.
-fn mysql_login(s: &Stack, dir: &Path) -> Out {
+pub(crate) fn mysql_login(s: &Stack, dir: &Path) -> Out {
     let cnf = format!("--defaults-extra-file={}", dir.join("my.cnf").display());
     s.laptop(
         &[
@@ -70,7 +70,7 @@ fn mysql_login(s: &Stack, dir: &Path) -> Out {
 }
 
 /// SQL as MariaDB's root (unix socket on the server).
-fn mysql_root(s: &Stack, sql: &str) -> String {
+pub(crate) fn mysql_root(s: &Stack, sql: &str) -> String {
     let socket = format!("--socket={}", s.info("mysql_socket"));
     s.server(
         None,
@@ -91,7 +91,7 @@ fn mysql_root(s: &Stack, sql: &str) -> String {
     .stdout
 }
 
-fn sessions_of(s: &Stack, user: &str) -> usize {
+pub(crate) fn sessions_of(s: &Stack, user: &str) -> usize {
     mysql_root(
         s,
         &format!("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = '{user}'"),
@@ -101,7 +101,7 @@ fn sessions_of(s: &Stack, user: &str) -> usize {
     .unwrap_or(usize::MAX)
 }
 
-fn serial_of(dir: &Path) -> String {
+pub(crate) fn serial_of(dir: &Path) -> String {
     let p: Value = serde_json::from_str(
         &std::fs::read_to_string(dir.join("profile.json")).expect("profile.json"),
     )
@@ -142,7 +142,7 @@ fn inventory_revoked(s: &Stack) -> BTreeSet<String> {
 }
 
 /// The agent's audit lines about `name`.
-fn audit(s: &Stack, name: &str) -> Vec<Value> {
+pub(crate) fn audit(s: &Stack, name: &str) -> Vec<Value> {
     let log = format!("{}/audit.log", s.info("agent_state_dir"));
     s.server(None, &["cat", &log], None)
         .ok()
@@ -168,14 +168,14 @@ fn has_audit(lines: &[Value], action: &str, serial: Option<&str>, outcome: &str)
 }
 
 /// A process started in the background on the laptop, killed on drop.
-struct Background<'a> {
+pub(crate) struct Background<'a> {
     s: &'a Stack,
     pid: String,
     log: PathBuf,
 }
 
 impl<'a> Background<'a> {
-    fn start(s: &'a Stack, log: PathBuf, command: &str) -> Self {
+    pub(crate) fn start(s: &'a Stack, log: PathBuf, command: &str) -> Self {
         let script = format!(
             "setsid nohup {command} >{} 2>&1 </dev/null & echo $!",
             log.display()
@@ -188,11 +188,11 @@ impl<'a> Background<'a> {
         }
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    fn alive(&self) -> bool {
+    pub(crate) fn alive(&self) -> bool {
         Path::new(&format!("/proc/{}", self.pid)).exists()
     }
 }
@@ -207,7 +207,7 @@ impl Drop for Background<'_> {
 
 /// The `java` command line of a Kafka tool as one shell string (for background runs); the
 /// class path's `*` is quoted so the shell leaves it to java.
-fn java_tool(s: &Stack, class: &str, args: &[&str]) -> String {
+pub(crate) fn java_tool(s: &Stack, class: &str, args: &[&str]) -> String {
     s.java_command(class, args)
         .into_iter()
         .map(|w| if w.contains('*') { format!("'{w}'") } else { w })
@@ -215,7 +215,7 @@ fn java_tool(s: &Stack, class: &str, args: &[&str]) -> String {
         .join(" ")
 }
 
-fn create_topic(s: &Stack, topic: &str) {
+pub(crate) fn create_topic(s: &Stack, topic: &str) {
     s.kafka_tool(
         "org.apache.kafka.tools.TopicCommand",
         &[
@@ -234,7 +234,7 @@ fn create_topic(s: &Stack, topic: &str) {
     .ok();
 }
 
-fn produce(s: &Stack, profile: &Path, topic: &str, records: &str) -> Out {
+pub(crate) fn produce(s: &Stack, profile: &Path, topic: &str, records: &str) -> Out {
     let props = profile.join("client.properties").display().to_string();
     laptop_kafka_tool(
         s,
@@ -512,8 +512,12 @@ fn revoke_cuts_a_connected_consumer_and_a_mysql_session_and_spares_other_users()
         "{lines:#?}"
     );
 
-    // setup again: a new certificate opens the account and the ACLs again.
+    // setup again: refused while the name is blocked; once an admin unblocks it, a new
+    // certificate opens the account and the ACLs again.
     drop(tunnel);
+    let blocked = home.setup(s, &name, &["--force"]).failed();
+    assert!(blocked.stderr.contains("is blocked"), "{}", blocked.stderr);
+    s.agent(&["unblock", &name], None).ok();
     home.setup(s, &name, &["--force"]).ok();
     let _tunnel = OpenSshTunnel::open(s, &victim);
     let who = mysql_login(s, &victim).ok();

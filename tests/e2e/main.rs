@@ -21,4 +21,5 @@ mod lifecycle;
 mod server;
 mod setup;
 mod stack;
+mod teams;
 mod tunnel;

@@ -177,6 +177,13 @@ impl Stack {
         self.server(None, &full, None)
     }
 
+    /// As [`Stack::kafka_tool`], with `stdin` (a console producer's records).
+    pub(crate) fn kafka_tool_stdin(&self, class: &str, args: &[&str], stdin: &[u8]) -> Out {
+        let full = self.java_command(class, args);
+        let full: Vec<&str> = full.iter().map(String::as_str).collect();
+        self.server(None, &full, Some(stdin))
+    }
+
     /// `java … CLASS ARGS` with the fetched Kafka jars on the class path and the tools' log4j
     /// config (log to stderr only), for either host.
     pub(crate) fn java_command(&self, class: &str, args: &[&str]) -> Vec<String> {

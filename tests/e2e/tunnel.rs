@@ -269,7 +269,11 @@ fn the_tunnel_comes_back_by_itself_when_its_ssh_connection_is_cut() {
 
     // The sshd processes serving the tunnel (privileged monitor and the user's session).
     let before = s
-        .server(None, &["pgrep", "-f", &format!("sshd: {}", s.info("server_user"))], None)
+        .server(
+            None,
+            &["pgrep", "-f", &format!("sshd: {}", s.info("server_user"))],
+            None,
+        )
         .ok();
     let pids: Vec<&str> = before.stdout.split_whitespace().collect();
     assert!(!pids.is_empty(), "no sshd session for the tunnel");
@@ -300,7 +304,11 @@ fn the_tunnel_comes_back_by_itself_when_its_ssh_connection_is_cut() {
     assert!(log.contains("connection lost"), "{log}");
     assert!(log.contains("reconnected"), "{log}");
     let after = s
-        .server(None, &["pgrep", "-f", &format!("sshd: {}", s.info("server_user"))], None)
+        .server(
+            None,
+            &["pgrep", "-f", &format!("sshd: {}", s.info("server_user"))],
+            None,
+        )
         .ok();
     assert!(
         after.stdout.split_whitespace().all(|p| !pids.contains(&p)),

@@ -293,10 +293,15 @@ mod tests {
         assert_eq!(replaced.map(|k| k.role), Some(Role::User));
         let all = inv.enrollments()?;
         assert_eq!(
-            all.iter().map(|k| (k.name.as_str(), k.role)).collect::<Vec<_>>(),
+            all.iter()
+                .map(|k| (k.name.as_str(), k.role))
+                .collect::<Vec<_>>(),
             [("bob", Role::Admin), ("saige", Role::Admin)]
         );
-        assert_eq!(inv.enrollment("SHA256:s")?.map(|k| k.name), Some("saige".into()));
+        assert_eq!(
+            inv.enrollment("SHA256:s")?.map(|k| k.name),
+            Some("saige".into())
+        );
         assert!(inv.remove_enrollment("SHA256:b")?.is_some());
         assert!(inv.remove_enrollment("SHA256:b")?.is_none());
         assert_eq!(inv.enrollment("SHA256:b")?, None);
@@ -318,7 +323,11 @@ mod tests {
             Err(Error::Blocked { name, since }) => assert_eq!((name.as_str(), since), ("bob", at)),
             other => panic!("expected a refusal, got {other:?}"),
         }
-        assert_eq!(inv.list()?.len(), before, "a refused signature records nothing");
+        assert_eq!(
+            inv.list()?.len(),
+            before,
+            "a refused signature records nothing"
+        );
         // Other names are not affected.
         inv.issue(client("saige"))?;
         assert!(inv.unblock("bob")?.is_some());
@@ -337,7 +346,9 @@ mod tests {
         }
         let mut inv = Inventory::open(&path)?;
         inv.enroll(&key("SHA256:s", "saige", Role::Admin))?;
-        let version: i64 = inv.conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        let version: i64 = inv
+            .conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))?;
         assert_eq!(version, crate::inventory::SCHEMA_VERSION);
         Ok(())
     }

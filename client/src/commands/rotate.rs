@@ -19,7 +19,7 @@ use crate::printer::Printer;
 use crate::profile::{self, Profile, Roots, tilde};
 use crate::ssh::Session;
 use crate::steps::renew::{self, RenewOutcome};
-use crate::steps::rotate::{self, Rotated};
+use crate::steps::rotate::{self, OldCertificate, Rotated};
 use crate::tunnel::login::Targets;
 
 /// Runs `rotate`.
@@ -37,7 +37,12 @@ pub async fn run_rotate(
     let profile = Profile::load(&dir)?;
     let session = login(&roots, &profile, printer).await?;
     let step = printer.step("rotate the key and certificate");
-    let result = rotate::rotate(&session, &dir, &profile, args.keep_old).await;
+    let fate = match (args.keep_old, args.compromised) {
+        (_, true) => OldCertificate::Compromised,
+        (true, false) => OldCertificate::Keep,
+        (false, false) => OldCertificate::Supersede,
+    };
+    let result = rotate::rotate(&session, &dir, &profile, fate).await;
     session.close().await;
     let rotated = result.with_context(|| format!("cannot rotate the certificate of `{name}`"))?;
     step.done(&format!(
@@ -194,10 +199,29 @@ fn show(r: &Rotated, dir: &Path, home: &Path, printer: &Printer) {
         }
     }
     match (&r.revoked, &r.kept_old) {
-        (Some(rev), _) => printer.note(&format!(
-            "old certificate {} revoked (superseded), listed in CRL #{}",
-            r.old.serial, rev.crl.number
-        )),
+        (Some(rev), _) => {
+            let reason = rev
+                .revoked
+                .iter()
+                .find_map(|c| c.reason)
+                .map_or("unspecified", |r| r.as_str());
+            printer.note(&format!(
+                "old certificate {} revoked ({reason}), listed in CRL #{}",
+                r.old.serial, rev.crl.number
+            ));
+            if let Some(m) = &rev.mysql
+                && !m.killed.is_empty()
+            {
+                printer.note(&format!(
+                    "the server ended {} MySQL session(s) of `{}`",
+                    m.killed.len(),
+                    r.profile.name
+                ));
+            }
+            for w in &rev.warnings {
+                printer.warn(w.as_str());
+            }
+        }
         (None, Some(why)) => printer.warn(&format!(
             "old certificate {} is still valid until {}: {why}",
             r.old.serial,

@@ -57,7 +57,7 @@ pub async fn renew_if_due(
             due_from: due_from(cert),
         });
     }
-    let rotated = rotate::rotate(session, dir, profile, false).await?;
+    let rotated = rotate::rotate(session, dir, profile, rotate::OldCertificate::Supersede).await?;
     Ok(RenewOutcome::Renewed(Box::new(rotated)))
 }
 

@@ -45,6 +45,19 @@ pub struct Rotated {
     pub revoke_incomplete: Option<String>,
 }
 
+/// What a rotation does with the certificate it replaces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OldCertificate {
+    /// Revoke it as `superseded` once the new one has logged in somewhere (the default): the
+    /// server keeps the owner's open MySQL sessions, which may already use the new one.
+    Supersede,
+    /// Leave it valid until it expires (`--keep-old`).
+    Keep,
+    /// Revoke it as `keyCompromise` at once (`--compromised`): the server also ends every MySQL
+    /// session of the name, since a thief's cannot be told apart from the owner's.
+    Compromised,
+}
+
 /// Rotates the certificate of the profile in `dir` (whose `profile.json` is `profile`).
 ///
 /// # Errors
@@ -56,7 +69,7 @@ pub async fn rotate(
     session: &Session,
     dir: &Path,
     profile: &Profile,
-    keep_old: bool,
+    old: OldCertificate,
 ) -> Result<Rotated, Error> {
     let name = &profile.name;
     let root = dir.parent().unwrap_or(dir);
@@ -73,7 +86,7 @@ pub async fn rotate(
         // must not leave the old certificate valid.
         lock.add(old)?;
     }
-    let result = rotate_with(session, dir, profile, keep_old, &agent, fresh).await;
+    let result = rotate_with(session, dir, profile, old, &agent, fresh).await;
     let keep = match &result {
         Ok(_) => {
             if let Some(old) = &current {
@@ -93,7 +106,7 @@ async fn rotate_with(
     session: &Session,
     dir: &Path,
     profile: &Profile,
-    keep_old: bool,
+    fate: OldCertificate,
     agent: &AgentCommand,
     fresh: keygen::KeyAndCsr,
 ) -> Result<Rotated, Error> {
@@ -170,11 +183,16 @@ async fn rotate_with(
         kept_old: None,
         revoke_incomplete: None,
     };
-    if keep_old {
-        rotated.kept_old = Some("`--keep-old` was given".to_owned());
-        return Ok(rotated);
-    }
-    if !proved {
+    let reason = match fate {
+        OldCertificate::Keep => {
+            rotated.kept_old = Some("`--keep-old` was given".to_owned());
+            return Ok(rotated);
+        }
+        OldCertificate::Supersede => Reason::Superseded,
+        // A stolen key goes whether or not the new certificate could be tried.
+        OldCertificate::Compromised => Reason::KeyCompromise,
+    };
+    if !proved && reason == Reason::Superseded {
         rotated.kept_old = Some(
             "no broker and no MySQL server could be reached to prove that the new certificate \
              logs in"
@@ -186,7 +204,7 @@ async fn rotate_with(
         session,
         &agent,
         &Revocation::Serial(rotated.old.serial.clone()),
-        Reason::Superseded,
+        reason,
     )
     .await
     {

@@ -136,7 +136,10 @@ fn list(ctx: &Context, json: bool) -> anyhow::Result<()> {
     if json {
         return crate::commands::print_json(&keys);
     }
-    let mut text = format!("{:<20} {:<6} {:<51} {}\n", "NAME", "ROLE", "KEY", "ENROLLED");
+    let mut text = format!(
+        "{:<20} {:<6} {:<51} {}\n",
+        "NAME", "ROLE", "KEY", "ENROLLED"
+    );
     for k in &keys {
         text.push_str(&format!(
             "{:<20} {:<6} {:<51} {} by {}\n",
@@ -148,7 +151,9 @@ fn list(ctx: &Context, json: bool) -> anyhow::Result<()> {
         ));
     }
     if keys.is_empty() {
-        text.push_str("(no keys enrolled: `shiqi-ca-agent enroll NAME --ssh-key FILE --role user`)\n");
+        text.push_str(
+            "(no keys enrolled: `shiqi-ca-agent enroll NAME --ssh-key FILE --role user`)\n",
+        );
     }
     crate::commands::print_text(&text)
 }

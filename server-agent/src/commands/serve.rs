@@ -32,41 +32,41 @@ pub fn run(ctx: &mut Context, args: ServeArgs) -> anyhow::Result<()> {
         None => Caller::Unenrolled { fingerprint },
     };
     let request = std::env::var("SSH_ORIGINAL_COMMAND").ok();
-    let parsed = parse(request.as_deref()).and_then(|p| {
-        if let Parsed::Command(c) = &p {
-            access::authorize(ctx, &ctx.caller, c)?;
-        } else if let Caller::Unenrolled { fingerprint } = &ctx.caller {
-            return Err(AgentError::NotEnrolled {
+    let parsed = parse(request.as_deref());
+    let checked = match &parsed {
+        Ok(Parsed::Command(c)) => access::authorize(ctx, &ctx.caller, c),
+        Ok(Parsed::Text(_)) => match &ctx.caller {
+            Caller::Unenrolled { fingerprint } => Err(AgentError::NotEnrolled {
                 key: fingerprint.clone(),
-            });
-        }
-        Ok(p)
-    });
-    match parsed {
-        Ok(Parsed::Command(command)) => crate::dispatch(ctx, command),
-        Ok(Parsed::Text(text)) => crate::commands::print_text(&text),
-        Err(e) => {
-            audit::record(
-                ctx,
-                &audit::Entry {
-                    action: "serve",
-                    name: "",
-                    serial: None,
-                    outcome: "refused",
-                    reason: Some(format!(
-                        "{e}; request: {}",
-                        request
-                            .as_deref()
-                            .unwrap_or("(none: a shell)")
-                            .chars()
-                            .take(200)
-                            .collect::<String>()
-                    )),
-                },
-            );
-            Err(e.into())
-        }
-    }
+            }),
+            _ => Ok(()),
+        },
+        Err(_) => Ok(()),
+    };
+    let refusal = match (parsed, checked) {
+        (Ok(Parsed::Command(command)), Ok(())) => return crate::dispatch(ctx, command),
+        (Ok(Parsed::Text(text)), Ok(())) => return crate::commands::print_text(&text),
+        (Ok(Parsed::Command(command)), Err(e)) => (access::audit_target(&command), e),
+        (Ok(Parsed::Text(_)), Err(e)) | (Err(e), _) => (("serve", String::new()), e),
+    };
+    let ((action, name), e) = refusal;
+    let shown: String = request
+        .as_deref()
+        .unwrap_or("(none: a shell)")
+        .chars()
+        .take(200)
+        .collect();
+    audit::record(
+        ctx,
+        &audit::Entry {
+            action,
+            name: &name,
+            serial: None,
+            outcome: "refused",
+            reason: Some(format!("{e}; request: {shown}")),
+        },
+    );
+    Err(e.into())
 }
 
 /// Splits and parses `SSH_ORIGINAL_COMMAND`.
@@ -133,13 +133,28 @@ mod tests {
         for (request, why) in [
             ("", "no request"),
             ("   ", "no request"),
-            ("cat /var/lib/shiqi-ca/ca.key", "must run `shiqi-ca-agent`, not `cat`"),
-            ("USER=saige shiqi-ca-agent sign --name saige", "not `USER=saige`"),
+            (
+                "cat /var/lib/shiqi-ca/ca.key",
+                "must run `shiqi-ca-agent`, not `cat`",
+            ),
+            (
+                "USER=saige shiqi-ca-agent sign --name saige",
+                "not `USER=saige`",
+            ),
             ("sh -c 'shiqi-ca-agent list'", "not `sh`"),
-            ("shiqi-ca-agent --state-dir /tmp/mine sign --name bob", "--state-dir"),
-            ("shiqi-ca-agent sign --name bob --config /tmp/a.toml", "--config"),
+            (
+                "shiqi-ca-agent --state-dir /tmp/mine sign --name bob",
+                "--state-dir",
+            ),
+            (
+                "shiqi-ca-agent sign --name bob --config /tmp/a.toml",
+                "--config",
+            ),
             ("shiqi-ca-agent sign --name 'bob", "unbalanced quotes"),
-            ("shiqi-ca-agent sign --name bob; cat /etc/passwd", "cannot parse"),
+            (
+                "shiqi-ca-agent sign --name bob; cat /etc/passwd",
+                "cannot parse",
+            ),
         ] {
             let err = command(request).expect_err(request);
             assert!(err.contains(why), "{request:?}: {err}");
