@@ -547,6 +547,31 @@ mod tests {
     }
 
     #[test]
+    fn enrolled_keys_may_forward_to_the_services_only() -> Result<(), String> {
+        // Default: the MySQL address, and each bootstrap host on any port (its brokers).
+        let c = validated("[kafka]\nbootstrap = \"localhost:19094,10.0.0.5:9092,localhost:29094\"\n")?;
+        assert_eq!(
+            c.permit_open(),
+            ["127.0.0.1:3306", "localhost:*", "10.0.0.5:*"]
+        );
+        let c = validated("[mysql]\nhost = \"\"\n[kafka]\nbootstrap = \"[::1]:9092\"\n")?;
+        assert_eq!(c.permit_open(), ["[::1]:*"]);
+        let c = validated("[access]\npermit_open = [\"db.internal:3306\"]\n")?;
+        assert_eq!(c.permit_open(), ["db.internal:3306"]);
+        // Nothing that could leave the option's quotes, no bare hosts, no relative file.
+        for bad in [
+            "[access]\npermit_open = [\"a\\\",command=\\\"x:1\"]\n",
+            "[access]\npermit_open = [\"localhost\"]\n",
+            "[access]\npermit_open = [\"localhost:0\"]\n",
+            "[access]\nauthorized_keys = \"keys\"\n",
+        ] {
+            let err = validated(bad).expect_err(bad);
+            assert!(err.contains("access."), "{bad}: {err}");
+        }
+        Ok(())
+    }
+
+    #[test]
     fn refuses_lifetimes_beyond_their_caps() {
         for (text, key) in [
             ("[lifetime]\nclient_days = 399\n", "client_days = 399"),
