@@ -102,6 +102,50 @@ pub fn truststore(
     write(&store, password, format)
 }
 
+/// The certificates and key in a PKCS#12 file, DER, for a client that logs in with it.
+#[derive(Debug)]
+pub struct Material {
+    /// The first private-key entry's chain, leaf first (empty in a truststore).
+    pub chain: Vec<Vec<u8>>,
+    /// Its PKCS#8 key.
+    pub key: Option<Secret<Vec<u8>>>,
+    /// The trusted-certificate entries.
+    pub trusted: Vec<Vec<u8>>,
+}
+
+/// Reads the certificates and the first key out of a PKCS#12 file (a Java keystore or
+/// truststore), so that `doctor` can log in the way the Java client would.
+///
+/// # Errors
+/// [`Error::KeystorePassword`] when the password does not open it; [`Error::Keystore`] for a
+/// file that is not PKCS#12.
+pub fn material(bytes: &[u8], password: &Secret<String>) -> Result<Material, Error> {
+    let store = KeyStore::from_pkcs12(bytes, password.expose(), Pkcs12ImportPolicy::Relaxed)
+        .map_err(|e| match e {
+            p12_keystore::error::Error::MacError(_) => Error::KeystorePassword,
+            other => p12_error(other),
+        })?;
+    let mut out = Material {
+        chain: Vec::new(),
+        key: None,
+        trusted: Vec::new(),
+    };
+    // Aliases sorted, so that "the first key" is the same every time.
+    let mut entries: Vec<_> = store.entries().collect();
+    entries.sort_by(|a, b| a.0.cmp(b.0));
+    for (_, entry) in entries {
+        match entry {
+            KeyStoreEntry::PrivateKeyChain(chain) if out.key.is_none() => {
+                out.chain = chain.certs().iter().map(|c| c.as_der().to_vec()).collect();
+                out.key = Some(Secret::new(chain.key().as_der().to_vec()));
+            }
+            KeyStoreEntry::Certificate(cert) => out.trusted.push(cert.as_der().to_vec()),
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
 /// What a PKCS#12 file holds, for `doctor`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Contents {

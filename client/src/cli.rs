@@ -139,14 +139,18 @@ pub struct RevokeArgs {
 /// `shiqi-connect doctor [NAME] [--config FILE]…`.
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
-    /// The profile (may be left out when there is only one, or when only `--config` files are
-    /// checked).
+    /// The profile (may be left out when there is only one). With `--config` or `--bootstrap`
+    /// and no NAME, no profile is checked: the files and clusters are probed directly.
     #[arg(env = "SHIQI_PROFILE")]
     pub name: Option<String>,
     /// Lint this client config instead of the profile's: a Java `.properties`, a librdkafka/kcat
     /// file or a MySQL option file (the kind is guessed from its name and contents). Repeatable.
     #[arg(long = "config", value_name = "FILE", env = "SHIQI_DOCTOR_CONFIG")]
     pub configs: Vec<PathBuf>,
+    /// Probe the Kafka cluster at HOST:PORT without a config file: every address it resolves
+    /// to, what it speaks, and (for a plaintext listener) every advertised broker. Repeatable.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub bootstrap: Vec<String>,
 }
 
 /// `shiqi-connect setup NAME`.

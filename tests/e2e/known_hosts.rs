@@ -108,7 +108,9 @@ fn setup_and_openssh_agree_on_every_known_hosts_file() {
                 &format!("UserKnownHostsFile={f}"),
                 "-o",
                 "GlobalKnownHostsFile=/dev/null",
-                s.info("ssh_destination"),
+                // The operator's shell account: same sshd and host key, and `true` runs there
+                // (the agent's account runs agent requests only).
+                s.info("shell_destination"),
                 "true",
             ],
             &[],

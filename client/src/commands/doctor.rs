@@ -55,11 +55,29 @@ impl Settings {
             }
             configs.push(p);
         }
-        let name = match roots.pick(args.name.as_deref(), "doctor") {
-            Ok(n) => Some(n),
-            // Only `--config` files: lint them without a profile.
-            Err(Error::NoProfiles { .. }) if args.name.is_none() && !configs.is_empty() => None,
-            Err(e) => return Err(e),
+        let mut bootstrap = Vec::new();
+        for b in &args.bootstrap {
+            // Parsed as the agent's answers are: a host name or IP and a port, nothing else.
+            let parsed: shiqi_ca::Bootstrap = b.trim().parse().map_err(|_| Error::InvalidValue {
+                what: "`--bootstrap` address",
+                given: b.chars().take(100).collect(),
+                why: "expected HOST:PORT (a DNS name or an IP address, and a port)",
+            })?;
+            bootstrap.push(
+                parsed
+                    .addresses()
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
+            );
+        }
+        // Files or clusters given without NAME are checked on their own: someone else's
+        // cluster, or a config this tool did not write.
+        let direct = !configs.is_empty() || !bootstrap.is_empty();
+        let name = match args.name.as_deref() {
+            None if direct => None,
+            n => Some(roots.pick(n, "doctor")?),
         };
         let color = match global.color {
             ColorChoice::Always => true,
@@ -74,6 +92,7 @@ impl Settings {
                 home: roots.home.clone(),
                 profile_dir: name.as_ref().map(|n| roots.dir(n)),
                 configs,
+                bootstrap,
             },
             name: name.map(|n| n.to_string()),
             json: global.json,

@@ -8,6 +8,7 @@
 
 pub mod addresses;
 pub mod cert;
+pub mod cluster;
 pub mod configs;
 pub mod files;
 pub mod forwards;
@@ -96,6 +97,12 @@ pub enum CheckId {
     LoginKafka,
     /// `SELECT CURRENT_USER()` with the certificate.
     LoginMysql,
+    /// Without a profile: each bootstrap server against the config's protocol.
+    ClusterBootstrap,
+    /// Without a profile: each advertised broker from this machine.
+    ClusterBrokers,
+    /// Without a profile: an option file's MySQL server and certificate login.
+    ClusterMysql,
 }
 
 impl CheckId {
@@ -124,6 +131,9 @@ impl CheckId {
             Self::Lint => "lint",
             Self::LoginKafka => "login.kafka",
             Self::LoginMysql => "login.mysql",
+            Self::ClusterBootstrap => "cluster.bootstrap",
+            Self::ClusterBrokers => "cluster.brokers",
+            Self::ClusterMysql => "cluster.mysql",
         }
     }
 }
@@ -214,6 +224,8 @@ pub struct Inputs {
     pub profile_dir: Option<PathBuf>,
     /// `--config FILE`…: lint these instead of the profile's configs.
     pub configs: Vec<PathBuf>,
+    /// `--bootstrap HOST:PORT`…: probe these clusters (no file, no profile).
+    pub bootstrap: Vec<String>,
 }
 
 /// The profile as found on disk: every file is read at most once, here.
@@ -405,6 +417,8 @@ pub async fn run(inputs: &Inputs, passphrase: &dyn Passphrase, sink: Option<Sink
     lint::check(&ctx, &mut st);
     if ctx.dir.is_some() {
         logins::check(&ctx, &mut st).await;
+    } else {
+        cluster::check(&ctx, &mut st, &inputs.bootstrap).await;
     }
     st
 }

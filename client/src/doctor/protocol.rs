@@ -11,13 +11,13 @@ use crate::probe::kafka_wire;
 use crate::probe::speaks::{self as probe, Speaks};
 
 /// A config's `security.protocol`, upper-cased, and where it came from.
-struct Declared {
-    protocol: String,
+pub(crate) struct Declared {
+    pub(crate) protocol: String,
     /// `None`: not set, so the client's default.
-    line: Option<usize>,
+    pub(crate) line: Option<usize>,
 }
 
-fn declared(file: &ConfigFile) -> Declared {
+pub(crate) fn declared(file: &ConfigFile) -> Declared {
     match file.get("security.protocol") {
         Some(e) => Declared {
             protocol: e
@@ -268,7 +268,7 @@ fn compare_kafka(
 }
 
 /// The KAFKA-4090 explanation, with the broker's real answer to a plaintext request.
-fn java_oom(host: &str, port: u16) -> String {
+pub(crate) fn java_oom(host: &str, port: u16) -> String {
     let reply = probe::kafka_plaintext(host, port).ok();
     let evidence = match &reply {
         Some(r) if r.first() == Some(&0x15) => {

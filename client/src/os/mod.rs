@@ -3,5 +3,6 @@
 //! the OS these questions. `scripts/check-targets` type-checks them for macOS and Windows.
 
 pub mod account;
+pub mod addresses;
 pub mod port_owner;
 pub mod process;

@@ -114,6 +114,37 @@ pub async fn metadata(
         .unwrap_or_else(|_| Err(format!("no answer within {}s", timeout.as_secs())))
 }
 
+/// The brokers the cluster advertises, asked of one address: over TLS as `server_name` with
+/// `tls`, or in the clear when `tls` is `None` (a PLAINTEXT listener answers anyone).
+///
+/// # Errors
+/// The connect, handshake or protocol failure.
+pub async fn metadata_at(
+    addr: SocketAddr,
+    server_name: &str,
+    tls: Option<&ProfileTls>,
+    timeout: Duration,
+) -> Result<Vec<AdvertisedBroker>, String> {
+    let run = async {
+        let mut tcp = TcpStream::connect(addr)
+            .await
+            .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
+        let request = kafka_wire::metadata_request(CORRELATION_ID);
+        let (version, body) = match tls {
+            Some(tls) => exchange(tcp, server_name, tls, &request).await?,
+            None => (
+                "plaintext".to_owned(),
+                request_response(&mut tcp, &request).await?,
+            ),
+        };
+        kafka_wire::read_metadata(&body, CORRELATION_ID)
+            .map_err(|why| format!("{version} connection made, but {why}"))
+    };
+    tokio::time::timeout(timeout, run)
+        .await
+        .unwrap_or_else(|_| Err(format!("no answer within {}s", timeout.as_secs())))
+}
+
 /// TLS over `tcp` as `server_name`, one request, one response body; returns the TLS version too.
 async fn exchange(
     tcp: TcpStream,

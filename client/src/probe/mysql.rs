@@ -25,16 +25,46 @@ pub async fn current_user(
     dir: &Path,
     timeout: Duration,
 ) -> Result<String, String> {
+    let files = Files {
+        ca: &dir.join(files::CA_CRT),
+        cert: &dir.join(files::CLIENT_CRT),
+        key: &dir.join(files::CLIENT_KEY),
+    };
+    current_user_at("127.0.0.1", port, server_name, user, &files, timeout).await
+}
+
+/// The PEM files of a certificate login.
+pub struct Files<'a> {
+    /// The CA that signed the server's certificate.
+    pub ca: &'a Path,
+    /// The client certificate.
+    pub cert: &'a Path,
+    /// Its key.
+    pub key: &'a Path,
+}
+
+/// As [`current_user`], at `host:port` with the PEM files an option file names.
+///
+/// # Errors
+/// As [`current_user`].
+pub async fn current_user_at(
+    host: &str,
+    port: u16,
+    server_name: &str,
+    user: &str,
+    files: &Files<'_>,
+    timeout: Duration,
+) -> Result<String, String> {
     let ssl = SslOpts::default()
-        .with_root_certs(vec![dir.join(files::CA_CRT).into()])
+        .with_root_certs(vec![files.ca.to_path_buf().into()])
         .with_disable_built_in_roots(true)
         .with_client_identity(Some(ClientIdentity::new(
-            dir.join(files::CLIENT_CRT).into(),
-            dir.join(files::CLIENT_KEY).into(),
+            files.cert.to_path_buf().into(),
+            files.key.to_path_buf().into(),
         )))
         .with_danger_tls_hostname_override(Some(server_name.to_owned()));
     let opts = OptsBuilder::default()
-        .ip_or_hostname("127.0.0.1")
+        .ip_or_hostname(host)
         .tcp_port(port)
         .user(Some(user))
         // The certificate is the credential.

@@ -20,6 +20,25 @@ impl ProfileTls {
         Self(client_config(dir).map(Arc::new))
     }
 
+    /// A client identity from the PEM files a librdkafka config names (`ssl.ca.location`,
+    /// `ssl.certificate.location`, `ssl.key.location`).
+    pub fn from_pem_files(ca: &Path, cert: &Path, key: &Path) -> Self {
+        Self(pem_config(ca, cert, key).map(Arc::new))
+    }
+
+    /// A client identity from DER parts (a Java keystore's chain and key, a truststore's CAs).
+    pub fn from_der(roots: Vec<Vec<u8>>, chain: Vec<Vec<u8>>, key: Vec<u8>) -> Self {
+        let roots = roots.into_iter().map(CertificateDer::from).collect();
+        let chain = chain.into_iter().map(CertificateDer::from).collect();
+        let key = PrivateKeyDer::try_from(key).map_err(|e| format!("unusable private key: {e}"));
+        Self(key.and_then(|k| build(roots, chain, k)).map(Arc::new))
+    }
+
+    /// Why no identity could be made (an unreadable file, a wrong password …).
+    pub fn failed(why: String) -> Self {
+        Self(Err(why))
+    }
+
     /// The config, or why there is none.
     pub(crate) fn config(&self) -> Result<Arc<rustls::ClientConfig>, String> {
         self.0.clone()
@@ -38,9 +57,17 @@ impl ProfileTls {
 }
 
 fn client_config(dir: &Path) -> Result<rustls::ClientConfig, String> {
-    let read_certs = |name: &str| -> Result<Vec<CertificateDer<'static>>, String> {
-        let path = dir.join(name);
-        let certs = CertificateDer::pem_file_iter(&path)
+    pem_config(
+        &dir.join(files::CA_CRT),
+        &dir.join(files::CLIENT_CRT),
+        &dir.join(files::CLIENT_KEY),
+    )
+}
+
+/// PEM files: the CA (the only root), the client certificate (chain) and its key.
+fn pem_config(ca: &Path, cert: &Path, key: &Path) -> Result<rustls::ClientConfig, String> {
+    let read_certs = |path: &Path| -> Result<Vec<CertificateDer<'static>>, String> {
+        let certs = CertificateDer::pem_file_iter(path)
             .and_then(|it| it.collect::<Result<Vec<_>, _>>())
             .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
         if certs.is_empty() {
@@ -48,23 +75,30 @@ fn client_config(dir: &Path) -> Result<rustls::ClientConfig, String> {
         }
         Ok(certs)
     };
-    let mut roots = rustls::RootCertStore::empty();
-    for ca in read_certs(files::CA_CRT)? {
-        roots
+    let key_der = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| format!("cannot read `{}`: {e}", key.display()))?;
+    build(read_certs(ca)?, read_certs(cert)?, key_der)
+}
+
+/// The workspace's rustls config for these roots and this client identity.
+fn build(
+    roots: Vec<CertificateDer<'static>>,
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+) -> Result<rustls::ClientConfig, String> {
+    let mut store = rustls::RootCertStore::empty();
+    for ca in roots {
+        store
             .add(ca)
-            .map_err(|e| format!("cannot use `{}`: {e}", files::CA_CRT))?;
+            .map_err(|e| format!("cannot use a CA certificate: {e}"))?;
     }
-    let chain = read_certs(files::CLIENT_CRT)?;
-    let key_path = dir.join(files::CLIENT_KEY);
-    let key = PrivateKeyDer::from_pem_file(&key_path)
-        .map_err(|e| format!("cannot read `{}`: {e}", key_path.display()))?;
     // The provider the whole workspace uses (design.md: one crypto stack), named explicitly so
     // no process-wide default has to be installed.
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("cannot set up TLS: {e}"))?
-        .with_root_certificates(roots)
+        .with_root_certificates(store)
         .with_client_auth_cert(chain, key)
-        .map_err(|e| format!("`client.crt` and `client.key` do not go together: {e}"))
+        .map_err(|e| format!("the client certificate and key do not go together: {e}"))
 }

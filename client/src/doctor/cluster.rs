@@ -1,0 +1,620 @@
+//! Any cluster a config points at, with no profile: `doctor --config FILE` and `doctor
+//! --bootstrap HOST:PORT` contact what the file names, read-only and with bounded timeouts, the
+//! way its client would (seed: wasted-weekend-on-kafka).
+//!
+//! - `cluster.bootstrap`: each bootstrap server, at every address it resolves to, and what it
+//!   speaks (a ClientHello, a plaintext `ApiVersions`) against the file's `security.protocol`:
+//!   PLAINTEXT against TLS is the Java client's `OutOfMemoryError` (KAFKA-4090).
+//! - `cluster.brokers`: with credentials that work, the cluster's `Metadata`, then every
+//!   advertised broker from here: does its name resolve, to the same place the bootstrap
+//!   answered from (a name that resolves elsewhere, or to this machine's own address, is the
+//!   hairpin of the journal), does it answer, does its certificate carry the name.
+//! - `cluster.mysql`: an option file's server: TLS offered, and the certificate login.
+
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use shiqi_ca::Secret;
+use shiqi_ca::cert::Cert;
+
+use crate::doctor::configs::{ConfigFile, Kind};
+use crate::doctor::protocol::{self, bootstrap, declared};
+use crate::doctor::{CheckId, Context, Finding, Findings, JVM_DNS_NOTE};
+use crate::probe::kafka_wire::AdvertisedBroker;
+use crate::probe::speaks::{self as probe, Speaks};
+use crate::probe::tls::ProfileTls;
+
+/// How long the metadata request and the MySQL login may take.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What one Kafka client config (or a bare `--bootstrap`) says.
+struct Client {
+    /// The file name, or `--bootstrap`.
+    label: String,
+    /// The file, as the user would write it (`~`), for fixes.
+    shown: String,
+    /// Java or librdkafka (`None`: no file).
+    kind: Option<Kind>,
+    /// `security.protocol` as the client will use it (`None`: no file to say).
+    protocol: Option<String>,
+    /// The line that says it (`None`: the default).
+    line: Option<usize>,
+    /// Bootstrap servers.
+    servers: Vec<(String, u16)>,
+    /// The TLS identity the file names, or why there is none usable.
+    tls: Result<ProfileTls, String>,
+}
+
+impl Client {
+    fn wants_tls(&self) -> Option<bool> {
+        self.protocol.as_deref().map(|p| p.ends_with("SSL"))
+    }
+
+    /// `security.protocol=SSL` as this client spells it.
+    fn ssl_line(&self) -> &'static str {
+        match self.kind {
+            Some(Kind::Librdkafka) => "security.protocol=ssl",
+            _ => "security.protocol=SSL",
+        }
+    }
+}
+
+/// `cluster.*`: only when no profile is checked (a profile's own checks go through its tunnel).
+pub async fn check(ctx: &Context, st: &mut Findings, extra_bootstrap: &[String]) {
+    if ctx.dir.is_some() {
+        return;
+    }
+    let mut clients: Vec<Client> = ctx
+        .configs
+        .iter()
+        .filter(|c| c.kind != Kind::Mysql && c.unreadable.is_none())
+        .map(|f| from_file(ctx, f))
+        .collect();
+    for b in extra_bootstrap {
+        clients.push(Client {
+            label: "--bootstrap".to_owned(),
+            shown: "your client config".to_owned(),
+            kind: None,
+            protocol: None,
+            line: None,
+            servers: bootstrap(b),
+            tls: Err("`--bootstrap` gives no client certificate".to_owned()),
+        });
+    }
+    for client in &clients {
+        let answered = bootstrap_check(st, client);
+        match answered {
+            Some(at) => brokers_check(st, client, &at).await,
+            None => st.push(
+                Finding::skip(
+                    CheckId::ClusterBrokers,
+                    "needs a bootstrap server that speaks what the client expects",
+                )
+                .about(&client.label),
+            ),
+        }
+    }
+    for file in ctx
+        .configs
+        .iter()
+        .filter(|c| c.kind == Kind::Mysql && c.unreadable.is_none())
+    {
+        mysql_check(ctx, st, file).await;
+    }
+}
+
+fn from_file(ctx: &Context, file: &ConfigFile) -> Client {
+    let d = declared(file);
+    let servers = file
+        .get("bootstrap.servers")
+        .or_else(|| file.get("metadata.broker.list"))
+        .and_then(|e| e.value.as_deref())
+        .map(bootstrap)
+        .unwrap_or_default();
+    Client {
+        label: file.name(),
+        shown: ctx.show(&file.path),
+        kind: Some(file.kind),
+        protocol: Some(d.protocol),
+        line: d.line,
+        servers,
+        tls: credentials(file),
+    }
+}
+
+fn value<'a>(file: &'a ConfigFile, key: &str) -> Option<&'a str> {
+    file.get(key)
+        .and_then(|e| e.value.as_deref())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+}
+
+/// The client identity a config names: PEM files (librdkafka) or PKCS#12 stores (both).
+fn credentials(file: &ConfigFile) -> Result<ProfileTls, String> {
+    let name = file.name();
+    let pem = (
+        value(file, "ssl.ca.location"),
+        value(file, "ssl.certificate.location"),
+        value(file, "ssl.key.location"),
+    );
+    if let (Some(ca), Some(cert), Some(key)) = pem {
+        return Ok(ProfileTls::from_pem_files(
+            Path::new(ca),
+            Path::new(cert),
+            Path::new(key),
+        ));
+    }
+    let Some(keystore) = value(file, "ssl.keystore.location") else {
+        return Err(format!("`{name}` names no client certificate"));
+    };
+    let (keys, _) = open_store(keystore, value(file, "ssl.keystore.password"))?;
+    let roots = match (
+        value(file, "ssl.truststore.location"),
+        value(file, "ssl.ca.location"),
+    ) {
+        (Some(trust), _) => open_store(trust, value(file, "ssl.truststore.password"))?.1,
+        (None, Some(ca)) => {
+            let text = std::fs::read_to_string(ca).map_err(|e| format!("`{ca}`: {e}"))?;
+            shiqi_ca::cert::pem_blocks(&text, "CERTIFICATE").map_err(|e| format!("`{ca}`: {e}"))?
+        }
+        (None, None) => {
+            return Err(format!(
+                "`{name}` names no truststore, so the Java client trusts only the JVM's public \
+                 CAs; a private CA's brokers fail its handshake"
+            ));
+        }
+    };
+    let (chain, key) = keys;
+    let Some(key) = key else {
+        return Err(format!("`{keystore}` holds no private key"));
+    };
+    Ok(ProfileTls::from_der(roots, chain, key.expose().clone()))
+}
+
+type Stores = ((Vec<Vec<u8>>, Option<Secret<Vec<u8>>>), Vec<Vec<u8>>);
+
+/// A PKCS#12 store's key chain and trusted certificates.
+fn open_store(path: &str, password: Option<&str>) -> Result<Stores, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("`{path}`: {e}"))?;
+    let password = Secret::new(password.unwrap_or_default().to_owned());
+    let m = shiqi_ca::keystore::material(&bytes, &password).map_err(|e| {
+        format!(
+            "`{path}`: {e} (doctor reads PKCS#12 stores; convert a JKS one with `keytool \
+             -importkeystore -srckeystore {path} -destkeystore store.p12 -deststoretype pkcs12`)"
+        )
+    })?;
+    Ok(((m.chain, m.key), m.trusted))
+}
+
+/// Where a bootstrap server answered, and how.
+struct Answered {
+    host: String,
+    port: u16,
+    addr: SocketAddr,
+    tls: bool,
+}
+
+/// `cluster.bootstrap`, one line per server. Returns the first server that speaks what the
+/// client expects.
+fn bootstrap_check(st: &mut Findings, c: &Client) -> Option<Answered> {
+    if c.servers.is_empty() {
+        st.push(
+            Finding::fail(
+                CheckId::ClusterBootstrap,
+                format!("`{}` names no `bootstrap.servers`", c.label),
+                format!("add `bootstrap.servers=HOST:PORT` to `{}`", c.shown),
+            )
+            .about(&c.label),
+        );
+        return None;
+    }
+    let mut first = None;
+    for (host, port) in &c.servers {
+        let (finding, answered) = one_server(c, host, *port);
+        st.push(finding.about(format!("{} {host}:{port}", c.label)));
+        if first.is_none() {
+            first = answered;
+        }
+    }
+    first
+}
+
+fn one_server(c: &Client, host: &str, port: u16) -> (Finding, Option<Answered>) {
+    let id = CheckId::ClusterBootstrap;
+    let addrs = match resolve(host, port) {
+        Ok(a) => a,
+        Err(why) => {
+            return (
+                Finding::fail(
+                    id,
+                    format!("`{host}` does not resolve on this machine: {why}"),
+                    format!(
+                        "check the name in `bootstrap.servers` of `{}`, or add it to /etc/hosts",
+                        c.shown
+                    ),
+                )
+                .note(JVM_DNS_NOTE),
+                None,
+            );
+        }
+    };
+    let heard: Vec<(SocketAddr, Speaks)> = addrs
+        .iter()
+        .map(|a| (*a, probe::kafka(&a.ip().to_string(), port, host)))
+        .collect();
+    let talking: Vec<&(SocketAddr, Speaks)> = heard
+        .iter()
+        .filter(|(_, s)| s.is_tls() || *s == Speaks::PlainKafka)
+        .collect();
+    let all = heard
+        .iter()
+        .map(|(a, s)| format!("{} {}", a.ip(), s.describe()))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let Some((addr, speaks)) = talking.first().map(|(a, s)| (*a, s.clone())) else {
+        return (
+            Finding::fail(
+                id,
+                format!("no Kafka at `{host}:{port}`: {all}"),
+                format!(
+                    "check that a broker listens there (its `listeners`), and that the address \
+                     in `{}` is the one clients use (a tunnel must be up first)",
+                    c.shown
+                ),
+            ),
+            None,
+        );
+    };
+    let port_tls = speaks.is_tls();
+    let answered = Answered {
+        host: host.to_owned(),
+        port,
+        addr,
+        tls: port_tls,
+    };
+    let partial = if talking.len() < heard.len() {
+        format!(" (only some of its addresses answer: {all})")
+    } else {
+        String::new()
+    };
+    let said = match (c.line, &c.protocol) {
+        (Some(l), Some(p)) => format!("`{}` line {l} says `security.protocol={p}`", c.label),
+        (None, Some(_)) => format!(
+            "`{}` sets no `security.protocol`, so the client uses `PLAINTEXT`",
+            c.label
+        ),
+        (_, None) => String::new(),
+    };
+    match c.wants_tls() {
+        None => {
+            let need = if port_tls {
+                "clients need `security.protocol=SSL` and a client certificate"
+            } else {
+                "clients need `security.protocol=PLAINTEXT`"
+            };
+            (
+                Finding::ok(
+                    id,
+                    format!("{} speaks {}{partial}: {need}", addr, speaks.describe()),
+                ),
+                Some(answered),
+            )
+        }
+        Some(wants) if wants == port_tls => (
+            Finding::ok(
+                id,
+                format!(
+                    "{addr} speaks {}, as `security.protocol={}` expects{partial}",
+                    speaks.describe(),
+                    c.protocol.as_deref().unwrap_or_default()
+                ),
+            ),
+            Some(answered),
+        ),
+        Some(false) => {
+            let consequence = if c.kind == Some(Kind::Librdkafka) {
+                "librdkafka fails with \"Disconnected while requesting ApiVersion: might be \
+                 caused by incorrect security.protocol configuration (connecting to a SSL \
+                 listener?)\""
+                    .to_owned()
+            } else {
+                protocol::java_oom(&addr.ip().to_string(), port)
+            };
+            (
+                Finding::fail(
+                    id,
+                    format!("{said}, but {addr} speaks TLS: {consequence}"),
+                    format!("add the line `{}` to `{}`", c.ssl_line(), c.shown),
+                ),
+                None,
+            )
+        }
+        Some(true) => (
+            Finding::fail(
+                id,
+                format!(
+                    "{said}, but {addr} is a plaintext listener: the client's TLS handshake gets \
+                     a Kafka answer instead and fails (\"SSL handshake failed\" in Java, \"SSL \
+                     handshake failed: … wrong version number\" in librdkafka)"
+                ),
+                format!(
+                    "point `bootstrap.servers` in `{}` at the brokers' SSL listener (the \
+                     broker's `listeners` setting names each port's protocol), or use \
+                     `security.protocol=PLAINTEXT` if this cluster has no TLS",
+                    c.shown
+                ),
+            ),
+            None,
+        ),
+    }
+}
+
+fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
+    let mut addrs: Vec<SocketAddr> = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| e.to_string())?
+        .collect();
+    addrs.dedup();
+    if addrs.is_empty() {
+        return Err("no address".to_owned());
+    }
+    Ok(addrs)
+}
+
+/// `cluster.brokers`: the cluster's metadata, then each advertised broker from here.
+async fn brokers_check(st: &mut Findings, c: &Client, at: &Answered) {
+    let id = CheckId::ClusterBrokers;
+    let tls = if at.tls {
+        match &c.tls {
+            Ok(t) => Some(t),
+            Err(why) => {
+                st.push(
+                    Finding::skip(
+                        id,
+                        format!("the brokers require a client certificate, and {why}"),
+                    )
+                    .about(&c.label),
+                );
+                return;
+            }
+        }
+    } else {
+        None
+    };
+    let brokers =
+        match crate::probe::kafka::metadata_at(at.addr, &at.host, tls, TIMEOUT).await {
+            Ok(b) => b,
+            Err(why) => {
+                st.push(
+                    Finding::fail(
+                        id,
+                        format!(
+                            "`{}:{}` ({}) did not answer Metadata: {why}",
+                            at.host, at.port, at.addr
+                        ),
+                        format!(
+                            "check the client certificate, key and truststore that `{}` names",
+                            c.shown
+                        ),
+                    )
+                    .about(&c.label),
+                );
+                return;
+            }
+        };
+    let mine = crate::os::addresses::local();
+    for b in &brokers {
+        let subject = format!("{} broker {} {}:{}", c.label, b.id, b.host, b.port);
+        st.push(one_broker(at, b, &mine).about(subject));
+    }
+}
+
+fn one_broker(at: &Answered, b: &AdvertisedBroker, mine: &[IpAddr]) -> Finding {
+    let id = CheckId::ClusterBrokers;
+    let Ok(port) = u16::try_from(b.port) else {
+        return Finding::fail(
+            id,
+            format!("broker {} advertises port {}", b.id, b.port),
+            format!("fix `advertised.listeners` on broker {}", b.id),
+        );
+    };
+    let answered_ip = at.addr.ip();
+    let hosts_line = format!("{answered_ip} {}", b.host);
+    let addrs = match resolve(&b.host, port) {
+        Ok(a) => a,
+        Err(why) => {
+            return Finding::fail(
+                id,
+                format!(
+                    "broker {} advertises `{}:{port}`, which does not resolve on this machine \
+                     ({why}): clients find the cluster through `{}`, then fail on every request \
+                     this broker leads",
+                    b.id, b.host, at.host
+                ),
+                format!(
+                    "on this machine, add `{hosts_line}` to /etc/hosts if {answered_ip} reaches \
+                     that broker (a tunnel: forward its port too); or set broker {}'s \
+                     `advertised.listeners` to a name clients resolve",
+                    b.id
+                ),
+            )
+            .note(JVM_DNS_NOTE);
+        }
+    };
+    let ips: Vec<IpAddr> = addrs.iter().map(SocketAddr::ip).collect();
+    let shown: Vec<String> = ips.iter().map(ToString::to_string).collect();
+    let shown = shown.join(", ");
+    // The place: the bootstrap answered on this machine (a tunnel) or elsewhere.
+    let hairpin = if answered_ip.is_loopback() && !ips.iter().any(IpAddr::is_loopback) {
+        Some(format!(
+            "the bootstrap answered on this machine ({answered_ip}, a tunnel), but `{}` \
+             resolves to {shown}: the client leaves the tunnel for this broker",
+            b.host
+        ))
+    } else if let Some(own) = ips.iter().find(|ip| !ip.is_loopback() && mine.contains(ip)) {
+        Some(format!(
+            "`{}` resolves to {own}, this machine's own address: the client connects back to \
+             this machine (a hairpin through its own public address), not to the broker",
+            b.host
+        ))
+    } else if !ips.contains(&answered_ip) && ips.iter().all(|ip| ip.is_ipv4() != answered_ip.is_ipv4()) {
+        Some(format!(
+            "`{}` resolves only to {shown}, another address family than {answered_ip}, where the \
+             bootstrap answered",
+            b.host
+        ))
+    } else {
+        None
+    };
+    let probe_at = |ip: &IpAddr| {
+        if at.tls {
+            probe::tls(&ip.to_string(), port, &b.host)
+        } else {
+            probe::kafka(&ip.to_string(), port, &b.host)
+        }
+    };
+    let heard: Vec<(IpAddr, Speaks)> = ips.iter().map(|ip| (*ip, probe_at(ip))).collect();
+    let fix_place = format!(
+        "make `{}` resolve here to where the broker is reached ({answered_ip}, like the \
+         bootstrap): `{hosts_line}` in this machine's /etc/hosts; or give broker {} an \
+         `advertised.listeners` name that resolves to the same place on the server and here",
+        b.host, b.id
+    );
+    let Some((ip, speaks)) = heard
+        .iter()
+        .find(|(_, s)| s.is_tls() || *s == Speaks::PlainKafka)
+    else {
+        let why = heard
+            .iter()
+            .map(|(ip, s)| format!("{ip} {}", s.describe()))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let found = match &hairpin {
+            Some(h) => format!("broker {} at `{}:{port}` does not answer ({why}): {h}", b.id, b.host),
+            None => format!("broker {} at `{}:{port}` does not answer: {why}", b.id, b.host),
+        };
+        return Finding::fail(id, found, fix_place).note(JVM_DNS_NOTE);
+    };
+    if at.tls
+        && let Some(leaf) = speaks.leaf()
+        && let Ok(cert) = Cert::from_der(leaf)
+        && !cert.covers_host(&b.host)
+    {
+        let names: Vec<String> = cert
+            .dns_names()
+            .iter()
+            .cloned()
+            .chain(cert.ip_addresses().iter().map(ToString::to_string))
+            .collect();
+        return Finding::fail(
+            id,
+            format!(
+                "broker {}'s certificate names {}, not `{}`: Java clients check the advertised \
+                 name (`ssl.endpoint.identification.algorithm=https`) and refuse it",
+                b.id,
+                names.join(", "),
+                b.host
+            ),
+            format!(
+                "issue the broker certificate with `--san {}` (`shiqi-ca-agent server-cert … \
+                 --san {}`), or advertise a name it carries",
+                b.host, b.host
+            ),
+        );
+    }
+    let found = format!(
+        "broker {} `{}:{port}` → {ip}: {}{}",
+        b.id,
+        b.host,
+        speaks.describe(),
+        if at.tls { ", certificate covers the name" } else { "" }
+    );
+    match hairpin {
+        Some(h) => Finding::warn(id, format!("{found}; but {h}"), fix_place).note(JVM_DNS_NOTE),
+        None => Finding::ok(id, found),
+    }
+}
+
+/// `cluster.mysql`: the server an option file names: TLS, then the certificate login.
+async fn mysql_check(ctx: &Context, st: &mut Findings, file: &ConfigFile) {
+    let id = CheckId::ClusterMysql;
+    let label = file.name();
+    let host = value(file, "host").unwrap_or("localhost").to_owned();
+    let port: u16 = value(file, "port").and_then(|p| p.parse().ok()).unwrap_or(3306);
+    let tcp = value(file, "protocol").is_some_and(|p| p.eq_ignore_ascii_case("tcp"));
+    if host == "localhost" && !tcp {
+        st.push(
+            Finding::warn(
+                id,
+                format!(
+                    "`{label}` says `host=localhost`, which the mysql client takes as its Unix \
+                     socket, not TCP: a tunnel's port is never used"
+                ),
+                format!("set `host=127.0.0.1` in `{}`", ctx.show(&file.path)),
+            )
+            .about(&label),
+        );
+        return;
+    }
+    let speaks = probe::mysql(&host, port, &host);
+    let finding = match &speaks {
+        Speaks::Mysql { tls: false, version, .. } => Finding::fail(
+            id,
+            format!("MySQL at `{host}:{port}` ({version}) offers no TLS: no certificate login can work"),
+            "the server's admin must turn TLS on in mysqld (`ssl_cert`, `ssl_key`, `ssl_ca`)",
+        ),
+        Speaks::Mysql { tls: true, .. } => login(file, &host, port, &speaks).await,
+        other => Finding::fail(
+            id,
+            format!("no MySQL at `{host}:{port}`: {}", other.describe()),
+            format!(
+                "check `host` and `port` in `{}` (a tunnel must be up first)",
+                ctx.show(&file.path)
+            ),
+        ),
+    };
+    st.push(finding.about(label));
+}
+
+async fn login(file: &ConfigFile, host: &str, port: u16, speaks: &Speaks) -> Finding {
+    let id = CheckId::ClusterMysql;
+    let offered = format!("MySQL at `{host}:{port}`: {}", speaks.describe());
+    let (Some(ca), Some(cert), Some(key)) = (
+        value(file, "ssl-ca").or_else(|| value(file, "ssl_ca")),
+        value(file, "ssl-cert").or_else(|| value(file, "ssl_cert")),
+        value(file, "ssl-key").or_else(|| value(file, "ssl_key")),
+    ) else {
+        return Finding::ok(
+            id,
+            format!("{offered}; the file names no client certificate, so no login was tried"),
+        );
+    };
+    let user = value(file, "user").unwrap_or_default();
+    let files = crate::probe::mysql::Files {
+        ca: &PathBuf::from(ca),
+        cert: &PathBuf::from(cert),
+        key: &PathBuf::from(key),
+    };
+    // The server's certificate names the server as it sees itself; the option file's host
+    // may be a tunnel's 127.0.0.1, so the name checked is the certificate's own.
+    let name = speaks
+        .leaf()
+        .and_then(|l| Cert::from_der(l).ok())
+        .and_then(|c| c.dns_names().first().cloned())
+        .unwrap_or_else(|| host.to_owned());
+    match crate::probe::mysql::current_user_at(host, port, &name, user, &files, TIMEOUT).await {
+        Ok(who) => Finding::ok(
+            id,
+            format!("{offered}; certificate login as `{user}`: `SELECT CURRENT_USER()` = `{who}`"),
+        ),
+        Err(why) => Finding::fail(
+            id,
+            format!("{offered}; the certificate login as `{user}` failed: {why}"),
+            format!(
+                "the server needs an account `{user}` that requires this certificate's subject \
+                 and issuer (`SHOW CREATE USER` on the server shows what it requires)"
+            ),
+        ),
+    }
+}
