@@ -549,7 +549,8 @@ mod tests {
     #[test]
     fn enrolled_keys_may_forward_to_the_services_only() -> Result<(), String> {
         // Default: the MySQL address, and each bootstrap host on any port (its brokers).
-        let c = validated("[kafka]\nbootstrap = \"localhost:19094,10.0.0.5:9092,localhost:29094\"\n")?;
+        let c =
+            validated("[kafka]\nbootstrap = \"localhost:19094,10.0.0.5:9092,localhost:29094\"\n")?;
         assert_eq!(
             c.permit_open(),
             ["127.0.0.1:3306", "localhost:*", "10.0.0.5:*"]

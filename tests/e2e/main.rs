@@ -10,6 +10,7 @@
 )]
 
 mod bastion;
+mod cluster;
 mod crash;
 mod doctor;
 mod hostile;

@@ -58,11 +58,12 @@ impl Settings {
         let mut bootstrap = Vec::new();
         for b in &args.bootstrap {
             // Parsed as the agent's answers are: a host name or IP and a port, nothing else.
-            let parsed: shiqi_ca::Bootstrap = b.trim().parse().map_err(|_| Error::InvalidValue {
-                what: "`--bootstrap` address",
-                given: b.chars().take(100).collect(),
-                why: "expected HOST:PORT (a DNS name or an IP address, and a port)",
-            })?;
+            let parsed: shiqi_ca::Bootstrap =
+                b.trim().parse().map_err(|_| Error::InvalidValue {
+                    what: "`--bootstrap` address",
+                    given: b.chars().take(100).collect(),
+                    why: "expected HOST:PORT (a DNS name or an IP address, and a port)",
+                })?;
             bootstrap.push(
                 parsed
                     .addresses()

@@ -382,27 +382,26 @@ async fn brokers_check(st: &mut Findings, c: &Client, at: &Answered) {
     } else {
         None
     };
-    let brokers =
-        match crate::probe::kafka::metadata_at(at.addr, &at.host, tls, TIMEOUT).await {
-            Ok(b) => b,
-            Err(why) => {
-                st.push(
-                    Finding::fail(
-                        id,
-                        format!(
-                            "`{}:{}` ({}) did not answer Metadata: {why}",
-                            at.host, at.port, at.addr
-                        ),
-                        format!(
-                            "check the client certificate, key and truststore that `{}` names",
-                            c.shown
-                        ),
-                    )
-                    .about(&c.label),
-                );
-                return;
-            }
-        };
+    let brokers = match crate::probe::kafka::metadata_at(at.addr, &at.host, tls, TIMEOUT).await {
+        Ok(b) => b,
+        Err(why) => {
+            st.push(
+                Finding::fail(
+                    id,
+                    format!(
+                        "`{}:{}` ({}) did not answer Metadata: {why}",
+                        at.host, at.port, at.addr
+                    ),
+                    format!(
+                        "check the client certificate, key and truststore that `{}` names",
+                        c.shown
+                    ),
+                )
+                .about(&c.label),
+            );
+            return;
+        }
+    };
     let mine = crate::os::addresses::local();
     for b in &brokers {
         let subject = format!("{} broker {} {}:{}", c.label, b.id, b.host, b.port);
@@ -458,7 +457,9 @@ fn one_broker(at: &Answered, b: &AdvertisedBroker, mine: &[IpAddr]) -> Finding {
              this machine (a hairpin through its own public address), not to the broker",
             b.host
         ))
-    } else if !ips.contains(&answered_ip) && ips.iter().all(|ip| ip.is_ipv4() != answered_ip.is_ipv4()) {
+    } else if !ips.contains(&answered_ip)
+        && ips.iter().all(|ip| ip.is_ipv4() != answered_ip.is_ipv4())
+    {
         Some(format!(
             "`{}` resolves only to {shown}, another address family than {answered_ip}, where the \
              bootstrap answered",
@@ -491,8 +492,14 @@ fn one_broker(at: &Answered, b: &AdvertisedBroker, mine: &[IpAddr]) -> Finding {
             .collect::<Vec<_>>()
             .join("; ");
         let found = match &hairpin {
-            Some(h) => format!("broker {} at `{}:{port}` does not answer ({why}): {h}", b.id, b.host),
-            None => format!("broker {} at `{}:{port}` does not answer: {why}", b.id, b.host),
+            Some(h) => format!(
+                "broker {} at `{}:{port}` does not answer ({why}): {h}",
+                b.id, b.host
+            ),
+            None => format!(
+                "broker {} at `{}:{port}` does not answer: {why}",
+                b.id, b.host
+            ),
         };
         return Finding::fail(id, found, fix_place).note(JVM_DNS_NOTE);
     };
@@ -528,7 +535,11 @@ fn one_broker(at: &Answered, b: &AdvertisedBroker, mine: &[IpAddr]) -> Finding {
         b.id,
         b.host,
         speaks.describe(),
-        if at.tls { ", certificate covers the name" } else { "" }
+        if at.tls {
+            ", certificate covers the name"
+        } else {
+            ""
+        }
     );
     match hairpin {
         Some(h) => Finding::warn(id, format!("{found}; but {h}"), fix_place).note(JVM_DNS_NOTE),
@@ -541,7 +552,9 @@ async fn mysql_check(ctx: &Context, st: &mut Findings, file: &ConfigFile) {
     let id = CheckId::ClusterMysql;
     let label = file.name();
     let host = value(file, "host").unwrap_or("localhost").to_owned();
-    let port: u16 = value(file, "port").and_then(|p| p.parse().ok()).unwrap_or(3306);
+    let port: u16 = value(file, "port")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(3306);
     let tcp = value(file, "protocol").is_some_and(|p| p.eq_ignore_ascii_case("tcp"));
     if host == "localhost" && !tcp {
         st.push(
@@ -559,9 +572,15 @@ async fn mysql_check(ctx: &Context, st: &mut Findings, file: &ConfigFile) {
     }
     let speaks = probe::mysql(&host, port, &host);
     let finding = match &speaks {
-        Speaks::Mysql { tls: false, version, .. } => Finding::fail(
+        Speaks::Mysql {
+            tls: false,
+            version,
+            ..
+        } => Finding::fail(
             id,
-            format!("MySQL at `{host}:{port}` ({version}) offers no TLS: no certificate login can work"),
+            format!(
+                "MySQL at `{host}:{port}` ({version}) offers no TLS: no certificate login can work"
+            ),
             "the server's admin must turn TLS on in mysqld (`ssl_cert`, `ssl_key`, `ssl_ca`)",
         ),
         Speaks::Mysql { tls: true, .. } => login(file, &host, port, &speaks).await,

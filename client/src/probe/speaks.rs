@@ -125,13 +125,17 @@ pub fn connect(host: &str, port: u16, timeout: Duration) -> io::Result<TcpStream
     Err(last)
 }
 
-/// A Kafka port: TLS first; if the answer is not TLS, plaintext `ApiVersions`.
+/// A Kafka port: TLS first; if the answer is not TLS, plaintext `ApiVersions`. A plaintext
+/// broker reads a ClientHello's first bytes as a ~369 MB request size and just closes the
+/// connection, so a close (or silence) is tried in the clear too.
 pub fn kafka(host: &str, port: u16, sni: &str) -> Speaks {
     match tls(host, port, sni) {
-        Speaks::Other(first) => match kafka_plaintext(host, port) {
-            Ok(reply) if kafka_wire::answers(&reply, CORRELATION_ID) => Speaks::PlainKafka,
-            _ => Speaks::Other(first),
-        },
+        first @ (Speaks::Other(_) | Speaks::Closed | Speaks::Silent) => {
+            match kafka_plaintext(host, port) {
+                Ok(reply) if kafka_wire::answers(&reply, CORRELATION_ID) => Speaks::PlainKafka,
+                _ => first,
+            }
+        }
         other => other,
     }
 }
