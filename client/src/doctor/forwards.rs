@@ -281,6 +281,7 @@ mod tests {
             home: dir.to_path_buf(),
             profile_dir: Some(dir.to_path_buf()),
             configs: Vec::new(),
+            bootstrap: Vec::new(),
         })
     }
 

@@ -75,9 +75,12 @@ fn pem_config(ca: &Path, cert: &Path, key: &Path) -> Result<rustls::ClientConfig
         }
         Ok(certs)
     };
+    // In this order, so that the first missing file is the one named.
+    let roots = read_certs(ca)?;
+    let chain = read_certs(cert)?;
     let key_der = PrivateKeyDer::from_pem_file(key)
         .map_err(|e| format!("cannot read `{}`: {e}", key.display()))?;
-    build(read_certs(ca)?, read_certs(cert)?, key_der)
+    build(roots, chain, key_der)
 }
 
 /// The workspace's rustls config for these roots and this client identity.
