@@ -17,7 +17,7 @@ pub mod access;
 pub mod store;
 
 #[cfg(feature = "inventory")]
-pub use store::{BUSY_TIMEOUT, Inventory, SCHEMA_VERSION};
+pub use store::{BUSY_TIMEOUT, Filter, Inventory, Listed, SCHEMA_VERSION};
 
 /// What a certificate is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

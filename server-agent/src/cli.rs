@@ -215,6 +215,12 @@ pub struct ListArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Only the certificates of this name.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Only `valid`, `revoked` or `expired` ones.
+    #[arg(long)]
+    pub status: Option<String>,
 }
 
 /// `revoke`.

@@ -63,6 +63,12 @@ impl Updated {
 
 /// Regenerates (or, with [`When::IfDue`], checks) the CRL and publishes it.
 ///
+/// `IfDue` is on every `sign`'s path, so it answers from [`Summary`] (`crl.json`, a few
+/// bytes) and the inventory's index when it can: at 100,000 certificates, reading every
+/// revoked row or parsing a megabyte CRL per signature is what made `sign` slow. The full
+/// check (parse the CRL, compare its serials) runs only when the summary is missing or does not
+/// match.
+///
 /// # Errors
 /// When the lock, the inventory or a file write fails; nothing is half-written (every file is
 /// replaced by a rename).
@@ -74,7 +80,34 @@ pub fn update(ctx: &Context, ca: &Ca, when: When) -> Result<Updated, AgentError>
     let publish = cfg.publish_dir.as_deref();
 
     let mut inventory = ctx.inventory()?;
-    let revoked = inventory.revoked()?;
+    if when == When::IfDue {
+        let digest = inventory.revoked_digest(now)?;
+        if let Some(summary) = Summary::read(ctx)
+            && summary.ca == ca.cert().key_id().to_string()
+            && summary.digest == digest
+            && summary.next_update - now >= cfg.refresh_before()
+            && file_len(&der_path) == Some(summary.der_len)
+            && file_len(&pem_path) == Some(summary.pem_len)
+        {
+            let published = match publish {
+                Some(dir)
+                    if file_len(&dir.join(CRL_DER)) != Some(summary.der_len)
+                        || file_len(&dir.join(CRL_PEM)) != Some(summary.pem_len) =>
+                {
+                    let (pem, der) = (read_file(&pem_path)?, read_file(&der_path)?);
+                    write_files(dir, &pem, &der)?;
+                    true
+                }
+                _ => false,
+            };
+            return Ok(Updated {
+                facts: summary.facts(&pem_path, publish),
+                regenerated: false,
+                published,
+            });
+        }
+    }
+    let revoked = inventory.revoked_unexpired(now)?;
     if when == When::IfDue
         && let Some((info, pem, der)) = current(&pem_path, &der_path, ca)
         && !info.is_due(now, cfg.refresh_before())
@@ -88,6 +121,7 @@ pub fn update(ctx: &Context, ca: &Ca, when: When) -> Result<Updated, AgentError>
             }
             _ => false,
         };
+        Summary::from_info(ca, &info, inventory.revoked_digest(now)?, &pem, &der).write(ctx);
         return Ok(Updated {
             facts: facts(&info, &pem_path, publish, now),
             regenerated: false,
@@ -108,10 +142,84 @@ pub fn update(ctx: &Context, ca: &Ca, when: When) -> Result<Updated, AgentError>
         number: Some(number),
         serials: revoked.iter().map(|r| r.serial.clone()).collect(),
     };
+    let digest = inventory.revoked_digest(now)?;
+    Summary::from_info(ca, &info, digest, crl.pem.as_bytes(), &crl.der).write(ctx);
     Ok(Updated {
         facts: facts(&info, &pem_path, publish, now),
         regenerated: true,
         published: publish.is_some(),
+    })
+}
+
+/// What the CRL on disk was built from, so that `IfDue` need not read it: `<state>/crl.json`.
+/// Only ever a shortcut: missing, unreadable or not matching, the full check runs.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Summary {
+    /// The key id of the CA that signed it (a re-`init`ed CA makes it stale).
+    ca: String,
+    number: u64,
+    #[serde(with = "time::serde::rfc3339")]
+    this_update: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    next_update: OffsetDateTime,
+    /// [`shiqi_ca::inventory::Inventory::revoked_digest`] when it was written.
+    digest: (i64, i64),
+    revoked: usize,
+    der_len: u64,
+    pem_len: u64,
+}
+
+const SUMMARY: &str = "crl.json";
+
+impl Summary {
+    fn from_info(ca: &Ca, info: &CrlInfo, digest: (i64, i64), pem: &[u8], der: &[u8]) -> Self {
+        Self {
+            ca: ca.cert().key_id().to_string(),
+            number: info.number.unwrap_or_default(),
+            this_update: info.this_update,
+            next_update: info.next_update.unwrap_or(info.this_update),
+            digest,
+            revoked: info.serials.len(),
+            der_len: der.len() as u64,
+            pem_len: pem.len() as u64,
+        }
+    }
+
+    fn read(ctx: &Context) -> Option<Self> {
+        let text = std::fs::read(ctx.path(SUMMARY)).ok()?;
+        serde_json::from_slice(&text).ok()
+    }
+
+    /// Best effort: without it the next check is the full one.
+    fn write(&self, ctx: &Context) {
+        let written = serde_json::to_vec(self)
+            .map_err(|e| e.to_string())
+            .and_then(|j| fsutil::write_private(&ctx.path(SUMMARY), &j).map_err(|e| e.to_string()));
+        if let Err(why) = written {
+            tracing::warn!("cannot write {SUMMARY}: {why}");
+        }
+    }
+
+    fn facts(&self, pem: &Path, publish: Option<&Path>) -> CrlFacts {
+        CrlFacts {
+            number: self.number,
+            this_update: self.this_update,
+            next_update: self.next_update,
+            revoked: self.revoked,
+            path: pem.display().to_string().into(),
+            published: publish.map(|d| d.join(CRL_PEM).display().to_string().into()),
+        }
+    }
+}
+
+fn file_len(path: &Path) -> Option<u64> {
+    std::fs::metadata(path).ok().map(|m| m.len())
+}
+
+fn read_file(path: &Path) -> Result<Vec<u8>, AgentError> {
+    std::fs::read(path).map_err(|why| AgentError::File {
+        path: path.to_owned(),
+        why,
     })
 }
 

@@ -129,14 +129,24 @@ fn crl_serials(s: &Stack) -> BTreeSet<String> {
         .collect()
 }
 
-/// Every revoked serial in the agent's inventory.
+/// Every revoked serial in the agent's inventory whose certificate has not expired (the CRL
+/// drops expired ones, as RFC 5280 allows).
 fn inventory_revoked(s: &Stack) -> BTreeSet<String> {
-    let list: Value =
-        serde_json::from_str(&s.agent(&["list", "--json"], None).ok().stdout).expect("list JSON");
+    let out = s
+        .agent(&["list", "--json", "--status", "revoked"], None)
+        .ok();
+    let list: Value = serde_json::from_str(&out.stdout).expect("list JSON");
+    let now = time::OffsetDateTime::now_utc();
+    let unexpired = |r: &Value| {
+        r["not_after"].as_str().is_some_and(|t| {
+            time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339)
+                .is_ok_and(|t| t > now)
+        })
+    };
     list.as_array()
         .expect("array")
         .iter()
-        .filter(|r| r["status"] == "revoked")
+        .filter(|r| r["status"] == "revoked" && unexpired(r))
         .map(|r| r["serial"].as_str().expect("serial").to_owned())
         .collect()
 }

@@ -27,7 +27,7 @@ use crate::error::Error;
 use crate::name::Serial;
 
 /// The schema version this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// How long a connection waits for another process's write lock before giving up.
 ///
@@ -83,15 +83,44 @@ const SCHEMA_V2: &str = "
     PRAGMA user_version = 2;
 ";
 
+/// Version 3: the CRL's questions answered from an index, not by reading every row (100,000
+/// certificates are ~60 MB of DER): which revoked certificates are unexpired, and how many.
+const SCHEMA_V3: &str = "
+    CREATE INDEX certs_by_status ON certs (status, not_after, revoked_at);
+    PRAGMA user_version = 3;
+";
+
 #[cfg(test)]
 pub(super) const SCHEMA_V1_FOR_TESTS: &str = SCHEMA_V1;
 
 const COLUMNS: &str = "serial, name, kind, subject, not_before, not_after, issued_at, status, revoked_at, reason, der";
+/// The same without the DER (an empty blob in its place): listings that never look at it.
+const SUMMARY_COLUMNS: &str = "serial, name, kind, subject, not_before, not_after, issued_at, status, revoked_at, reason, X''";
 
 /// An open inventory file. One per process (or thread); SQLite serializes the writers.
 #[derive(Debug)]
 pub struct Inventory {
     pub(super) conn: Connection,
+}
+
+/// Which certificates [`Inventory::each_summary`] visits.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Filter<'a> {
+    /// Only this name.
+    pub name: Option<&'a str>,
+    /// Only this status.
+    pub status: Option<Listed>,
+}
+
+/// A status as `list` shows it: expiry is computed, not stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Listed {
+    /// Not revoked and not expired.
+    Valid,
+    /// Revoked.
+    Revoked,
+    /// Not revoked, past its `not_after`.
+    Expired,
 }
 
 impl Inventory {
@@ -188,6 +217,113 @@ impl Inventory {
             "ORDER BY issued_at, serial",
             "list certificates",
         )
+    }
+
+    /// Calls `each` with every certificate that `filter` selects, oldest first, one row at a
+    /// time and without its DER (`der` is empty): `list` at 100,000 certificates holds one row,
+    /// not the inventory.
+    ///
+    /// # Errors
+    /// [`Error::InventoryQuery`], or the first error `each` returns.
+    pub fn each_summary<E>(
+        &self,
+        filter: &Filter<'_>,
+        mut each: impl FnMut(Record) -> Result<(), E>,
+    ) -> Result<(), E>
+    where
+        E: From<Error>,
+    {
+        let now = OffsetDateTime::now_utc().unix_timestamp();
+        let status = filter.status.map(|s| match s {
+            Listed::Valid => "valid",
+            Listed::Revoked => "revoked",
+            Listed::Expired => "expired",
+        });
+        let sql = format!(
+            "SELECT {SUMMARY_COLUMNS} FROM certs
+             WHERE (?1 IS NULL OR name = ?1)
+               AND (?2 IS NULL
+                    OR (?2 = 'revoked' AND status = 'revoked')
+                    OR (?2 = 'valid' AND status = 'valid' AND not_after > ?3)
+                    OR (?2 = 'expired' AND status = 'valid' AND not_after <= ?3))
+             ORDER BY issued_at, serial"
+        );
+        let action = "list certificates";
+        let mut stmt = self.conn.prepare_cached(&sql).map_err(query(action))?;
+        let mut rows = stmt
+            .query(params![filter.name, status, now])
+            .map_err(query(action))?;
+        while let Some(row) = rows.next().map_err(query(action))? {
+            each(record_from_row(row).map_err(query(action))?)?;
+        }
+        Ok(())
+    }
+
+    /// Whether `name` ever had a server or admin certificate (an index lookup).
+    ///
+    /// # Errors
+    /// [`Error::InventoryQuery`].
+    pub fn is_server_name(&self, name: &str) -> Result<bool, Error> {
+        self.conn
+            .query_row(
+                "SELECT 1 FROM certs WHERE name = ?1 AND kind != 'client' LIMIT 1",
+                [name],
+                |_| Ok(()),
+            )
+            .optional()
+            .map(|found| found.is_some())
+            .map_err(query("look up a name"))
+    }
+
+    /// Every certificate of `kind` for `name` (any status), oldest first, with its DER.
+    ///
+    /// # Errors
+    /// [`Error::InventoryQuery`].
+    pub fn of_name(&self, name: &str, kind: CertKind) -> Result<Vec<Record>, Error> {
+        self.select(
+            "WHERE name = ?1 AND kind = ?2",
+            params![name, kind],
+            "ORDER BY issued_at, serial",
+            "list a name's certificates",
+        )
+    }
+
+    /// The revoked certificates that have not expired yet, in revocation order and without
+    /// their DER: what a CRL lists (RFC 5280 §3.3 lets an expired certificate leave the CRL,
+    /// so it does not grow forever).
+    ///
+    /// # Errors
+    /// [`Error::InventoryQuery`].
+    pub fn revoked_unexpired(&self, now: OffsetDateTime) -> Result<Vec<Record>, Error> {
+        let sql = format!(
+            "SELECT {SUMMARY_COLUMNS} FROM certs WHERE status = 'revoked' AND not_after > ?1
+             ORDER BY revoked_at, serial"
+        );
+        let mut stmt = self
+            .conn
+            .prepare_cached(&sql)
+            .map_err(query("list revoked certificates"))?;
+        let rows = stmt
+            .query_map(params![now.unix_timestamp()], record_from_row)
+            .map_err(query("list revoked certificates"))?;
+        rows.collect::<Result<_, _>>()
+            .map_err(query("list revoked certificates"))
+    }
+
+    /// A cheap fingerprint of [`Inventory::revoked_unexpired`] (its count and newest
+    /// revocation time, from the index alone), to tell whether a CRL still lists the right set.
+    ///
+    /// # Errors
+    /// [`Error::InventoryQuery`].
+    pub fn revoked_digest(&self, now: OffsetDateTime) -> Result<(i64, i64), Error> {
+        self.conn
+            .query_row(
+                "SELECT count(*), coalesce(max(revoked_at), 0) FROM certs
+                 WHERE status = 'revoked' AND not_after > ?1",
+                params![now.unix_timestamp()],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .map_err(query("count revoked certificates"))
     }
 
     /// The certificate with this serial, if the inventory has it.
@@ -310,12 +446,14 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), Error> {
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .map_err(open_err)?;
     match version {
-        0 => {
-            tx.execute_batch(SCHEMA_V1).map_err(open_err)?;
-            tx.execute_batch(SCHEMA_V2).map_err(open_err)?;
-        }
-        1 => tx.execute_batch(SCHEMA_V2).map_err(open_err)?,
         SCHEMA_VERSION => {}
+        0..SCHEMA_VERSION => {
+            for (from, schema) in [(0, SCHEMA_V1), (1, SCHEMA_V2), (2, SCHEMA_V3)] {
+                if version <= from {
+                    tx.execute_batch(schema).map_err(open_err)?;
+                }
+            }
+        }
         found => {
             return Err(Error::InventorySchema {
                 path: PathBuf::from(path),
@@ -476,6 +614,68 @@ mod tests {
         let path = dir.path().join("inventory.sqlite");
         let inv = Inventory::open(&path)?;
         Ok((dir, path, inv))
+    }
+
+    #[test]
+    fn listings_filter_stream_and_leave_the_der_out() -> TestResult {
+        let (_dir, _path, mut inv) = temp_inventory()?;
+        let valid = inv.issue(|s| Ok(new_cert(s, "saige", CertKind::Client, 30)))?;
+        let revoked = inv.issue(|s| Ok(new_cert(s, "saige", CertKind::Client, 30)))?;
+        let now = OffsetDateTime::now_utc();
+        inv.revoke(&revoked.serial, Some("superseded"), now)?;
+        let gone = inv.issue(|s| Ok(new_cert(s, "bo", CertKind::Client, -1)))?;
+        inv.revoke(&gone.serial, Some("superseded"), now)?;
+        let server = inv.issue(|s| Ok(new_cert(s, "kafka-1", CertKind::Server, 397)))?;
+
+        let seen = |filter: Filter<'_>| -> Result<Vec<Serial>, Error> {
+            let mut out = Vec::new();
+            inv.each_summary(&filter, |r| -> Result<(), Error> {
+                assert!(r.der.is_empty(), "listings carry no DER");
+                out.push(r.serial);
+                Ok(())
+            })?;
+            // Oldest first, then by serial: within one second the order is the serials'.
+            out.sort();
+            Ok(out)
+        };
+        let sorted = |mut v: Vec<Serial>| {
+            v.sort();
+            v
+        };
+        assert_eq!(seen(Filter::default())?.len(), 4);
+        let saige = Filter {
+            name: Some("saige"),
+            ..Filter::default()
+        };
+        assert_eq!(
+            seen(saige)?,
+            sorted(vec![valid.serial.clone(), revoked.serial.clone()])
+        );
+        let only = |status| Filter {
+            status: Some(status),
+            ..Filter::default()
+        };
+        assert_eq!(seen(only(Listed::Revoked))?.len(), 2);
+        assert_eq!(
+            seen(only(Listed::Valid))?,
+            sorted(vec![valid.serial.clone(), server.serial.clone()])
+        );
+        assert!(seen(only(Listed::Expired))?.is_empty());
+
+        // The CRL's view: revoked and not yet expired, counted from the index.
+        let listed: Vec<Serial> = inv
+            .revoked_unexpired(now)?
+            .into_iter()
+            .map(|r| r.serial)
+            .collect();
+        assert_eq!(listed, [revoked.serial.clone()]);
+        assert_eq!(inv.revoked_digest(now)?, (1, now.unix_timestamp()));
+
+        assert!(inv.is_server_name("kafka-1")?);
+        assert!(!inv.is_server_name("saige")?);
+        assert_eq!(inv.of_name("saige", CertKind::Client)?.len(), 2);
+        assert!(inv.of_name("saige", CertKind::Server)?.is_empty());
+        Ok(())
     }
 
     #[test]

@@ -245,9 +245,9 @@ fn targets(
             .is_none_or(|k| Cert::from_der(&r.der).is_ok_and(|c| &c.key_id() == k))
     };
     let all: Vec<Record> = inventory
-        .list()?
+        .of_name(name.as_str(), CertKind::Client)?
         .into_iter()
-        .filter(|r| r.name == name.as_str() && r.kind == CertKind::Client && of_key(r))
+        .filter(of_key)
         .collect();
     if all.is_empty() && key.is_some() {
         return Ok((name.to_string(), CertKind::Client, Vec::new()));

@@ -101,11 +101,7 @@ fn sign(ctx: &Context, args: &SignArgs) -> anyhow::Result<SignResponse> {
         check_replaces(&inventory, &name, old)?;
     }
     // A name that belongs to a server certificate (a broker, MariaDB) is never a client.
-    if inventory
-        .list()?
-        .iter()
-        .any(|r| r.name == name.as_str() && r.kind != CertKind::Client)
-    {
+    if inventory.is_server_name(name.as_str())? {
         return Err(AgentError::ReservedName {
             name: name.to_string(),
         }
