@@ -668,7 +668,7 @@ mod tests {
             .into_iter()
             .map(|r| r.serial)
             .collect();
-        assert_eq!(listed, [revoked.serial.clone()]);
+        assert_eq!(listed, std::slice::from_ref(&revoked.serial));
         assert_eq!(inv.revoked_digest(now)?, (1, now.unix_timestamp()));
 
         assert!(inv.is_server_name("kafka-1")?);
