@@ -234,24 +234,26 @@ impl Inventory {
         E: From<Error>,
     {
         let now = OffsetDateTime::now_utc().unix_timestamp();
-        let status = filter.status.map(|s| match s {
-            Listed::Valid => "valid",
-            Listed::Revoked => "revoked",
-            Listed::Expired => "expired",
+        // Conditions are added only when asked for, so that SQLite can use `certs_by_name` and
+        // `certs_by_status` (an `?1 IS NULL OR …` clause would make it scan every row).
+        let mut conditions = Vec::new();
+        if filter.name.is_some() {
+            conditions.push("name = ?1");
+        }
+        conditions.push(match filter.status {
+            None => "?2 = ?2",
+            Some(Listed::Revoked) => "status = 'revoked' AND ?2 = ?2",
+            Some(Listed::Valid) => "status = 'valid' AND not_after > ?2",
+            Some(Listed::Expired) => "status = 'valid' AND not_after <= ?2",
         });
         let sql = format!(
-            "SELECT {SUMMARY_COLUMNS} FROM certs
-             WHERE (?1 IS NULL OR name = ?1)
-               AND (?2 IS NULL
-                    OR (?2 = 'revoked' AND status = 'revoked')
-                    OR (?2 = 'valid' AND status = 'valid' AND not_after > ?3)
-                    OR (?2 = 'expired' AND status = 'valid' AND not_after <= ?3))
-             ORDER BY issued_at, serial"
+            "SELECT {SUMMARY_COLUMNS} FROM certs WHERE {} ORDER BY issued_at, serial",
+            conditions.join(" AND ")
         );
         let action = "list certificates";
         let mut stmt = self.conn.prepare_cached(&sql).map_err(query(action))?;
         let mut rows = stmt
-            .query(params![filter.name, status, now])
+            .query(params![filter.name, now])
             .map_err(query(action))?;
         while let Some(row) = rows.next().map_err(query(action))? {
             each(record_from_row(row).map_err(query(action))?)?;

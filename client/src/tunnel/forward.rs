@@ -13,6 +13,9 @@ use tokio::sync::{Notify, watch};
 use crate::profile::ForwardRecord;
 use crate::ssh::Session;
 
+/// Copy buffer per direction: one full SSH packet.
+const COPY: usize = 32 * 1024;
+
 /// How long an accepted client waits for the connection to come back.
 const WAIT_FOR_LINK: Duration = Duration::from_secs(20);
 
@@ -82,7 +85,11 @@ async fn bridge(mut socket: TcpStream, peer: SocketAddr, f: &ForwardRecord, shar
             Ok(channel) => {
                 tracing::debug!(port = f.local_port, %peer, "channel open");
                 let mut stream = channel.into_stream();
-                match tokio::io::copy_bidirectional(&mut socket, &mut stream).await {
+                // One SSH packet's worth per read (russh's maximum is 32 KiB): the default 8 KiB
+                // buffers send four packets, four AEAD seals and four wakeups for each one.
+                let copied =
+                    tokio::io::copy_bidirectional_with_sizes(&mut socket, &mut stream, COPY, COPY);
+                match copied.await {
                     Ok((up, down)) => {
                         tracing::debug!(port = f.local_port, %peer, up, down, "closed");
                     }
