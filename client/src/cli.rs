@@ -5,8 +5,10 @@ use std::path::PathBuf;
 
 use clap::builder::FalseyValueParser;
 use clap::{Args, Parser, Subcommand};
+use clap_complete::Shell;
 use shiqi_ca::key::KeyType;
 
+use crate::jdbc::{Driver, Verification};
 use crate::printer::ColorChoice;
 
 /// One command from nothing to certificate logins for Kafka and MySQL over SSH.
@@ -72,6 +74,76 @@ pub enum Command {
     /// For an admin: revoke NAME's certificates on the server (`shiqi-ca-agent revoke` over
     /// SSH), which also locks its MySQL account and removes its Kafka ACLs when none is left.
     Revoke(RevokeArgs),
+    /// Print DataGrip's import block for the profile's MySQL (Database Explorer → + → Import
+    /// from Clipboard), or add the data source to a project's `.idea` with `--project DIR`.
+    /// Certificate login through the tunnel: no password, no SSH in DataGrip.
+    Datagrip(DatagripArgs),
+    /// Print a JDBC URL for the profile's MySQL through the tunnel, for MySQL Connector/J or
+    /// MariaDB Connector/J, with the certificate from the profile's keystores. The URL holds
+    /// the keystore password: keep it as private as `keystore.password`.
+    Jdbc(JdbcArgs),
+    /// Print a completion script for a shell (bash, zsh, fish, powershell, elvish), e.g.
+    /// `shiqi-connect completions bash > /usr/share/bash-completion/completions/shiqi-connect`.
+    Completions(CompletionsArgs),
+    /// Print the man page (roff), or write one page per command into DIR
+    /// (`shiqi-connect.1`, `shiqi-connect-setup.1`, …), e.g. for `/usr/share/man/man1`.
+    Man(ManArgs),
+}
+
+/// How `datagrip` and `jdbc` pick the driver and the verification; unset, they look at the
+/// server through the tunnel.
+#[derive(Debug, Args)]
+pub struct MysqlClientArgs {
+    /// The profile (may be left out when there is only one).
+    #[arg(env = "SHIQI_PROFILE")]
+    pub name: Option<String>,
+    /// The JDBC driver [default: the server's kind, from its greeting through the tunnel;
+    /// `mysql` when the tunnel is down].
+    #[arg(long, env = "SHIQI_JDBC_DRIVER", value_enum)]
+    pub driver: Option<Driver>,
+    /// How the server's certificate is checked: `full` (CA and the name `127.0.0.1`) or `ca`
+    /// [default: `full` when the certificate names `127.0.0.1` or the tunnel is down, else `ca`].
+    #[arg(long, env = "SHIQI_JDBC_VERIFY", value_enum)]
+    pub verify: Option<Verification>,
+}
+
+/// `shiqi-connect datagrip [NAME] [--project DIR [--open]]`.
+#[derive(Debug, Args)]
+pub struct DatagripArgs {
+    /// The profile, driver and verification.
+    #[command(flatten)]
+    pub source: MysqlClientArgs,
+    /// Add (or replace) the data source in `DIR/.idea/dataSources.xml` and
+    /// `dataSources.local.xml`, keeping every other data source; DIR is created if missing.
+    #[arg(long, env = "SHIQI_DATAGRIP_PROJECT", value_name = "DIR")]
+    pub project: Option<PathBuf>,
+    /// Then start DataGrip on DIR (the `datagrip` or `datagrip.sh` launcher on PATH).
+    #[arg(long, requires = "project")]
+    pub open: bool,
+}
+
+/// `shiqi-connect jdbc [NAME] [--driver mysql|mariadb]`.
+#[derive(Debug, Args)]
+pub struct JdbcArgs {
+    /// The profile, driver and verification.
+    #[command(flatten)]
+    pub source: MysqlClientArgs,
+}
+
+/// `shiqi-connect completions SHELL`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: Shell,
+}
+
+/// `shiqi-connect man [DIR]`.
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write every page into this folder instead of printing the main one.
+    #[arg(value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
 /// `shiqi-connect rotate [NAME] [--keep-old]`.
@@ -347,6 +419,44 @@ mod tests {
             ),
             ("saige", Some("admin@vm"), Some("0a1b"), "key-compromise")
         );
+    }
+
+    #[test]
+    fn parses_the_client_config_commands() {
+        let cli = Cli::try_parse_from([
+            "shiqi-connect",
+            "datagrip",
+            "saige",
+            "--project",
+            "/p",
+            "--open",
+            "--verify",
+            "ca",
+        ])
+        .expect("parses");
+        let Command::Datagrip(d) = cli.command else {
+            panic!("not datagrip");
+        };
+        assert_eq!(d.source.name.as_deref(), Some("saige"));
+        assert_eq!(d.source.verify, Some(Verification::Ca));
+        assert!(d.open && d.project.is_some());
+        // `--open` needs a project to open.
+        assert!(Cli::try_parse_from(["shiqi-connect", "datagrip", "--open"]).is_err());
+        let cli =
+            Cli::try_parse_from(["shiqi-connect", "jdbc", "--driver", "mariadb"]).expect("parses");
+        let Command::Jdbc(j) = cli.command else {
+            panic!("not jdbc");
+        };
+        assert_eq!(j.source.driver, Some(Driver::Mariadb));
+        assert!(Cli::try_parse_from(["shiqi-connect", "jdbc", "--driver", "oracle"]).is_err());
+        let cli =
+            Cli::try_parse_from(["shiqi-connect", "completions", "powershell"]).expect("parses");
+        assert!(matches!(
+            cli.command,
+            Command::Completions(CompletionsArgs {
+                shell: Shell::PowerShell
+            })
+        ));
     }
 
     #[test]

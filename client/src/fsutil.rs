@@ -39,18 +39,44 @@ pub fn set_mode(path: &Path, mode: u32) -> Result<(), Error> {
         .map_err(io("set permissions on", path))
 }
 
+/// Creates `path` and missing parents with the default mode; an existing folder keeps its mode
+/// (for folders that are the user's, not ours: a DataGrip project's `.idea`).
+///
+/// # Errors
+/// When a component cannot be created.
+pub fn create_dir_all(path: &Path) -> Result<(), Error> {
+    fs::create_dir_all(path).map_err(io("create folder", path))
+}
+
 /// Writes `bytes` to `path` atomically with mode 0600: tempfile in the same folder, fsync,
 /// rename, fsync of the folder. The folder must exist.
 ///
 /// # Errors
 /// When the folder is not writable or the disk is full; the target is then untouched.
 pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    write_with_mode(path, bytes, 0o600)
+}
+
+/// Like [`write_private`] for a file that is not secret and may be shared (a project's
+/// `.idea` files, man pages): the existing file's mode is kept, a new file gets `mode`.
+///
+/// # Errors
+/// As [`write_private`].
+pub fn write_keeping_mode(path: &Path, bytes: &[u8], mode: u32) -> Result<(), Error> {
+    let mode = fs::metadata(path).map_or(mode, |m| m.permissions().mode() & 0o7777);
+    write_with_mode(path, bytes, mode)
+}
+
+fn write_with_mode(path: &Path, bytes: &[u8], mode: u32) -> Result<(), Error> {
     let dir = parent(path);
-    // tempfile creates its files with mode 0600 on Unix.
+    // tempfile creates its files with mode 0600 on Unix; the mode is set before any byte.
     let mut tmp = tempfile::Builder::new()
         .prefix(".shiqi-tmp-")
         .tempfile_in(&dir)
         .map_err(io("create a temporary file in", &dir))?;
+    if mode != 0o600 {
+        set_mode(tmp.path(), mode)?;
+    }
     tmp.write_all(bytes).map_err(io("write", tmp.path()))?;
     tmp.as_file().sync_all().map_err(io("sync", tmp.path()))?;
     tmp.persist(path).map_err(|e| Error::Io {
@@ -108,6 +134,21 @@ mod tests {
         assert_eq!(mode, 0o600);
         // No temporary file is left behind.
         assert_eq!(fs::read_dir(&sub).expect("ls").count(), 1);
+    }
+
+    #[test]
+    fn shared_files_keep_an_existing_mode() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = dir.path().join("dataSources.xml");
+        write_keeping_mode(&f, b"one", 0o644).expect("write");
+        let mode = |f: &Path| fs::metadata(f).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(mode(&f), 0o644);
+        set_mode(&f, 0o640).expect("chmod");
+        write_keeping_mode(&f, b"two", 0o644).expect("write");
+        assert_eq!(
+            (mode(&f), fs::read(&f).expect("read")),
+            (0o640, b"two".to_vec())
+        );
     }
 
     #[test]

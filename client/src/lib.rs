@@ -10,9 +10,12 @@
 pub mod agent;
 pub mod cli;
 pub mod commands;
+pub mod datagrip;
 pub mod doctor;
 pub mod error;
 pub mod fsutil;
+pub mod jdbc;
+pub mod mysql_source;
 pub mod os;
 pub mod printer;
 pub mod probe;

@@ -85,6 +85,10 @@ pub fn authorize(ctx: &Context, caller: &Caller, command: &Command) -> Result<()
     if matches!(command, Command::Serve(_)) {
         return Err(forbidden(caller, "`serve` inside a request"));
     }
+    // The machine's own documentation; `man DIR` would write files as the agent's account.
+    if matches!(command, Command::Completions(_) | Command::Man(_)) {
+        return Err(forbidden(caller, &describe(command)));
+    }
     let key = match caller {
         Caller::Local { .. } => return Ok(()),
         Caller::Unenrolled { fingerprint } => {
@@ -162,6 +166,8 @@ pub fn audit_target(command: &Command) -> (&'static str, String) {
         Command::Enroll(a) => ("enroll", a.name.as_deref().map(name).unwrap_or_default()),
         Command::Unblock(a) => ("unblock", name(&a.name)),
         Command::Serve(_) => ("serve", String::new()),
+        Command::Completions(_) => ("completions", String::new()),
+        Command::Man(_) => ("man", String::new()),
     }
 }
 
@@ -185,6 +191,8 @@ fn describe(command: &Command) -> String {
         Command::Enroll(_) => "`enroll`".to_owned(),
         Command::Unblock(a) => format!("`unblock {}`", a.name),
         Command::Serve(_) => "`serve`".to_owned(),
+        Command::Completions(_) => "`completions` (run it on the server itself)".to_owned(),
+        Command::Man(_) => "`man` (run it on the server itself)".to_owned(),
     }
 }
 
@@ -292,7 +300,7 @@ mod tests {
     }
 
     #[test]
-    fn admins_and_local_callers_may_do_everything_but_nest_serve() -> TestResult {
+    fn admins_and_local_callers_may_do_everything_but_nest_serve_or_generate_docs() -> TestResult {
         let (_dir, ctx) = context()?;
         let local = Caller::Local {
             account: "shiqi-ca".into(),
@@ -308,6 +316,10 @@ mod tests {
                 assert!(authorize(&ctx, &caller, &request(ok)).is_ok(), "{ok}");
             }
             assert!(authorize(&ctx, &caller, &request("serve --key SHA256:x")).is_err());
+            // `man DIR` would write files as the agent's account: not over SSH, not even for
+            // an admin (`run` answers both before a caller is looked at).
+            assert!(authorize(&ctx, &caller, &request("man /tmp/x")).is_err());
+            assert!(authorize(&ctx, &caller, &request("completions bash")).is_err());
         }
         Ok(())
     }

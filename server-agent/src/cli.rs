@@ -67,6 +67,28 @@ pub enum Command {
     /// Answer one request from `SSH_ORIGINAL_COMMAND` for the enrolled key KEY: what sshd runs
     /// through the forced command that `enroll` installs. Not for people.
     Serve(ServeArgs),
+    /// Print a completion script for a shell (bash, zsh, fish, powershell, elvish). Needs no
+    /// state directory; not a request.
+    Completions(CompletionsArgs),
+    /// Print the man page (roff), or write one page per command into DIR
+    /// (`shiqi-ca-agent.1`, `shiqi-ca-agent-sign.1`, …). Needs no state directory; not a request.
+    Man(ManArgs),
+}
+
+/// `completions SHELL`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+/// `man [DIR]`.
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write every page into this folder instead of printing the main one.
+    #[arg(value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
 /// `enroll`.

@@ -33,6 +33,12 @@ pub use error::AgentError;
 /// Runs one command from the command line: `serve` finds out who asks and what; everything
 /// else is run by the local account, which may do everything.
 pub fn run(cli: cli::Cli) -> anyhow::Result<()> {
+    // Generated from the clap definitions; no state directory needed (packagers run these).
+    match &cli.command {
+        cli::Command::Completions(args) => return commands::docs::completions(args.shell),
+        cli::Command::Man(args) => return commands::docs::man(args.dir.as_deref()),
+        _ => {}
+    }
     let mut ctx = state::Context::new(&cli.global.state_dir, cli.global.config.as_deref())?;
     match cli.command {
         cli::Command::Serve(args) => commands::serve::run(&mut ctx, args),
@@ -60,6 +66,11 @@ pub(crate) fn dispatch(ctx: &state::Context, command: cli::Command) -> anyhow::R
         // `authorize` refuses it before this point; never run one request inside another.
         cli::Command::Serve(_) => Err(AgentError::Request {
             why: "`serve` cannot run inside a request".to_owned(),
+        }
+        .into()),
+        // `run` answers these before any state is opened; `authorize` refuses them as requests.
+        cli::Command::Completions(_) | cli::Command::Man(_) => Err(AgentError::Request {
+            why: "`completions` and `man` are not requests".to_owned(),
         }
         .into()),
     }

@@ -1,7 +1,11 @@
 //! The subcommands, and the error report every one of them ends with. `anyhow` is allowed here
 //! (and in `main.rs`) only: library modules return [`crate::Error`].
 
+pub mod completions;
+pub mod datagrip;
 pub mod doctor;
+pub mod jdbc;
+pub mod man;
 pub mod revoke;
 pub mod rotate;
 pub mod setup;
@@ -10,9 +14,12 @@ pub mod tunnel;
 
 use std::process::ExitCode;
 
-use crate::cli::{Cli, Command, GlobalArgs};
+use crate::cli::{Cli, Command, GlobalArgs, MysqlClientArgs};
 use crate::error::Error;
+use crate::jdbc::{Driver, Verification};
+use crate::mysql_source::{self, Source, Why};
 use crate::printer::Printer;
+use crate::profile::{Profile, Roots};
 use crate::prompt::Prompter;
 use crate::ssh::Session;
 use crate::ssh::config::Target;
@@ -44,6 +51,77 @@ pub async fn run(cli: Cli, printer: &Printer) -> anyhow::Result<ExitCode> {
         Command::Renew(args) => rotate::run_renew(&args, &cli.global, printer).await,
         Command::Status(_) => status::run(&cli.global),
         Command::Revoke(args) => revoke::run(&args, &cli.global, printer).await,
+        Command::Datagrip(args) => datagrip::run(&args, &cli.global, printer),
+        Command::Jdbc(args) => jdbc::run(&args, &cli.global, printer),
+        Command::Completions(args) => completions::run(args.shell),
+        Command::Man(args) => man::run(args.dir.as_deref()),
+    }
+}
+
+/// `datagrip` and `jdbc`, settled: the profile's MySQL, the driver and the verification (from
+/// the flags, else from what the server shows through the tunnel), each choice noted on stderr.
+pub(crate) struct MysqlClient {
+    pub(crate) profile: Profile,
+    pub(crate) source: Source,
+    pub(crate) driver: Driver,
+    pub(crate) verify: Verification,
+}
+
+impl MysqlClient {
+    pub(crate) fn settle(
+        args: &MysqlClientArgs,
+        global: &GlobalArgs,
+        command: &'static str,
+        printer: &Printer,
+    ) -> anyhow::Result<Self> {
+        let roots = Roots::resolve(global.shiqi_home.as_deref())?;
+        let name = roots.pick(args.name.as_deref(), command)?;
+        let dir = roots.dir(&name);
+        let profile = Profile::load(&dir)?;
+        let source = Source::of(&profile, &dir)?;
+        let seen = if args.driver.is_some() && args.verify.is_some() {
+            mysql_source::Seen::default()
+        } else {
+            source.look()
+        };
+        let (driver, why_driver) = mysql_source::driver(args.driver, &seen);
+        let (verify, why_verify) = mysql_source::verification(args.verify, &seen);
+        // One note on stderr: what was settled, and from what.
+        let mut seen_from = Vec::new();
+        let mut defaulted = Vec::new();
+        let mut unseen = None;
+        for (what, why) in [
+            (
+                format!("driver `{driver}` ({})", driver.title()),
+                &why_driver,
+            ),
+            (format!("verification `{verify}`"), &why_verify),
+        ] {
+            match why {
+                Why::Given => {}
+                Why::Seen(s) => seen_from.push(format!("{what} because {s}")),
+                Why::Default(s) => {
+                    defaulted.push(what);
+                    unseen = Some(s.clone());
+                }
+            }
+        }
+        if !seen_from.is_empty() {
+            printer.note(&seen_from.join("; "));
+        }
+        if let Some(unseen) = unseen {
+            printer.note(&format!(
+                "{unseen}, so {} by default; start the tunnel (`shiqi-connect tunnel up {name}`) \
+                 so the server can be asked, or pass `--driver`/`--verify`",
+                defaulted.join(" and ")
+            ));
+        }
+        Ok(Self {
+            profile,
+            source,
+            driver,
+            verify,
+        })
     }
 }
 

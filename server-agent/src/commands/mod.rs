@@ -2,6 +2,7 @@
 
 pub mod brokers;
 pub mod crl;
+pub mod docs;
 pub mod enroll;
 pub mod init;
 pub mod kafka_user;

@@ -1,0 +1,70 @@
+//! Starts DataGrip on a project folder: the `datagrip` launcher JetBrains Toolbox or the
+//! tarball's `bin/datagrip.sh` puts on PATH (Border0's CLI does the same: `datagrip DIR`).
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::error::Error;
+
+/// The launcher names looked for on PATH, in order.
+pub const LAUNCHERS: &[&str] = &["datagrip", "datagrip.sh"];
+
+/// The first launcher on `path` (a PATH value).
+pub fn find(path: Option<&OsStr>) -> Option<PathBuf> {
+    let path = path?;
+    std::env::split_paths(path).find_map(|dir| {
+        LAUNCHERS
+            .iter()
+            .map(|name| dir.join(name))
+            .find(|p| is_executable(p))
+    })
+}
+
+#[cfg(unix)]
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(not(unix))]
+fn is_executable(p: &Path) -> bool {
+    p.is_file()
+}
+
+/// Starts `launcher DIR` detached from our terminal (the IDE outlives this command).
+///
+/// # Errors
+/// [`Error::Launch`] when it cannot be started.
+pub fn open(launcher: &Path, project: &Path) -> Result<u32, Error> {
+    Command::new(launcher)
+        .arg(project)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map(|child| child.id())
+        .map_err(|source| Error::Launch {
+            program: launcher.to_path_buf(),
+            source,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_first_executable_launcher_on_path() {
+        let a = tempfile::tempdir().expect("tempdir");
+        let b = tempfile::tempdir().expect("tempdir");
+        // Not executable: skipped.
+        crate::fsutil::write_private(&a.path().join("datagrip"), b"#!/bin/sh\n").expect("write");
+        crate::fsutil::write_private(&b.path().join("datagrip.sh"), b"#!/bin/sh\n").expect("write");
+        crate::fsutil::set_mode(&b.path().join("datagrip.sh"), 0o755).expect("chmod");
+        let path = std::env::join_paths([a.path(), b.path()]).expect("join");
+        assert_eq!(find(Some(&path)), Some(b.path().join("datagrip.sh")));
+        assert_eq!(find(Some(a.path().as_os_str())), None);
+        assert_eq!(find(None), None);
+    }
+}

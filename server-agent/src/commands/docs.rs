@@ -1,0 +1,116 @@
+//! `completions SHELL` and `man [DIR]`: the agent's completion scripts (clap_complete) and man
+//! pages (clap_mangen), generated from the same clap definitions it parses with, so they cannot
+//! drift. Run before any state is opened; refused as a request over SSH (`access::authorize`).
+
+use std::path::Path;
+
+use clap::CommandFactory as _;
+use clap_complete::Shell;
+
+use crate::cli::Cli;
+use crate::commands::print_text;
+use crate::fsutil;
+
+/// The binary's name as the scripts complete it.
+const BIN: &str = "shiqi-ca-agent";
+
+/// The completion script for `shell`.
+pub fn script(shell: Shell) -> String {
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), BIN, &mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Prints the completion script for `shell`.
+///
+/// # Errors
+/// When stdout cannot be written.
+pub fn completions(shell: Shell) -> anyhow::Result<()> {
+    print_text(&script(shell))
+}
+
+/// Every page: file name and roff text, the main page first.
+pub fn pages() -> Vec<(String, Vec<u8>)> {
+    let mut cmd = Cli::command().disable_help_subcommand(true);
+    // Gives each subcommand its full name (`shiqi-ca-agent-server-cert`), as clap_mangen's own
+    // `generate_to` does.
+    cmd.build();
+    let mut out = Vec::new();
+    walk(cmd, &mut out);
+    out
+}
+
+fn walk(cmd: clap::Command, out: &mut Vec<(String, Vec<u8>)>) {
+    let man = clap_mangen::Man::new(cmd.clone());
+    let mut page = Vec::new();
+    // Rendering into a Vec cannot fail.
+    let _ = man.render(&mut page);
+    out.push((man.get_filename(), page));
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        walk(sub.clone(), out);
+    }
+}
+
+/// Prints the main page, or writes every page into `dir` (0644) and lists them.
+///
+/// # Errors
+/// When `dir` or a page cannot be written, or stdout cannot.
+pub fn man(dir: Option<&Path>) -> anyhow::Result<()> {
+    let pages = pages();
+    let Some(dir) = dir else {
+        return print_text(&String::from_utf8_lossy(&pages[0].1));
+    };
+    std::fs::create_dir_all(dir)
+        .map_err(|e| anyhow::Error::new(e).context(format!("cannot create `{}`", dir.display())))?;
+    let mut listing = String::new();
+    for (name, page) in &pages {
+        let path = dir.join(name);
+        fsutil::write_atomic(&path, page, 0o644)?;
+        listing.push_str(&format!("{}\n", path.display()));
+    }
+    print_text(&listing)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::ValueEnum as _;
+
+    use super::*;
+
+    #[test]
+    fn completions_name_every_subcommand() {
+        let names: Vec<String> = Cli::command()
+            .get_subcommands()
+            .filter(|s| !s.is_hide_set())
+            .map(|s| s.get_name().to_owned())
+            .collect();
+        assert!(names.iter().any(|n| n == "server-cert"));
+        for shell in Shell::value_variants() {
+            let s = script(*shell);
+            for n in &names {
+                assert!(s.contains(n.as_str()), "{shell}: no `{n}`");
+            }
+        }
+    }
+
+    #[test]
+    fn every_command_has_a_page_that_renders() {
+        let pages = pages();
+        assert_eq!(pages[0].0, "shiqi-ca-agent.1");
+        let main = String::from_utf8_lossy(&pages[0].1);
+        assert!(main.contains(".TH shiqi-ca-agent 1"), "{main}");
+        for n in [
+            "shiqi-ca-agent-sign.1",
+            "shiqi-ca-agent-server-cert.1",
+            "shiqi-ca-agent-man.1",
+        ] {
+            assert!(pages.iter().any(|(p, _)| p == n), "{n} missing");
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        man(Some(dir.path())).expect("writes");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).expect("ls").count(),
+            pages.len()
+        );
+    }
+}
