@@ -205,7 +205,10 @@ pub enum Error {
         serial: crate::name::Serial,
     },
     /// The name was revoked with `revoke --name` and an admin has not unblocked it since.
-    #[error("`{name}` is blocked since its revocation at {since}: no new certificate for it")]
+    #[error(
+        "`{name}` is blocked since its revocation at {}: no new certificate for it",
+        crate::text::utc(*since)
+    )]
     Blocked {
         /// The name.
         name: String,

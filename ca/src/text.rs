@@ -50,3 +50,17 @@ mod tests {
         assert_eq!(one_line("a\nb", 10), "a\\nb");
     }
 }
+
+/// A time as people read it in messages: `2026-12-03 10:36:31 UTC`.
+pub fn utc(t: time::OffsetDateTime) -> String {
+    let t = t.to_offset(time::UtcOffset::UTC);
+    format!(
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02} UTC",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    )
+}

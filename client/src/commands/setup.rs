@@ -287,7 +287,11 @@ pub async fn execute(
     printer.info("");
     printer.next(
         "next: start the tunnel with",
-        &format!("ssh -fN -F {cfg} {}", s.tunnel_host),
+        &format!("shiqi-connect tunnel up {}", s.name),
+    );
+    printer.next(
+        "  (or with OpenSSH:",
+        &format!("ssh -fN -F {cfg} {})", s.tunnel_host),
     );
     if !brokers.is_empty() {
         printer.next(

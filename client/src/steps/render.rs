@@ -655,7 +655,8 @@ mod tests {
         insta::assert_snapshot!(r.ssh_config, @r#"
 # SSH tunnel for profile `saige`, written by `shiqi-connect setup saige` at 2026-10-10T08:00:00Z.
 #
-# Start:  ssh -fN -F /home/saige/.shiqi/saige/ssh_config shiqi-tunnel
+# Start:  shiqi-connect tunnel up saige   (the built-in tunnel, which renews the certificate too)
+#   or:   ssh -fN -F /home/saige/.shiqi/saige/ssh_config shiqi-tunnel
 # Check:  ssh -F /home/saige/.shiqi/saige/ssh_config -O check shiqi-tunnel
 # Stop:   ssh -F /home/saige/.shiqi/saige/ssh_config -O exit shiqi-tunnel
 # Or add `Include /home/saige/.shiqi/saige/ssh_config` at the top of ~/.ssh/config and use `ssh -fN shiqi-tunnel`.

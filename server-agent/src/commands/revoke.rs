@@ -171,7 +171,7 @@ fn revoke(ctx: &Context, args: &RevokeArgs) -> anyhow::Result<RevokeResponse> {
             format!(
                 "`{name}` is blocked since {}: no new certificate for it until an admin runs \
                  `shiqi-ca-agent unblock {name}`",
-                block.blocked_at
+                shiqi_ca::text::utc(block.blocked_at)
             )
             .into(),
         );

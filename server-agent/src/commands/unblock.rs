@@ -13,7 +13,8 @@ pub fn run(ctx: &Context, args: UnblockArgs) -> anyhow::Result<()> {
     let text = match &lifted {
         Some(b) => format!(
             "unblocked `{name}` (blocked since {} by {}); it can be signed again\n",
-            b.blocked_at, b.blocked_by
+            shiqi_ca::text::utc(b.blocked_at),
+            b.blocked_by
         ),
         None => format!("`{name}` was not blocked; nothing to do\n"),
     };
