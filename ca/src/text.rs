@@ -35,6 +35,20 @@ pub fn one_line(s: &str, max: usize) -> String {
     cut
 }
 
+/// A time as people read it in messages: `2026-12-03 10:36:31 UTC`.
+pub fn utc(t: time::OffsetDateTime) -> String {
+    let t = t.to_offset(time::UtcOffset::UTC);
+    format!(
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02} UTC",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -49,18 +63,4 @@ mod tests {
         assert_eq!(one_line("abcdef", 4), "abc…");
         assert_eq!(one_line("a\nb", 10), "a\\nb");
     }
-}
-
-/// A time as people read it in messages: `2026-12-03 10:36:31 UTC`.
-pub fn utc(t: time::OffsetDateTime) -> String {
-    let t = t.to_offset(time::UtcOffset::UTC);
-    format!(
-        "{:04}-{:02}-{:02} {:02}:{:02}:{:02} UTC",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second()
-    )
 }

@@ -20,6 +20,7 @@ mod jdbc;
 mod kafka;
 mod known_hosts;
 mod lifecycle;
+mod readme;
 mod server;
 mod setup;
 mod stack;

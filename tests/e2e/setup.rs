@@ -138,7 +138,8 @@ fn setup_then_openssh_tunnel_carries_kafka_to_every_broker_and_mysql() {
     let name = unique_name("saige");
     let out = home.setup(s, &name, &[]).ok();
     assert!(
-        out.stderr.contains(&format!("shiqi-connect tunnel up {name}"))
+        out.stderr
+            .contains(&format!("shiqi-connect tunnel up {name}"))
             && out.stderr.contains("ssh -fN -F"),
         "the next step is printed:\n{}",
         out.stderr
