@@ -16,6 +16,7 @@ mod doctor;
 mod hostile;
 mod hostile_table;
 mod identity;
+mod interactive;
 mod jdbc;
 mod kafka;
 mod known_hosts;
