@@ -248,6 +248,9 @@ async fn open(
         keepalive_interval: Some(Duration::from_secs(15)),
         keepalive_max: 3,
         nodelay: true,
+        // Messages a channel may queue before its reader takes them (russh's default is 100,
+        // 3.2 MB of 32 KiB packets per channel); the SSH window still keeps the pipe full.
+        channel_buffer_size: CHANNEL_BUFFER,
         ..Default::default()
     };
     config.preferred.cipher = cipher_order(hardware_aes()).into();
@@ -319,6 +322,10 @@ async fn open(
     let auth = auth::authenticate(&mut handle, target, passphrase).await?;
     Ok((handle, host_key, auth))
 }
+
+/// See `channel_buffer_size` above: 16 (512 KiB) kept the throughput of 100 and cut the
+/// tunnel's peak memory under load by about 4 MB (scripts/bench, 2026-12-03).
+const CHANNEL_BUFFER: usize = 16;
 
 /// The ciphers to offer, best first. Both AEADs are aws-lc's assembly; with AES instructions
 /// AES-GCM moves several times more bytes per CPU second than chacha20-poly1305 (which russh,
