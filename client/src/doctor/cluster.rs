@@ -637,3 +637,88 @@ async fn login(file: &ConfigFile, host: &str, port: u16, speaks: &Speaks) -> Fin
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use shiqi_ca::issue::{Ca, Validity};
+    use shiqi_ca::key::{KeyType, PrivateKey};
+    use shiqi_ca::keystore::{P12Format, keystore, truststore};
+
+    use super::*;
+
+    /// A Java config naming real PKCS#12 stores made by a throwaway CA, with `extra` lines.
+    fn java_config(dir: &Path, password: &str, extra: &str) -> ConfigFile {
+        let now = time::OffsetDateTime::now_utc();
+        let ca = Ca::create(
+            KeyType::EcdsaP256,
+            "test CA",
+            Validity::starting_now(now, time::Duration::days(2)),
+        )
+        .expect("CA");
+        let key = PrivateKey::generate(KeyType::EcdsaP256).expect("key");
+        let serial = shiqi_ca::Serial::random();
+        let cert = ca
+            .issue_for_key(
+                "saige",
+                &key,
+                &serial,
+                Validity::starting_now(now, time::Duration::days(1)),
+            )
+            .expect("cert");
+        let secret = Secret::new("right".to_owned());
+        let ks = keystore(&key, &cert.pem(), "client", &secret, P12Format::Modern).expect("ks");
+        let ts = truststore(&ca.cert().pem(), "ca", &secret, P12Format::Modern).expect("ts");
+        let (ks_path, ts_path) = (dir.join("k.p12"), dir.join("t.p12"));
+        crate::fsutil::write_private(&ks_path, &ks).expect("write");
+        crate::fsutil::write_private(&ts_path, &ts).expect("write");
+        let text = format!(
+            "bootstrap.servers=localhost:9092\nsecurity.protocol=SSL\n\
+             ssl.keystore.location={}\nssl.keystore.password={password}\n{extra}",
+            ks_path.display()
+        )
+        .replace("TRUST", &ts_path.display().to_string());
+        ConfigFile::parse(Kind::Java, &text)
+    }
+
+    #[test]
+    fn a_java_config_gives_its_identity_or_says_what_is_missing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let trust = "ssl.truststore.location=TRUST\nssl.truststore.password=right\n";
+        let ok = java_config(dir.path(), "right", trust);
+        assert!(credentials(&ok).is_ok_and(|t| t.config().is_ok()));
+
+        let why = |f: &ConfigFile| credentials(f).err().unwrap_or_default();
+        assert!(why(&java_config(dir.path(), "right", "")).contains("names no truststore"));
+        assert!(why(&java_config(dir.path(), "wrong", trust)).contains("password"));
+        let bare = ConfigFile::parse(Kind::Java, "bootstrap.servers=localhost:9092\n");
+        assert!(why(&bare).contains("names no client certificate"));
+    }
+
+    #[test]
+    fn a_config_says_what_it_expects_in_its_clients_spelling() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ctx = Context::load(&crate::doctor::Inputs {
+            home: dir.path().to_owned(),
+            profile_dir: None,
+            configs: Vec::new(),
+            bootstrap: Vec::new(),
+        });
+        let java = ConfigFile::parse(Kind::Java, "bootstrap.servers=a:1, b:2\n");
+        let c = from_file(&ctx, &java);
+        assert_eq!(c.servers, [("a".to_owned(), 1), ("b".to_owned(), 2)]);
+        assert_eq!((c.protocol.as_deref(), c.line), (Some("PLAINTEXT"), None));
+        assert_eq!(
+            (c.wants_tls(), c.ssl_line()),
+            (Some(false), "security.protocol=SSL")
+        );
+        let rd = ConfigFile::parse(
+            Kind::Librdkafka,
+            "metadata.broker.list=h:3\nsecurity.protocol=ssl\n",
+        );
+        let c = from_file(&ctx, &rd);
+        assert_eq!(
+            (c.wants_tls(), c.ssl_line(), c.line),
+            (Some(true), "security.protocol=ssl", Some(2))
+        );
+    }
+}
