@@ -225,6 +225,30 @@ pub(crate) fn java_tool(s: &Stack, class: &str, args: &[&str]) -> String {
         .join(" ")
 }
 
+/// A console consumer on the laptop (through the tunnel), from the beginning of `topic` in
+/// `group`, running in the background until dropped.
+pub(crate) fn console_consumer<'a>(
+    s: &'a Stack,
+    log: PathBuf,
+    props: &str,
+    topic: &str,
+    group: &str,
+) -> Background<'a> {
+    let args = [
+        "--bootstrap-server",
+        "localhost:19094",
+        "--consumer.config",
+        props,
+        "--topic",
+        topic,
+        "--group",
+        group,
+        "--from-beginning",
+    ];
+    let command = java_tool(s, "org.apache.kafka.tools.consumer.ConsoleConsumer", &args);
+    Background::start(s, log, &command)
+}
+
 pub(crate) fn create_topic(s: &Stack, topic: &str) {
     s.kafka_tool(
         "org.apache.kafka.tools.TopicCommand",
@@ -385,25 +409,7 @@ fn revoke_cuts_a_connected_consumer_and_a_mysql_session_and_spares_other_users()
     // A consumer connected before the revocation, in its group under `app.`.
     let props = victim.join("client.properties").display().to_string();
     let group = format!("app.{name}");
-    let consumer = Background::start(
-        s,
-        home.dir.join("consumer.log"),
-        &java_tool(
-            s,
-            "org.apache.kafka.tools.consumer.ConsoleConsumer",
-            &[
-                "--bootstrap-server",
-                "localhost:19094",
-                "--consumer.config",
-                &props,
-                "--topic",
-                &topic,
-                "--group",
-                &group,
-                "--from-beginning",
-            ],
-        ),
-    );
+    let consumer = console_consumer(s, home.dir.join("consumer.log"), &props, &topic, &group);
     assert!(
         within(Duration::from_secs(60), || consumer.log().contains("one")).is_some(),
         "the consumer never read the first record:\n{}",

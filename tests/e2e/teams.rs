@@ -9,8 +9,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::lifecycle::{
-    Background, audit, create_topic, java_tool, mysql_login, produce, serial_of, sessions_of,
-    within,
+    Background, audit, console_consumer, create_topic, mysql_login, produce, serial_of,
+    sessions_of, within,
 };
 use crate::setup::{Home, OpenSshTunnel};
 use crate::stack::{Out, Stack, stack, unique_name};
@@ -36,6 +36,19 @@ fn bob(s: &Stack, home: &Home, args: &[&str]) -> Out {
         &[("SHIQI_HOME", &home.env()), ("HOME", &bob_home)],
         None,
     )
+}
+
+/// `shiqi-connect setup NAME` from bob's laptop home against the agent's account.
+fn bob_setup(s: &Stack, home: &Home, name: &str, extra: &[&str]) -> Out {
+    let mut args = vec![
+        "setup",
+        name,
+        "--server",
+        s.info("ssh_destination"),
+        "--yes",
+    ];
+    args.extend_from_slice(extra);
+    bob(s, home, &args)
 }
 
 /// `ssh shiqi-ca@server REQUEST` with bob's key only, as a person would try it by hand.
@@ -102,18 +115,7 @@ fn a_user_key_gets_its_own_name_and_nothing_else() {
 
     // A certificate for someone else's name: refused, nothing issued, nothing left behind.
     let before = inventory(s).len();
-    let refused = bob(
-        s,
-        &home,
-        &[
-            "setup",
-            &theirs,
-            "--server",
-            s.info("ssh_destination"),
-            "--yes",
-        ],
-    )
-    .failed();
+    let refused = bob_setup(s, &home, &theirs, &[]).failed();
     assert!(
         refused
             .stderr
@@ -135,19 +137,7 @@ fn a_user_key_gets_its_own_name_and_nothing_else() {
     );
 
     // His own name works end to end (Kafka ACLs, MySQL user, profile).
-    bob(
-        s,
-        &home,
-        &[
-            "setup",
-            BOB,
-            "--server",
-            s.info("ssh_destination"),
-            "--yes",
-            "--force",
-        ],
-    )
-    .ok();
+    bob_setup(s, &home, BOB, &["--force"]).ok();
     let mine = home.profile(BOB);
     {
         let _tunnel = OpenSshTunnel::open(s, &mine);
@@ -273,19 +263,7 @@ fn an_admin_revokes_bob_whose_consumer_then_reads_nothing_and_who_stays_blocked(
     unblock_bob(s);
     let saige = Home::new(s, "teams-admin");
     let home = Home::new(s, "teams-revoked");
-    bob(
-        s,
-        &home,
-        &[
-            "setup",
-            BOB,
-            "--server",
-            s.info("ssh_destination"),
-            "--yes",
-            "--force",
-        ],
-    )
-    .ok();
+    bob_setup(s, &home, BOB, &["--force"]).ok();
     let profile = home.profile(BOB);
     let topic = format!("app.{}", unique_name("team"));
     create_topic(s, &topic);
@@ -293,25 +271,7 @@ fn an_admin_revokes_bob_whose_consumer_then_reads_nothing_and_who_stays_blocked(
     produce(s, &profile, &topic, "before\n").ok();
     let props = profile.join("client.properties").display().to_string();
     let group = format!("app.{}", unique_name("bobs"));
-    let consumer = Background::start(
-        s,
-        home.dir.join("consumer.log"),
-        &java_tool(
-            s,
-            "org.apache.kafka.tools.consumer.ConsoleConsumer",
-            &[
-                "--bootstrap-server",
-                "localhost:19094",
-                "--consumer.config",
-                &props,
-                "--topic",
-                &topic,
-                "--group",
-                &group,
-                "--from-beginning",
-            ],
-        ),
-    );
+    let consumer = console_consumer(s, home.dir.join("consumer.log"), &props, &topic, &group);
     assert!(
         within(Duration::from_secs(60), || consumer
             .log()
@@ -364,19 +324,7 @@ fn an_admin_revokes_bob_whose_consumer_then_reads_nothing_and_who_stays_blocked(
     drop(tunnel);
 
     // Blocked: bob cannot get a new certificate, however he asks.
-    let again = bob(
-        s,
-        &home,
-        &[
-            "setup",
-            BOB,
-            "--server",
-            s.info("ssh_destination"),
-            "--yes",
-            "--force",
-        ],
-    )
-    .failed();
+    let again = bob_setup(s, &home, BOB, &["--force"]).failed();
     assert!(
         again.stderr.contains("`bob` is blocked"),
         "{}",
@@ -394,19 +342,7 @@ fn an_admin_revokes_bob_whose_consumer_then_reads_nothing_and_who_stays_blocked(
         "{}",
         lifted.all()
     );
-    bob(
-        s,
-        &home,
-        &[
-            "setup",
-            BOB,
-            "--server",
-            s.info("ssh_destination"),
-            "--yes",
-            "--force",
-        ],
-    )
-    .ok();
+    bob_setup(s, &home, BOB, &["--force"]).ok();
 }
 
 #[test]
