@@ -309,6 +309,25 @@ pub struct KafkaAcl {
     pub host: Text,
 }
 
+/// The reply to `shiqi-ca-agent provision --name NAME` (CSR on stdin): what `sign`,
+/// `kafka-user` and `mysql-user` answer, from one process with one Kafka connection.
+///
+/// The agent prints it even when a step after signing failed (and then exits non-zero), so the
+/// client knows a certificate was issued and revokes it; a refusal before signing prints none.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ProvisionResponse {
+    /// Always [`PROTOCOL_VERSION`].
+    pub version: u32,
+    /// The certificate and the server's facts, as `sign` answers them.
+    pub certificate: SignResponse,
+    /// The principal's ACLs; absent when the facts name no Kafka cluster (or that step failed).
+    #[serde(default)]
+    pub kafka: Option<KafkaUserResponse>,
+    /// The MySQL account; absent when the facts name no MySQL (or that step failed).
+    #[serde(default)]
+    pub mysql: Option<MysqlUserResponse>,
+}
+
 /// The reply to `shiqi-ca-agent brokers --json`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct BrokersResponse {

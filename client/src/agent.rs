@@ -1,5 +1,6 @@
-//! Every call to the server's `shiqi-ca-agent`, over an open SSH session: `sign` (CSR on stdin →
-//! certificate and server facts), `mysql-user`, `kafka-user`, `brokers` and `revoke`. Each
+//! Every call to the server's `shiqi-ca-agent`, over an open SSH session: `provision` (CSR on
+//! stdin → certificate, server facts, Kafka ACLs, MySQL user), `sign --replaces`, `brokers` and
+//! `revoke`. Each
 //! command line is built from validated types only; each answer is parsed into strict types
 //! ([`shiqi_ca::protocol::decode`]) and checked against the request before anyone uses it; a
 //! refusal becomes one [`Error`] carrying the agent's own `error:` and `hint:` lines.
@@ -11,7 +12,7 @@ use shiqi_ca::crl::Reason;
 use shiqi_ca::key::PrivateKey;
 use shiqi_ca::protocol::{
     Broker, BrokersResponse, KafkaUserResponse, MysqlUserResponse, PROTOCOL_VERSION,
-    RevokeResponse, SignResponse,
+    ProvisionResponse, RevokeResponse, SignResponse,
 };
 use shiqi_ca::{ProfileName, Serial};
 
@@ -50,19 +51,9 @@ impl AgentCommand {
         &self.0
     }
 
-    /// `… sign --name NAME`; a [`ProfileName`] is a safe shell word by construction.
-    fn sign(&self, name: &ProfileName) -> String {
-        format!("{} sign --name {name}", self.0)
-    }
-
-    /// `… mysql-user NAME`.
-    fn mysql_user(&self, name: &ProfileName) -> String {
-        format!("{} mysql-user {name}", self.0)
-    }
-
-    /// `… kafka-user NAME`.
-    fn kafka_user(&self, name: &ProfileName) -> String {
-        format!("{} kafka-user {name}", self.0)
+    /// `… provision --name NAME`; a [`ProfileName`] is a safe shell word by construction.
+    fn provision(&self, name: &ProfileName) -> String {
+        format!("{} provision --name {name}", self.0)
     }
 
     /// `… brokers --json`.
@@ -119,28 +110,91 @@ pub struct Signed {
     pub chain_pem: String,
 }
 
-/// Sends the CSR to `agent sign --name NAME` and checks the certificate that comes back.
+/// What `provision` brought back: the certificate, checked, and the accounts made for it.
+#[derive(Debug)]
+pub struct Provisioned {
+    /// The certificate and the server's facts.
+    pub signed: Signed,
+    /// The principal's ACLs, when the facts name a Kafka cluster.
+    pub kafka: Option<KafkaUserResponse>,
+    /// The MySQL account, when the facts name a MySQL server.
+    pub mysql: Option<MysqlUserResponse>,
+}
+
+/// Sends the CSR to `agent provision --name NAME`, which signs it, grants the Kafka ACLs and
+/// creates the MySQL user in one request, and checks what comes back.
 ///
 /// # Errors
-/// [`Error::AgentNotInstalled`], [`Error::AgentRefused`], [`Error::AgentReply`],
-/// [`Error::ProtocolVersion`], [`Error::CertMismatch`], or an SSH error.
+/// [`Error::AgentNotInstalled`], [`Error::AgentTooOld`], [`Error::AgentRefused`] (nothing was
+/// issued), [`Error::AgentUnfinished`] (a certificate was issued, a later step failed),
+/// [`Error::AgentReply`], [`Error::ProtocolVersion`], [`Error::CertMismatch`], or an SSH error.
 #[tracing::instrument(skip_all, fields(profile = %name))]
-pub async fn sign(
+pub async fn provision(
     session: &Session,
     agent: &AgentCommand,
     name: &ProfileName,
     csr_pem: &str,
     key: &PrivateKey,
-) -> Result<Signed, Error> {
+) -> Result<Provisioned, Error> {
     tracing::debug!(bytes = csr_pem.len(), "sending CSR to shiqi-ca-agent");
-    sign_with(session, agent.sign(name), agent, name, csr_pem, key).await
+    let out = session
+        .exec(
+            &agent.provision(name),
+            csr_pem.as_bytes(),
+            MAX_REPLY,
+            AGENT_TIMEOUT,
+        )
+        .await?;
+    // A failure after signing still prints the answer so far: a certificate exists.
+    if matches!(out.status, Some(s) if s != 0)
+        && let Ok(partial) = shiqi_ca::protocol::decode::<ProvisionResponse>(&out.stdout)
+    {
+        let (message, agent_hint) = read_stderr(&String::from_utf8_lossy(&out.stderr));
+        return Err(Error::AgentUnfinished {
+            serial: partial.certificate.serial.to_hex(),
+            message: message.unwrap_or_default(),
+            agent_hint,
+        });
+    }
+    let stdout = successful(AgentOp::Provision, agent, out)?;
+    let response: ProvisionResponse = parse_reply(AgentOp::Provision, &stdout)?;
+    let signed = check_sign_response(AgentOp::Provision, response.certificate, name, key)?;
+    let field = |field: &str, why: String| Error::AgentField {
+        op: AgentOp::Provision,
+        field: field.to_owned(),
+        why,
+    };
+    if let Some(m) = &response.mysql
+        && &m.user != name
+    {
+        return Err(field(
+            "mysql.user",
+            format!("`{}` is not the requested name `{name}`", m.user),
+        ));
+    }
+    let principal = format!("User:{name}");
+    if let Some(k) = &response.kafka
+        && k.principal.as_str() != principal
+    {
+        return Err(field(
+            "kafka.principal",
+            format!("`{}` is not `{principal}`", k.principal),
+        ));
+    }
+    Ok(Provisioned {
+        signed,
+        kafka: response.kafka,
+        mysql: response.mysql,
+    })
 }
 
-/// As [`sign`], for a certificate that replaces `old` (`rotate`, `renew`): the agent checks that
-/// `old` is a client certificate of `name` and records the rotation in its audit log.
+/// Sends the CSR to `agent sign --name NAME --replaces OLD` (`rotate`, `renew`) and checks the
+/// certificate that comes back: the agent checks that `old` is a client certificate of `name`
+/// and records the rotation in its audit log.
 ///
 /// # Errors
-/// As [`sign`].
+/// [`Error::AgentNotInstalled`], [`Error::AgentRefused`], [`Error::AgentReply`],
+/// [`Error::ProtocolVersion`], [`Error::CertMismatch`], or an SSH error.
 #[tracing::instrument(skip_all, fields(profile = %name, replaces = %old))]
 pub async fn sign_replacing(
     session: &Session,
@@ -150,8 +204,17 @@ pub async fn sign_replacing(
     key: &PrivateKey,
     old: &Serial,
 ) -> Result<Signed, Error> {
-    let command = agent.sign_replacing(name, old);
-    sign_with(session, command, agent, name, csr_pem, key).await
+    let out = session
+        .exec(
+            &agent.sign_replacing(name, old),
+            csr_pem.as_bytes(),
+            MAX_REPLY,
+            AGENT_TIMEOUT,
+        )
+        .await?;
+    let stdout = successful(AgentOp::Sign, agent, out)?;
+    let response: SignResponse = parse_reply(AgentOp::Sign, &stdout)?;
+    check_sign_response(AgentOp::Sign, response, name, key)
 }
 
 /// What [`revoke`] learned: the agent's answer, and its error if it could not finish (MySQL or
@@ -167,7 +230,7 @@ pub struct Revoked {
 /// Runs `agent revoke …` for `what` with `reason`.
 ///
 /// # Errors
-/// As [`sign`]; an agent that revoked but could not make it effective everywhere is not an
+/// As [`sign_replacing`]; an agent that revoked but could not make it effective everywhere is not an
 /// error (see [`Revoked::incomplete`]).
 #[tracing::instrument(skip_all)]
 pub async fn revoke(
@@ -200,70 +263,10 @@ pub async fn revoke(
     })
 }
 
-async fn sign_with(
-    session: &Session,
-    command: String,
-    agent: &AgentCommand,
-    name: &ProfileName,
-    csr_pem: &str,
-    key: &PrivateKey,
-) -> Result<Signed, Error> {
-    let out = session
-        .exec(&command, csr_pem.as_bytes(), MAX_REPLY, AGENT_TIMEOUT)
-        .await?;
-    let stdout = successful(AgentOp::Sign, agent, out)?;
-    let response: SignResponse = parse_reply(AgentOp::Sign, &stdout)?;
-    check_sign_response(response, name, key)
-}
-
-/// Asks `agent mysql-user NAME` to create or update the certificate-only MySQL account.
-///
-/// # Errors
-/// As [`sign`].
-#[tracing::instrument(skip_all, fields(profile = %name))]
-pub async fn mysql_user(
-    session: &Session,
-    agent: &AgentCommand,
-    name: &ProfileName,
-) -> Result<MysqlUserResponse, Error> {
-    let out = session
-        .exec(&agent.mysql_user(name), b"", MAX_REPLY, AGENT_TIMEOUT)
-        .await?;
-    let stdout = successful(AgentOp::MysqlUser, agent, out)?;
-    let response: MysqlUserResponse = parse_reply(AgentOp::MysqlUser, &stdout)?;
-    if &response.user != name {
-        return Err(Error::AgentField {
-            op: AgentOp::MysqlUser,
-            field: "user".to_owned(),
-            why: format!("`{}` is not the requested name `{name}`", response.user),
-        });
-    }
-    Ok(response)
-}
-
-/// Asks `agent kafka-user NAME` to grant the principal `User:NAME` the ACLs the server's config
-/// names (idempotent), so that it can use topics and groups with the broker's authorizer on.
-///
-/// # Errors
-/// As [`sign`].
-#[tracing::instrument(skip_all, fields(profile = %name))]
-pub async fn kafka_user(
-    session: &Session,
-    agent: &AgentCommand,
-    name: &ProfileName,
-) -> Result<KafkaUserResponse, Error> {
-    let out = session
-        .exec(&agent.kafka_user(name), b"", MAX_REPLY, AGENT_TIMEOUT)
-        .await?;
-    let stdout = successful(AgentOp::KafkaUser, agent, out)?;
-    let response: KafkaUserResponse = parse_reply(AgentOp::KafkaUser, &stdout)?;
-    Ok(response)
-}
-
 /// Asks the agent for every broker's advertised address (it asks the cluster).
 ///
 /// # Errors
-/// As [`sign`], e.g. [`Error::AgentRefused`] when Kafka is down.
+/// As [`sign_replacing`], e.g. [`Error::AgentRefused`] when Kafka is down.
 #[tracing::instrument(skip_all)]
 pub async fn brokers(session: &Session, agent: &AgentCommand) -> Result<Vec<Broker>, Error> {
     let out = session
@@ -292,6 +295,10 @@ fn successful(op: AgentOp, agent: &AgentCommand, out: Output) -> Result<Vec<u8>,
         None if out.signal.is_none() => Err(Error::AgentVanished { op }),
         status => {
             let stderr = String::from_utf8_lossy(&out.stderr);
+            // clap's words, whether the agent ran from a shell or through `serve`.
+            if stderr.contains(&format!("unrecognized subcommand '{}'", op.subcommand())) {
+                return Err(Error::AgentTooOld { op });
+            }
             let (message, agent_hint) = read_stderr(&stderr);
             let message = match (message, &out.signal, status) {
                 (Some(m), _, _) => m,
@@ -346,6 +353,7 @@ fn parse_reply<T: serde::de::DeserializeOwned>(op: AgentOp, stdout: &[u8]) -> Re
 }
 
 fn check_sign_response(
+    op: AgentOp,
     response: SignResponse,
     name: &ProfileName,
     key: &PrivateKey,
@@ -368,7 +376,7 @@ fn check_sign_response(
         && &m.user != name
     {
         return Err(Error::AgentField {
-            op: AgentOp::Sign,
+            op,
             field: "facts.mysql.user".to_owned(),
             why: format!("`{}` is not the requested name `{name}`", m.user),
         });
@@ -473,7 +481,17 @@ mod tests {
         let e = successful(AgentOp::Sign, &a, out(None, "")).expect_err("gone");
         assert!(matches!(e, Error::AgentVanished { .. }), "{e}");
 
-        let e = successful(AgentOp::MysqlUser, &a, out(Some(1), "")).expect_err("silent");
+        // An agent from before `provision`, run from a shell and through `serve`.
+        for stderr in [
+            "error: unrecognized subcommand 'provision'\n\nUsage: shiqi-ca-agent <COMMAND>\n",
+            "error: cannot parse the request: unrecognized subcommand 'provision'\n",
+        ] {
+            let e = successful(AgentOp::Provision, &a, out(Some(2), stderr)).expect_err("old");
+            assert!(matches!(e, Error::AgentTooOld { .. }), "{e}");
+            assert!(e.hint().is_some_and(|h| h.contains("same version")), "{e}");
+        }
+
+        let e = successful(AgentOp::Provision, &a, out(Some(1), "")).expect_err("silent");
         assert!(
             e.to_string()
                 .ends_with("it exited with status 1 and printed no error"),
@@ -483,7 +501,7 @@ mod tests {
 
     #[test]
     fn refuses_other_protocol_versions_and_junk() {
-        let e = parse_reply::<MysqlUserResponse>(AgentOp::MysqlUser, br#"{"version":7}"#)
+        let e = parse_reply::<MysqlUserResponse>(AgentOp::Provision, br#"{"version":7}"#)
             .expect_err("version");
         assert!(matches!(
             e,
@@ -492,7 +510,7 @@ mod tests {
                 expected: 1
             }
         ));
-        let e = parse_reply::<MysqlUserResponse>(AgentOp::MysqlUser, b"Welcome to the server!\n{")
+        let e = parse_reply::<MysqlUserResponse>(AgentOp::Provision, b"Welcome to the server!\n{")
             .expect_err("junk");
         assert!(e.to_string().contains("not JSON"), "{e}");
     }
@@ -502,12 +520,8 @@ mod tests {
         let name: ProfileName = "saige".parse().expect("name");
         let a = AgentCommand::new(" /opt/shiqi/bin/shiqi-ca-agent ").expect("valid");
         assert_eq!(
-            a.sign(&name),
-            "/opt/shiqi/bin/shiqi-ca-agent sign --name saige"
-        );
-        assert_eq!(
-            AgentCommand::default().mysql_user(&name),
-            "shiqi-ca-agent mysql-user saige"
+            a.provision(&name),
+            "/opt/shiqi/bin/shiqi-ca-agent provision --name saige"
         );
         assert!(AgentCommand::new("a\nb").is_err() && AgentCommand::new("  ").is_err());
         let serial: Serial = "0a1b".parse().expect("serial");

@@ -8,10 +8,8 @@ use std::path::PathBuf;
 pub enum AgentOp {
     /// `shiqi-ca-agent sign --name NAME`.
     Sign,
-    /// `shiqi-ca-agent mysql-user NAME`.
-    MysqlUser,
-    /// `shiqi-ca-agent kafka-user NAME`.
-    KafkaUser,
+    /// `shiqi-ca-agent provision --name NAME`.
+    Provision,
     /// `shiqi-ca-agent brokers --json` (before the tunnel listens).
     Brokers,
     /// `shiqi-ca-agent revoke …`.
@@ -23,8 +21,7 @@ impl AgentOp {
     pub fn subcommand(self) -> &'static str {
         match self {
             Self::Sign => "sign",
-            Self::MysqlUser => "mysql-user",
-            Self::KafkaUser => "kafka-user",
+            Self::Provision => "provision",
             Self::Brokers => "brokers",
             Self::Revoke => "revoke",
         }
@@ -33,8 +30,7 @@ impl AgentOp {
     fn refusal(self) -> &'static str {
         match self {
             Self::Sign => "the server's agent refused the CSR",
-            Self::MysqlUser => "the server's agent could not set up the MySQL user",
-            Self::KafkaUser => "the server's agent could not grant the Kafka permissions",
+            Self::Provision => "the server's agent refused",
             Self::Brokers => "the server's agent could not list the Kafka brokers",
             Self::Revoke => "the server's agent could not revoke",
         }
@@ -223,6 +219,25 @@ pub enum Error {
         message: String,
         /// Its `hint:` line, if it printed one.
         agent_hint: Option<String>,
+    },
+
+    /// `provision` issued a certificate, then granting the Kafka ACLs or creating the MySQL user
+    /// failed (the run revokes the certificate on its way out).
+    #[error("the server's agent issued certificate {serial}, then failed: {message}")]
+    AgentUnfinished {
+        /// The issued certificate's serial.
+        serial: String,
+        /// The agent's `error:` line.
+        message: String,
+        /// Its `hint:` line, if it printed one.
+        agent_hint: Option<String>,
+    },
+
+    /// The agent does not know a subcommand this client sends: it is an older version.
+    #[error("the server's `shiqi-ca-agent` is older than this shiqi-connect: it has no `{}`", op.subcommand())]
+    AgentTooOld {
+        /// The subcommand it does not know.
+        op: AgentOp,
     },
 
     /// The channel closed without an exit status: the connection or the agent died.
@@ -611,7 +626,10 @@ impl Error {
             Self::AgentNotInstalled { .. } => "install `shiqi-ca-agent` on the server's PATH, or \
                 pass `--agent-command /path/to/shiqi-ca-agent` (env `SHIQI_AGENT_COMMAND`)"
                 .to_owned(),
-            Self::AgentRefused { agent_hint: Some(h), .. } => h.clone(),
+            Self::AgentRefused { agent_hint: Some(h), .. }
+            | Self::AgentUnfinished { agent_hint: Some(h), .. } => h.clone(),
+            Self::AgentUnfinished { .. } => "fix what the error names on the server (or ask its admin), then run setup again: this certificate is revoked".to_owned(),
+            Self::AgentTooOld { .. } => "install the same version of shiqi-ca-agent on the server as this shiqi-connect (`shiqi-connect --version`)".to_owned(),
             Self::AgentRefused { .. } => {
                 "the server's admin can read the agent's audit log for details".to_owned()
             }

@@ -104,6 +104,7 @@ pub fn authorize(ctx: &Context, caller: &Caller, command: &Command) -> Result<()
         Command::Brokers(_) => true,
         Command::Sign(a) => own(&a.name),
         Command::MysqlUser(a) => own(&a.name),
+        Command::Provision(a) => own(&a.name),
         Command::KafkaUser(a) => own(&a.name) && !a.revoke,
         Command::Revoke(a) => match (&a.serial, &a.name) {
             (_, Some(name)) => own(name),
@@ -150,6 +151,7 @@ pub fn audit_target(command: &Command) -> (&'static str, String) {
         Command::ServerCert(a) => ("server-cert", name(&a.name)),
         Command::Sign(a) => ("sign", name(&a.name)),
         Command::MysqlUser(a) => ("mysql-user", name(&a.name)),
+        Command::Provision(a) => ("provision", name(&a.name)),
         Command::KafkaUser(a) if a.revoke => ("kafka-user-revoke", name(&a.name)),
         Command::KafkaUser(a) => ("kafka-user", name(&a.name)),
         Command::Brokers(_) => ("brokers", String::new()),
@@ -178,6 +180,7 @@ fn describe(command: &Command) -> String {
         Command::ServerCert(a) => format!("`server-cert {}`", a.name),
         Command::Sign(a) => format!("a certificate for `{}`", a.name),
         Command::MysqlUser(a) => format!("the MySQL user `{}`", a.name),
+        Command::Provision(a) => format!("a certificate for `{}`", a.name),
         Command::KafkaUser(a) if a.revoke => format!("deleting the Kafka ACLs of `{}`", a.name),
         Command::KafkaUser(a) => format!("the Kafka ACLs of `{}`", a.name),
         Command::Brokers(_) => "`brokers`".to_owned(),
@@ -237,6 +240,8 @@ mod tests {
         for ok in [
             "sign --name bob",
             "sign --name bob --replaces 0a1b",
+            "provision --name bob",
+            "provision --name bob --no-kafka",
             "mysql-user bob",
             "kafka-user bob",
             "brokers --json",
@@ -247,6 +252,7 @@ mod tests {
         }
         for refused in [
             "sign --name saige",
+            "provision --name saige",
             "mysql-user saige",
             "kafka-user saige",
             "kafka-user bob --revoke",

@@ -46,6 +46,9 @@ pub enum Command {
     Sign(SignArgs),
     /// Create or update the certificate-only MySQL user for NAME (idempotent).
     MysqlUser(MysqlUserArgs),
+    /// `sign`, `kafka-user` and `mysql-user` for NAME in one request (what `shiqi-connect setup`
+    /// sends): the CSR on stdin, one JSON document with all three answers on stdout.
+    Provision(ProvisionArgs),
     /// Give Kafka principal `User:NAME` the ACLs of `[kafka] grants` (idempotent), or delete
     /// all of its ACLs with `--revoke`.
     KafkaUser(KafkaUserArgs),
@@ -203,6 +206,17 @@ pub struct SignArgs {
     /// be a client certificate of the same name. Recorded in the audit log as a `rotate`.
     #[arg(long, value_name = "SERIAL")]
     pub replaces: Option<String>,
+}
+
+/// `provision`.
+#[derive(Debug, Args)]
+pub struct ProvisionArgs {
+    /// The name the certificate, the Kafka principal and the MySQL user are for.
+    #[arg(long)]
+    pub name: String,
+    /// Neither ask Kafka for its brokers nor grant ACLs.
+    #[arg(long)]
+    pub no_kafka: bool,
 }
 
 /// `mysql-user`.

@@ -1,9 +1,10 @@
-//! Kafka through rdkafka: the cluster's metadata, asked with the agent's own admin certificate.
+//! Kafka through rdkafka: the agent's admin connection and the cluster's metadata.
 
 use std::time::Duration;
 
 use rdkafka::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer as _};
+use rdkafka::admin::AdminClient;
+use rdkafka::client::DefaultClientContext;
 use shiqi_ca::issue::Ca;
 use shiqi_ca::protocol::{Broker, KafkaFacts};
 use shiqi_ca::{Bootstrap, Error, Host, Port};
@@ -11,23 +12,56 @@ use shiqi_ca::{Bootstrap, Error, Host, Port};
 use crate::error::AgentError;
 use crate::state::Context;
 
-/// A librdkafka client config that authenticates as the agent's admin identity.
-pub fn admin_client_config(ctx: &Context, ca: &Ca) -> Result<ClientConfig, AgentError> {
-    let bootstrap = &ctx.config.kafka.bootstrap;
-    if bootstrap.is_empty() {
-        return Err(AgentError::KafkaDisabled);
+/// The agent's admin connection to the cluster: one librdkafka client, authenticated with the
+/// agent's admin identity, for metadata and ACLs alike (`provision` uses one for both).
+pub struct Admin {
+    /// The client; its `inner()` answers metadata requests.
+    pub client: AdminClient<DefaultClientContext>,
+    /// `[kafka] timeout_secs`, at least one second.
+    pub timeout: Duration,
+    /// `[kafka] bootstrap` as configured, for errors.
+    pub bootstrap: String,
+}
+
+impl Admin {
+    /// A client for `[kafka] bootstrap`. It connects lazily: nothing is sent until a request.
+    ///
+    /// # Errors
+    /// [`AgentError::KafkaDisabled`] without a bootstrap; the admin identity's or librdkafka's
+    /// error otherwise.
+    pub fn connect(ctx: &Context, ca: &Ca) -> Result<Self, AgentError> {
+        let bootstrap = ctx.config.kafka.bootstrap.clone();
+        if bootstrap.is_empty() {
+            return Err(AgentError::KafkaDisabled);
+        }
+        let admin = ctx.admin_identity(ca)?;
+        let client = ClientConfig::new()
+            .set("bootstrap.servers", &bootstrap)
+            .set("security.protocol", "ssl")
+            .set("ssl.ca.pem", ca.cert().pem())
+            .set("ssl.certificate.pem", admin.cert.pem())
+            .set("ssl.key.pem", admin.key.to_pkcs8_pem().expose())
+            .set("ssl.endpoint.identification.algorithm", "https")
+            .set("socket.timeout.ms", "5000")
+            .create()
+            .map_err(|e| AgentError::Kafka {
+                bootstrap: bootstrap.clone(),
+                why: e.to_string(),
+            })?;
+        Ok(Self {
+            client,
+            timeout: Duration::from_secs(ctx.config.kafka.timeout_secs.max(1)),
+            bootstrap,
+        })
     }
-    let admin = ctx.admin_identity(ca)?;
-    let mut config = ClientConfig::new();
-    config
-        .set("bootstrap.servers", bootstrap)
-        .set("security.protocol", "ssl")
-        .set("ssl.ca.pem", ca.cert().pem())
-        .set("ssl.certificate.pem", admin.cert.pem())
-        .set("ssl.key.pem", admin.key.to_pkcs8_pem().expose())
-        .set("ssl.endpoint.identification.algorithm", "https")
-        .set("socket.timeout.ms", "5000");
-    Ok(config)
+
+    /// An [`AgentError::Kafka`] naming this cluster.
+    pub fn error(&self, why: String) -> AgentError {
+        AgentError::Kafka {
+            bootstrap: self.bootstrap.clone(),
+            why,
+        }
+    }
 }
 
 /// Every broker's advertised host and port, sorted by id.
@@ -35,21 +69,16 @@ pub fn admin_client_config(ctx: &Context, ca: &Ca) -> Result<ClientConfig, Agent
 /// The metadata is the brokers' word, relayed to laptops that write it into their configs, so
 /// each advertised host and port is parsed into the wire types here: a broker advertising
 /// something that is not a host name is refused, naming the broker.
-pub fn brokers(ctx: &Context, ca: &Ca) -> Result<KafkaFacts, AgentError> {
-    let configured = ctx.config.kafka.bootstrap.clone();
-    let kafka_error = |why: String| AgentError::Kafka {
-        bootstrap: configured.clone(),
-        why,
-    };
-    let bootstrap: Bootstrap = configured
+pub fn brokers(admin: &Admin) -> Result<KafkaFacts, AgentError> {
+    let kafka_error = |why: String| admin.error(why);
+    let bootstrap: Bootstrap = admin
+        .bootstrap
         .parse()
         .map_err(|e| kafka_error(format!("agent.toml [kafka] bootstrap: {e}")))?;
-    let consumer: BaseConsumer = admin_client_config(ctx, ca)?
-        .create()
-        .map_err(|e| kafka_error(e.to_string()))?;
-    let timeout = Duration::from_secs(ctx.config.kafka.timeout_secs.max(1));
-    let metadata = consumer
-        .fetch_metadata(None, timeout)
+    let metadata = admin
+        .client
+        .inner()
+        .fetch_metadata(None, admin.timeout)
         .map_err(|e| kafka_error(e.to_string()))?;
     let mut brokers = metadata
         .brokers()

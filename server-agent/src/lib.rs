@@ -56,6 +56,7 @@ pub(crate) fn dispatch(ctx: &state::Context, command: cli::Command) -> anyhow::R
         cli::Command::ServerCert(args) => commands::server_cert::run(ctx, args),
         cli::Command::Sign(args) => commands::sign::run(ctx, args),
         cli::Command::MysqlUser(args) => commands::mysql_user::run(ctx, args),
+        cli::Command::Provision(args) => commands::provision::run(ctx, args),
         cli::Command::KafkaUser(args) => commands::kafka_user::run(ctx, args),
         cli::Command::Brokers(args) => commands::brokers::run(ctx, args),
         cli::Command::List(args) => commands::list::run(ctx, args),

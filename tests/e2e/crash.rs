@@ -304,6 +304,8 @@ fn a_setup_that_fails_after_signing_revokes_its_certificate() {
     .ok();
     let out = home.setup(s, &name, &[]).failed();
     assert!(out.stderr.contains("MySQL"), "{}", out.stderr);
+    // One `provision` request: the agent said it had issued a certificate before failing.
+    assert!(out.stderr.contains("issued certificate"), "{}", out.stderr);
     let list = inventory_sound(s, "mysql down");
     let issued: Vec<&Value> = list
         .iter()

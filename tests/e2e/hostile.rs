@@ -249,52 +249,50 @@ fn a_hostile_agent_is_refused_field_by_field_and_changes_nothing() {
     let h = Hostile::new(s);
     let agent = h.command(s);
 
-    // setup: every field of sign, kafka-user and mysql-user, every payload.
+    // setup: every field of provision's answer (certificate, Kafka ACLs, MySQL user), every
+    // payload.
     let fresh = unique_name("hs");
-    let mut setup_cases = 0;
-    for op in ["sign", "kafka-user", "mysql-user"] {
-        setup_cases += each_case(
-            &h,
-            op,
-            &["newline", "quote", "escape", "long"],
-            || {
-                // An accepted quote leaves a profile; start clean each time.
-                let _ = std::fs::remove_dir_all(home.profile(&fresh));
-                home.setup_at(
-                    s,
-                    s.info("shell_destination"),
-                    &fresh,
-                    &["--agent-command", &agent],
-                )
-            },
-            |out, field, case| {
-                if out.success() {
-                    // Only display-only free text may carry a quote; nothing of it reaches a file.
-                    assert!(
-                        case.ends_with("+ quote"),
-                        "{case}: accepted:\n{}",
-                        out.all()
-                    );
-                    let written = snapshot(&home.profile(&fresh));
-                    for (path, bytes) in &written {
-                        assert!(
-                            !String::from_utf8_lossy(bytes).contains("\"' #"),
-                            "{case}: the server's text reached {}",
-                            path.display()
-                        );
-                    }
-                    std::fs::remove_dir_all(home.profile(&fresh)).expect("clean");
-                    return;
-                }
-                refused_naming(out, field, case);
+    let setup_cases = each_case(
+        &h,
+        "provision",
+        &["newline", "quote", "escape", "long"],
+        || {
+            // An accepted quote leaves a profile; start clean each time.
+            let _ = std::fs::remove_dir_all(home.profile(&fresh));
+            home.setup_at(
+                s,
+                s.info("shell_destination"),
+                &fresh,
+                &["--agent-command", &agent],
+            )
+        },
+        |out, field, case| {
+            if out.success() {
+                // Only display-only free text may carry a quote; nothing of it reaches a file.
                 assert!(
-                    home.leftovers(&fresh).is_empty(),
-                    "{case}: {:?}",
-                    home.leftovers(&fresh)
+                    case.ends_with("+ quote"),
+                    "{case}: accepted:\n{}",
+                    out.all()
                 );
-            },
-        );
-    }
+                let written = snapshot(&home.profile(&fresh));
+                for (path, bytes) in &written {
+                    assert!(
+                        !String::from_utf8_lossy(bytes).contains("\"' #"),
+                        "{case}: the server's text reached {}",
+                        path.display()
+                    );
+                }
+                std::fs::remove_dir_all(home.profile(&fresh)).expect("clean");
+                return;
+            }
+            refused_naming(out, field, case);
+            assert!(
+                home.leftovers(&fresh).is_empty(),
+                "{case}: {:?}",
+                home.leftovers(&fresh)
+            );
+        },
+    );
 
     // A good profile through the same wrapper, then hostile `tunnel up` and `rotate`.
     let name = unique_name("hp");

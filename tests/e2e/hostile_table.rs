@@ -266,6 +266,30 @@ fn every_hostile_input_gets_one_clear_error_and_changes_nothing() {
             "--san: invalid host",
         ),
         (
+            "provision root",
+            vec!["provision", "--name", "root"],
+            Some(good.clone()),
+            "reserved",
+        ),
+        (
+            "provision with SQL",
+            vec!["provision", "--name", "x';DROP"],
+            Some(good.clone()),
+            "invalid name",
+        ),
+        (
+            "provision someone else's CN",
+            vec!["provision", "--name", "mallory"],
+            Some(good.clone()),
+            "is not `CN=mallory`",
+        ),
+        (
+            "provision a non-CSR",
+            vec!["provision", "--name", &name],
+            Some(b"hello".to_vec()),
+            "not a PEM",
+        ),
+        (
             "mysql-user root",
             vec!["mysql-user", "root"],
             None,

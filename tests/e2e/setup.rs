@@ -304,7 +304,7 @@ fn the_agent_never_receives_the_private_key() {
         "the CSR went through the wrapper:\n{received}"
     );
     assert!(
-        received.contains(&format!("ARGS: sign --name {name}")),
+        received.contains(&format!("ARGS: provision --name {name}")),
         "{received}"
     );
     assert!(

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use shiqi_ca::key::KeyType;
 use shiqi_ca::keystore::P12Format;
-use shiqi_ca::protocol::MissingFact;
+use shiqi_ca::protocol::{KafkaUserResponse, MissingFact};
 use shiqi_ca::{ProfileName, Secret};
 use time::OffsetDateTime;
 
@@ -335,8 +335,13 @@ async fn provision(
     printer: &Printer,
 ) -> anyhow::Result<Profile> {
     let dir = s.profile_dir();
-    let step = printer.step("get a certificate from the server's agent");
-    let signed = agent::sign(
+    // One request: the agent signs, grants the ACLs and creates the MySQL user in one process.
+    let step = printer.step("get a certificate, Kafka permissions and MySQL user from the agent");
+    let agent::Provisioned {
+        signed,
+        kafka: granted,
+        mysql: user,
+    } = agent::provision(
         session,
         &s.agent,
         &s.name,
@@ -344,7 +349,7 @@ async fn provision(
         &generated.key,
     )
     .await
-    .with_context(|| format!("cannot get a certificate for `{}`", s.name))?;
+    .with_context(|| format!("cannot provision `{}` on the server", s.name))?;
     step.done(&format!(
         "serial {}, valid until {}",
         signed.response.serial,
@@ -365,50 +370,23 @@ async fn provision(
     for w in &warnings {
         printer.warn(w);
     }
-    if facts.kafka.is_none() {
-        printer
-            .warn("no Kafka brokers known: client.properties and librdkafka.conf are not written");
+    // The agent answers each service its facts name; an answer without one is not complete.
+    let incomplete = |field: &str| Error::AgentField {
+        op: crate::error::AgentOp::Provision,
+        field: field.to_owned(),
+        why: "missing, though the server's facts name that service".to_owned(),
+    };
+    match (&facts.kafka, granted) {
+        (Some(kafka), Some(granted)) => printer
+            .step("grant the Kafka permissions")
+            .done(&kafka_summary(&granted, kafka.brokers.len())),
+        (Some(_), None) => return Err(incomplete("kafka").into()),
+        (None, _) => printer
+            .warn("no Kafka brokers known: client.properties and librdkafka.conf are not written"),
     }
-
-    if let Some(kafka) = &facts.kafka {
-        let step = printer.step("grant the Kafka permissions");
-        let granted = agent::kafka_user(session, &s.agent, &s.name)
-            .await
-            .with_context(|| format!("cannot grant Kafka permissions to `User:{}`", s.name))?;
-        let mut scopes: Vec<String> = granted
-            .acls
-            .iter()
-            .map(|a| {
-                format!(
-                    "{} {}{}",
-                    a.resource,
-                    a.name,
-                    if a.pattern.as_str() == "prefixed" {
-                        "*"
-                    } else {
-                        ""
-                    }
-                )
-            })
-            .collect();
-        scopes.dedup();
-        step.done(&format!(
-            "{} on {} ({} ACLs, {} new) across {} brokers",
-            granted.principal,
-            scopes.join(", "),
-            granted.acls.len(),
-            granted.created.len(),
-            kafka.brokers.len()
-        ));
-    }
-
-    let mysql = match &facts.mysql {
-        Some(m) => {
-            let step = printer.step("set up the MySQL user");
-            let user = agent::mysql_user(session, &s.agent, &s.name)
-                .await
-                .with_context(|| format!("cannot set up the MySQL user `{}`", s.name))?;
-            step.done(&format!(
+    let mysql = match (&facts.mysql, user) {
+        (Some(m), Some(user)) => {
+            printer.step("set up the MySQL user").done(&format!(
                 "'{}'@'{}' {} (REQUIRE SUBJECT '{}')",
                 user.user,
                 user.host,
@@ -419,7 +397,8 @@ async fn provision(
             m.user = user.user;
             Some(m)
         }
-        None => {
+        (Some(_), None) => return Err(incomplete("mysql").into()),
+        (None, _) => {
             printer.warn("the server has no MySQL configured: my.cnf is not written");
             None
         }
@@ -500,6 +479,30 @@ fn profile_files(
         forwards,
         password: &Secret::random_password(),
     })
+}
+
+/// `User:saige on topic app.*, group app.* (6 ACLs, 6 new) across 3 brokers`.
+fn kafka_summary(granted: &KafkaUserResponse, brokers: usize) -> String {
+    let mut scopes: Vec<String> = granted
+        .acls
+        .iter()
+        .map(|a| {
+            let wildcard = if a.pattern.as_str() == "prefixed" {
+                "*"
+            } else {
+                ""
+            };
+            format!("{} {}{wildcard}", a.resource, a.name)
+        })
+        .collect();
+    scopes.dedup();
+    format!(
+        "{} on {} ({} ACLs, {} new) across {brokers} brokers",
+        granted.principal,
+        scopes.join(", "),
+        granted.acls.len(),
+        granted.created.len(),
+    )
 }
 
 fn date(t: OffsetDateTime) -> String {

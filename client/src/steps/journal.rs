@@ -137,14 +137,16 @@ impl NameLock {
     }
 }
 
-/// Whether `error` is the agent's refusal to sign: `sign` records a certificate in the same
-/// transaction that makes it, so a refusal means none was issued for the journaled key.
+/// Whether `error` is the agent's refusal to sign: it records a certificate in the same
+/// transaction that makes it, so a refusal means none was issued for the journaled key. (A
+/// `provision` that fails after signing says so with [`Error::AgentUnfinished`] instead.)
 pub fn signing_refused(error: &anyhow::Error) -> bool {
+    use crate::error::AgentOp;
     error.chain().any(|e| {
         matches!(
             e.downcast_ref::<Error>(),
             Some(Error::AgentRefused {
-                op: crate::error::AgentOp::Sign,
+                op: AgentOp::Sign | AgentOp::Provision,
                 ..
             })
         )

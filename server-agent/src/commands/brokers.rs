@@ -8,7 +8,7 @@ use crate::state::Context;
 /// Asks the cluster and prints a table or JSON.
 pub fn run(ctx: &Context, args: BrokersArgs) -> anyhow::Result<()> {
     let ca = ctx.ca()?;
-    let kafka = crate::kafka::brokers(ctx, &ca)?;
+    let kafka = crate::kafka::brokers(&crate::kafka::Admin::connect(ctx, &ca)?)?;
     if args.json {
         return crate::commands::print_json(&BrokersResponse {
             version: PROTOCOL_VERSION,

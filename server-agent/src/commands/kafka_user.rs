@@ -10,8 +10,6 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use rdkafka::admin::AdminClient;
-use rdkafka::client::DefaultClientContext;
 use shiqi_ca::ProfileName;
 use shiqi_ca::inventory::CertKind;
 use shiqi_ca::protocol::{KafkaUserResponse, PROTOCOL_VERSION};
@@ -20,35 +18,36 @@ use crate::acl::{AclBinding, AclFilter};
 use crate::audit;
 use crate::cli::KafkaUserArgs;
 use crate::error::AgentError;
+use crate::kafka::Admin;
 use crate::kafka_acl;
 use crate::state::Context;
 
 /// Grants or revokes and prints a `KafkaUserResponse`.
 pub fn run(ctx: &Context, args: KafkaUserArgs) -> anyhow::Result<()> {
-    let result = if args.revoke {
-        revoke(ctx, &args)
+    let (action, result) = if args.revoke {
+        ("kafka-user-revoke", revoke(ctx, &args))
     } else {
-        grant(ctx, &args)
+        ("kafka-user", grant(ctx, &args))
     };
-    let (outcome, reason) = match &result {
+    record(ctx, action, &args.name, &result);
+    crate::commands::print_json(&result?)
+}
+
+fn record(ctx: &Context, action: &str, name: &str, result: &anyhow::Result<KafkaUserResponse>) {
+    let (outcome, reason) = match result {
         Ok(_) => ("ok", None),
         Err(e) => ("failed", Some(format!("{e:#}"))),
     };
     audit::record(
         ctx,
         &audit::Entry {
-            action: if args.revoke {
-                "kafka-user-revoke"
-            } else {
-                "kafka-user"
-            },
-            name: &args.name,
+            action,
+            name,
             serial: None,
             outcome,
             reason,
         },
     );
-    crate::commands::print_json(&result?)
 }
 
 fn grant(ctx: &Context, args: &KafkaUserArgs) -> anyhow::Result<KafkaUserResponse> {
@@ -58,24 +57,45 @@ fn grant(ctx: &Context, args: &KafkaUserArgs) -> anyhow::Result<KafkaUserRespons
         .ok_or_else(|| AgentError::NoCertificate {
             name: name.to_string(),
         })?;
-    let principal = principal(&name);
+    grant_acls(ctx, &Admin::connect(ctx, &ctx.ca()?)?, &name)
+}
+
+/// Creates the `[kafka] grants` ACLs `User:NAME` lacks, over `admin` (the caller has checked
+/// that NAME has a valid certificate), and records the outcome in the audit log.
+pub(crate) fn grant_recorded(
+    ctx: &Context,
+    admin: &Admin,
+    name: &ProfileName,
+) -> anyhow::Result<KafkaUserResponse> {
+    let result = grant_acls(ctx, admin, name);
+    record(ctx, "kafka-user", name.as_str(), &result);
+    result
+}
+
+fn grant_acls(
+    ctx: &Context,
+    admin: &Admin,
+    name: &ProfileName,
+) -> anyhow::Result<KafkaUserResponse> {
+    let principal = principal(name);
     let wanted: BTreeSet<AclBinding> = ctx
         .config
         .kafka
         .grants
         .iter()
-        .flat_map(|g| g.bindings(&name))
+        .flat_map(|g| g.bindings(name))
         .collect();
-
-    let (admin, timeout) = connect(ctx)?;
-    let bootstrap = &ctx.config.kafka.bootstrap;
-    let held: BTreeSet<AclBinding> =
-        kafka_acl::describe_acls(&admin, &AclFilter::principal(&principal), timeout)
-            .with_context(|| format!("Kafka at `{bootstrap}`"))?
-            .into_iter()
-            .collect();
+    let bootstrap = &admin.bootstrap;
+    let held: BTreeSet<AclBinding> = kafka_acl::describe_acls(
+        &admin.client,
+        &AclFilter::principal(&principal),
+        admin.timeout,
+    )
+    .with_context(|| format!("Kafka at `{bootstrap}`"))?
+    .into_iter()
+    .collect();
     let missing: Vec<AclBinding> = wanted.difference(&held).cloned().collect();
-    kafka_acl::create_acls(&admin, &missing, timeout)
+    kafka_acl::create_acls(&admin.client, &missing, admin.timeout)
         .with_context(|| format!("Kafka at `{bootstrap}`"))?;
     tracing::debug!(%principal, created = missing.len(), held = held.len(), "kafka-user");
     // Not a second describe: brokers apply new ACLs a moment after the controller commits
@@ -99,12 +119,12 @@ fn revoke(ctx: &Context, args: &KafkaUserArgs) -> anyhow::Result<KafkaUserRespon
 /// once no valid certificate is left for the name.
 pub(crate) fn revoke_acls(ctx: &Context, name: &ProfileName) -> anyhow::Result<KafkaUserResponse> {
     let principal = principal(name);
-    let (admin, timeout) = connect(ctx)?;
-    let bootstrap = &ctx.config.kafka.bootstrap;
+    let admin = Admin::connect(ctx, &ctx.ca()?)?;
     let filter = AclFilter::principal(&principal);
-    let deleted = kafka_acl::delete_acls(&admin, std::slice::from_ref(&filter), timeout)
-        .with_context(|| format!("Kafka at `{bootstrap}`"))?;
-    let brokers = gone_everywhere(&admin, &filter, timeout, bootstrap)?;
+    let deleted =
+        kafka_acl::delete_acls(&admin.client, std::slice::from_ref(&filter), admin.timeout)
+            .with_context(|| format!("Kafka at `{}`", admin.bootstrap))?;
+    let brokers = gone_everywhere(&admin, &filter)?;
     tracing::debug!(%principal, ?brokers, "no broker lists the principal's ACLs any more");
     Ok(KafkaUserResponse {
         version: PROTOCOL_VERSION,
@@ -119,18 +139,12 @@ pub(crate) fn revoke_acls(ctx: &Context, name: &ProfileName) -> anyhow::Result<K
 /// returns their ids. The controller commits a deletion at once, but each broker authorizes
 /// from its own copy of the metadata and applies it a moment later: until then a consumer
 /// connected to a lagging partition leader still reads. Bounded by `timeout`.
-fn gone_everywhere(
-    admin: &AdminClient<DefaultClientContext>,
-    filter: &AclFilter,
-    timeout: Duration,
-    bootstrap: &str,
-) -> Result<Vec<i32>, AgentError> {
+fn gone_everywhere(admin: &Admin, filter: &AclFilter) -> Result<Vec<i32>, AgentError> {
+    let timeout = admin.timeout;
     let deadline = std::time::Instant::now() + timeout;
-    let kafka = |why: String| AgentError::Kafka {
-        bootstrap: bootstrap.to_owned(),
-        why,
-    };
+    let kafka = |why: String| admin.error(why);
     let metadata = admin
+        .client
         .inner()
         .fetch_metadata(None, timeout)
         .map_err(|e| kafka(e.to_string()))?;
@@ -140,7 +154,7 @@ fn gone_everywhere(
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         let per_request = left.clamp(Duration::from_secs(1), Duration::from_secs(5));
         lagging.retain(|&id| {
-            kafka_acl::describe_acls_on(admin, filter, per_request, Some(id))
+            kafka_acl::describe_acls_on(&admin.client, filter, per_request, Some(id))
                 .map_or(true, |held| !held.is_empty())
         });
         if lagging.is_empty() {
@@ -174,19 +188,4 @@ fn user_name(ctx: &Context, raw: &str) -> anyhow::Result<ProfileName> {
 
 fn principal(name: &ProfileName) -> String {
     format!("User:{name}")
-}
-
-/// An admin client with the agent's own short-lived admin certificate (a super user).
-fn connect(ctx: &Context) -> anyhow::Result<(AdminClient<DefaultClientContext>, Duration)> {
-    let ca = ctx.ca()?;
-    let admin = crate::kafka::admin_client_config(ctx, &ca)?
-        .create()
-        .map_err(|e| AgentError::Kafka {
-            bootstrap: ctx.config.kafka.bootstrap.clone(),
-            why: e.to_string(),
-        })?;
-    Ok((
-        admin,
-        Duration::from_secs(ctx.config.kafka.timeout_secs.max(1)),
-    ))
 }

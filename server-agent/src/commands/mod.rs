@@ -8,6 +8,7 @@ pub mod init;
 pub mod kafka_user;
 pub mod list;
 pub mod mysql_user;
+pub mod provision;
 pub mod revoke;
 pub mod serve;
 pub mod server_cert;

@@ -13,8 +13,35 @@ use crate::state::Context;
 
 /// Creates or refreshes the account and prints a `MysqlUserResponse`.
 pub fn run(ctx: &Context, args: MysqlUserArgs) -> anyhow::Result<()> {
-    let result = ensure(ctx, &args);
-    let (outcome, reason) = match &result {
+    let result = args
+        .name
+        .parse::<ProfileName>()
+        .map_err(anyhow::Error::from)
+        .and_then(|name| {
+            if ctx.config.reserved_names().contains(&name.as_str()) {
+                return Err(AgentError::ReservedName {
+                    name: name.to_string(),
+                }
+                .into());
+            }
+            ensure(ctx, &name)
+        });
+    record(ctx, &args.name, &result);
+    crate::commands::print_json(&result?)
+}
+
+/// [`ensure`], with the outcome in the audit log (`provision`).
+pub(crate) fn ensure_recorded(
+    ctx: &Context,
+    name: &ProfileName,
+) -> anyhow::Result<MysqlUserResponse> {
+    let result = ensure(ctx, name);
+    record(ctx, name.as_str(), &result);
+    result
+}
+
+fn record(ctx: &Context, name: &str, result: &anyhow::Result<MysqlUserResponse>) {
+    let (outcome, reason) = match result {
         Ok(_) => ("ok", None),
         Err(e) => ("failed", Some(format!("{e:#}"))),
     };
@@ -22,23 +49,16 @@ pub fn run(ctx: &Context, args: MysqlUserArgs) -> anyhow::Result<()> {
         ctx,
         &audit::Entry {
             action: "mysql-user",
-            name: &args.name,
+            name,
             serial: None,
             outcome,
             reason,
         },
     );
-    crate::commands::print_json(&result?)
 }
 
-fn ensure(ctx: &Context, args: &MysqlUserArgs) -> anyhow::Result<MysqlUserResponse> {
-    let name: ProfileName = args.name.parse()?;
-    if ctx.config.reserved_names().contains(&name.as_str()) {
-        return Err(AgentError::ReservedName {
-            name: name.to_string(),
-        }
-        .into());
-    }
+/// The account for NAME's latest valid client certificate (NAME is not a reserved name).
+fn ensure(ctx: &Context, name: &ProfileName) -> anyhow::Result<MysqlUserResponse> {
     let record = ctx
         .inventory()?
         .latest_valid(name.as_str(), CertKind::Client)?
@@ -54,10 +74,8 @@ fn ensure(ctx: &Context, args: &MysqlUserArgs) -> anyhow::Result<MysqlUserRespon
 
     let ensured = ctx.block_on(async {
         let mut conn = mysql::connect(ctx).await?;
-        let ensured = mysql::ensure_user(
-            &mut conn, &address, &name, &host, &subject, &issuer, &grants,
-        )
-        .await;
+        let ensured =
+            mysql::ensure_user(&mut conn, &address, name, &host, &subject, &issuer, &grants).await;
         let _ = conn.disconnect().await;
         ensured
     })?;

@@ -3,6 +3,7 @@
 //! A refusal exits non-zero with one line on stderr and changes no state: the inventory is
 //! written only inside the transaction that also makes the certificate.
 
+use std::cell::OnceCell;
 use std::io::Read as _;
 
 use shiqi_ca::Port;
@@ -18,11 +19,59 @@ use shiqi_ca::{ProfileName, error::CsrRefusal};
 use crate::audit;
 use crate::cli::SignArgs;
 use crate::error::AgentError;
+use crate::kafka::Admin;
 use crate::state::Context;
 
 /// Signs the CSR and prints the answer.
 pub fn run(ctx: &Context, args: SignArgs) -> anyhow::Result<()> {
-    let result = sign(ctx, &args);
+    let admin = OnceCell::new();
+    let brokers = if args.no_kafka {
+        Brokers::NotAsked
+    } else {
+        Brokers::Ask(&admin)
+    };
+    let response = read_csr()
+        .and_then(|csr| sign_recorded(ctx, &args.name, &csr, args.replaces.as_deref(), brokers))?;
+    refresh_crl(ctx);
+    crate::commands::print_json(&response)
+}
+
+/// Whether `sign` asks the cluster for its brokers.
+#[derive(Clone, Copy)]
+pub(crate) enum Brokers<'a> {
+    /// No (`--no-kafka`): the answer lists the fact as missing.
+    NotAsked,
+    /// Yes, over the admin connection in the cell, made there on first use (after the CSR has
+    /// passed, so a refusal opens nothing): `provision` reuses it for the ACLs.
+    Ask(&'a OnceCell<Result<Admin, String>>),
+}
+
+/// Reads one PEM CSR from stdin, refusing more than a CSR can be.
+pub(crate) fn read_csr() -> anyhow::Result<Vec<u8>> {
+    let mut csr = Vec::new();
+    std::io::stdin()
+        .take(MAX_CSR_BYTES as u64 + 1)
+        .read_to_end(&mut csr)
+        .map_err(AgentError::Stdin)?;
+    if csr.len() > MAX_CSR_BYTES {
+        return Err(shiqi_ca::Error::CsrRefused {
+            reason: CsrRefusal::TooLarge,
+        }
+        .into());
+    }
+    Ok(csr)
+}
+
+/// Signs `csr` for `name` and records the outcome in the audit log (and, with `replaces`, the
+/// rotation).
+pub(crate) fn sign_recorded(
+    ctx: &Context,
+    name: &str,
+    csr: &[u8],
+    replaces: Option<&str>,
+    brokers: Brokers<'_>,
+) -> anyhow::Result<SignResponse> {
+    let result = sign(ctx, name, csr, replaces, brokers);
     let (serial, outcome, reason) = match &result {
         Ok(r) => (Some(r.serial.to_hex()), "ok", None),
         Err(e) => (None, "refused", Some(e.to_string())),
@@ -31,18 +80,18 @@ pub fn run(ctx: &Context, args: SignArgs) -> anyhow::Result<()> {
         ctx,
         &audit::Entry {
             action: "sign",
-            name: &args.name,
+            name,
             serial: serial.clone(),
             outcome,
             reason: reason.clone(),
         },
     );
-    if let Some(old) = &args.replaces {
+    if let Some(old) = replaces {
         audit::record(
             ctx,
             &audit::Entry {
                 action: "rotate",
-                name: &args.name,
+                name,
                 serial,
                 outcome,
                 reason: Some(match reason {
@@ -52,14 +101,12 @@ pub fn run(ctx: &Context, args: SignArgs) -> anyhow::Result<()> {
             },
         );
     }
-    let response = result?;
-    refresh_crl(ctx);
-    crate::commands::print_json(&response)
+    result
 }
 
 /// Signing is the agent's most frequent call, so it also keeps the CRL from going stale (a CRL
 /// past its nextUpdate locks every user out). Best effort: a problem here never fails the sign.
-fn refresh_crl(ctx: &Context) {
+pub(crate) fn refresh_crl(ctx: &Context) {
     let updated = ctx
         .ca()
         .and_then(|ca| crate::crl::update(ctx, &ca, crate::crl::When::IfDue));
@@ -74,30 +121,25 @@ fn refresh_crl(ctx: &Context) {
     }
 }
 
-fn sign(ctx: &Context, args: &SignArgs) -> anyhow::Result<SignResponse> {
-    let name: ProfileName = args.name.parse()?;
+fn sign(
+    ctx: &Context,
+    name: &str,
+    csr: &[u8],
+    replaces: Option<&str>,
+    brokers: Brokers<'_>,
+) -> anyhow::Result<SignResponse> {
+    let name: ProfileName = name.parse()?;
     if ctx.config.reserved_names().contains(&name.as_str()) {
         return Err(AgentError::ReservedName {
             name: name.to_string(),
         }
         .into());
     }
-    let mut csr = Vec::new();
-    std::io::stdin()
-        .take(MAX_CSR_BYTES as u64 + 1)
-        .read_to_end(&mut csr)
-        .map_err(AgentError::Stdin)?;
-    if csr.len() > MAX_CSR_BYTES {
-        return Err(shiqi_ca::Error::CsrRefused {
-            reason: CsrRefusal::TooLarge,
-        }
-        .into());
-    }
-    let checked = check_csr(&csr, &name)?;
+    let checked = check_csr(csr, &name)?;
     let ca = ctx.ca()?;
 
     let mut inventory = ctx.inventory()?;
-    if let Some(old) = &args.replaces {
+    if let Some(old) = replaces {
         check_replaces(&inventory, &name, old)?;
     }
     // A name that belongs to a server certificate (a broker, MariaDB) is never a client.
@@ -128,7 +170,7 @@ fn sign(ctx: &Context, args: &SignArgs) -> anyhow::Result<SignResponse> {
         certificate_pem: CertPem::of(&cert),
         chain_pem: vec![CertPem::of(ca.cert())],
         ca_pem: CertPem::of(ca.cert()),
-        facts: facts(ctx, &ca, &name, args.no_kafka),
+        facts: facts(ctx, &ca, &name, brokers),
     })
 }
 
@@ -162,26 +204,34 @@ fn facts(
     ctx: &Context,
     ca: &shiqi_ca::issue::Ca,
     name: &ProfileName,
-    no_kafka: bool,
+    brokers: Brokers<'_>,
 ) -> ServerFacts {
     let mut facts = ServerFacts::default();
-    if no_kafka {
+    let mut missing = |reason: String| {
         facts.missing.push(MissingFact {
             fact: "kafka.brokers".into(),
-            reason: "not asked (--no-kafka)".into(),
+            reason: reason.into(),
         });
-    } else if ctx.config.kafka.bootstrap.is_empty() {
-        facts.missing.push(MissingFact {
-            fact: "kafka.brokers".into(),
-            reason: "Kafka is not configured on the server".into(),
-        });
-    } else {
-        match crate::kafka::brokers(ctx, ca) {
-            Ok(k) => facts.kafka = Some(k),
-            Err(e) => facts.missing.push(MissingFact {
-                fact: "kafka.brokers".into(),
-                reason: format!("{e:#}").into(),
-            }),
+    };
+    let cell = match brokers {
+        Brokers::NotAsked => {
+            missing("not asked (--no-kafka)".to_owned());
+            None
+        }
+        Brokers::Ask(_) if ctx.config.kafka.bootstrap.is_empty() => {
+            missing("Kafka is not configured on the server".to_owned());
+            None
+        }
+        Brokers::Ask(cell) => Some(cell),
+    };
+    if let Some(cell) = cell {
+        let admin = cell.get_or_init(|| Admin::connect(ctx, ca).map_err(|e| e.to_string()));
+        match admin {
+            Ok(admin) => match crate::kafka::brokers(admin) {
+                Ok(k) => facts.kafka = Some(k),
+                Err(e) => missing(e.to_string()),
+            },
+            Err(why) => missing(why.clone()),
         }
     }
     let m = &ctx.config.mysql;

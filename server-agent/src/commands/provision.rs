@@ -1,0 +1,64 @@
+//! `provision --name NAME`: `sign`, `kafka-user` and `mysql-user` in one request, what
+//! `shiqi-connect setup` sends. One process and one Kafka admin connection instead of three of
+//! each: the brokers' metadata and the ACLs go over the same connection.
+//!
+//! Each step records its own audit entry, as the separate commands do. A refusal before signing
+//! prints nothing on stdout; a failure after it prints the answer so far and exits non-zero, so
+//! the client knows a certificate was issued and revokes it.
+
+use std::cell::OnceCell;
+
+use shiqi_ca::ProfileName;
+use shiqi_ca::protocol::{PROTOCOL_VERSION, ProvisionResponse};
+
+use crate::cli::ProvisionArgs;
+use crate::commands::{kafka_user, mysql_user, sign};
+use crate::kafka::Admin;
+use crate::state::Context;
+
+/// Signs, grants, creates, and prints a `ProvisionResponse`.
+pub fn run(ctx: &Context, args: ProvisionArgs) -> anyhow::Result<()> {
+    let csr = sign::read_csr()?;
+    let admin = OnceCell::new();
+    let brokers = if args.no_kafka {
+        sign::Brokers::NotAsked
+    } else {
+        sign::Brokers::Ask(&admin)
+    };
+    let certificate = sign::sign_recorded(ctx, &args.name, &csr, None, brokers)?;
+    let name: ProfileName = certificate.name.clone();
+    let mut response = ProvisionResponse {
+        version: PROTOCOL_VERSION,
+        certificate,
+        kafka: None,
+        mysql: None,
+    };
+    let finished = finish(
+        ctx,
+        admin.get().and_then(|a| a.as_ref().ok()),
+        &name,
+        &mut response,
+    );
+    sign::refresh_crl(ctx);
+    crate::commands::print_json(&response)?;
+    finished
+}
+
+/// The steps after signing, each only for a service the answer's facts name.
+fn finish(
+    ctx: &Context,
+    admin: Option<&Admin>,
+    name: &ProfileName,
+    response: &mut ProvisionResponse,
+) -> anyhow::Result<()> {
+    // Facts about Kafka mean the connection in the cell answered.
+    if response.certificate.facts.kafka.is_some()
+        && let Some(admin) = admin
+    {
+        response.kafka = Some(kafka_user::grant_recorded(ctx, admin, name)?);
+    }
+    if response.certificate.facts.mysql.is_some() {
+        response.mysql = Some(mysql_user::ensure_recorded(ctx, name)?);
+    }
+    Ok(())
+}
