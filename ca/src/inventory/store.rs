@@ -27,7 +27,7 @@ use crate::error::Error;
 use crate::name::Serial;
 
 /// The schema version this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// How long a connection waits for another process's write lock before giving up.
 ///
@@ -88,6 +88,14 @@ const SCHEMA_V2: &str = "
 const SCHEMA_V3: &str = "
     CREATE INDEX certs_by_status ON certs (status, not_after, revoked_at);
     PRAGMA user_version = 3;
+";
+
+/// Version 4: `list` in issue order from an index that holds every column it prints, so
+/// listing 100,000 certificates neither sorts them nor reads their DER (about 10% more file).
+const SCHEMA_V4: &str = "
+    CREATE INDEX certs_listing ON certs
+        (issued_at, serial, name, kind, subject, not_before, not_after, status, revoked_at, reason);
+    PRAGMA user_version = 4;
 ";
 
 #[cfg(test)]
@@ -234,24 +242,11 @@ impl Inventory {
         E: From<Error>,
     {
         let now = OffsetDateTime::now_utc().unix_timestamp();
-        // Conditions are added only when asked for, so that SQLite can use `certs_by_name` and
-        // `certs_by_status` (an `?1 IS NULL OR …` clause would make it scan every row).
-        let mut conditions = Vec::new();
-        if filter.name.is_some() {
-            conditions.push("name = ?1");
-        }
-        conditions.push(match filter.status {
-            None => "?2 = ?2",
-            Some(Listed::Revoked) => "status = 'revoked' AND ?2 = ?2",
-            Some(Listed::Valid) => "status = 'valid' AND not_after > ?2",
-            Some(Listed::Expired) => "status = 'valid' AND not_after <= ?2",
-        });
-        let sql = format!(
-            "SELECT {SUMMARY_COLUMNS} FROM certs WHERE {} ORDER BY issued_at, serial",
-            conditions.join(" AND ")
-        );
         let action = "list certificates";
-        let mut stmt = self.conn.prepare_cached(&sql).map_err(query(action))?;
+        let mut stmt = self
+            .conn
+            .prepare_cached(&summary_sql(filter))
+            .map_err(query(action))?;
         let mut rows = stmt
             .query(params![filter.name, now])
             .map_err(query(action))?;
@@ -436,6 +431,27 @@ impl Inventory {
 
 /// Creates or checks the schema. Runs in a write transaction so that processes racing to create
 /// a fresh file create it once.
+/// The query behind [`Inventory::each_summary`] (`?1` the name, `?2` now). Conditions are added
+/// only when asked for, so that SQLite can use `certs_by_name` and `certs_by_status` (an
+/// `?1 IS NULL OR …` clause would make it scan every row), and the whole list comes from
+/// `certs_listing` in order, with no sort.
+fn summary_sql(filter: &Filter<'_>) -> String {
+    let mut conditions = Vec::new();
+    if filter.name.is_some() {
+        conditions.push("name = ?1");
+    }
+    conditions.push(match filter.status {
+        None => "?2 = ?2",
+        Some(Listed::Revoked) => "status = 'revoked' AND ?2 = ?2",
+        Some(Listed::Valid) => "status = 'valid' AND not_after > ?2",
+        Some(Listed::Expired) => "status = 'valid' AND not_after <= ?2",
+    });
+    format!(
+        "SELECT {SUMMARY_COLUMNS} FROM certs WHERE {} ORDER BY issued_at, serial",
+        conditions.join(" AND ")
+    )
+}
+
 fn migrate(conn: &mut Connection, path: &Path) -> Result<(), Error> {
     let open_err = |source| Error::Inventory {
         path: path.to_owned(),
@@ -450,7 +466,12 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), Error> {
     match version {
         SCHEMA_VERSION => {}
         0..SCHEMA_VERSION => {
-            for (from, schema) in [(0, SCHEMA_V1), (1, SCHEMA_V2), (2, SCHEMA_V3)] {
+            for (from, schema) in [
+                (0, SCHEMA_V1),
+                (1, SCHEMA_V2),
+                (2, SCHEMA_V3),
+                (3, SCHEMA_V4),
+            ] {
                 if version <= from {
                     tx.execute_batch(schema).map_err(open_err)?;
                 }
@@ -616,6 +637,34 @@ mod tests {
         let path = dir.path().join("inventory.sqlite");
         let inv = Inventory::open(&path)?;
         Ok((dir, path, inv))
+    }
+
+    #[test]
+    fn listings_read_indexes_only() -> TestResult {
+        let (_dir, _path, inv) = temp_inventory()?;
+        let plan = |filter: Filter<'_>| -> rusqlite::Result<String> {
+            let mut stmt = inv
+                .conn
+                .prepare(&format!("EXPLAIN QUERY PLAN {}", summary_sql(&filter)))?;
+            let rows = stmt.query_map(params![filter.name, 0], |r| r.get::<_, String>(3))?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+                .map(|v| v.join("; "))
+        };
+        // Everything: the covering index, in order (no sort, no DER read).
+        let all = plan(Filter::default())?;
+        assert!(all.contains("COVERING INDEX certs_listing"), "{all}");
+        assert!(!all.contains("TEMP B-TREE"), "{all}");
+        let by_name = plan(Filter {
+            name: Some("saige"),
+            status: None,
+        })?;
+        assert!(by_name.contains("INDEX certs_by_name"), "{by_name}");
+        let revoked = plan(Filter {
+            name: None,
+            status: Some(Listed::Revoked),
+        })?;
+        assert!(revoked.contains("INDEX certs_"), "{revoked}");
+        Ok(())
     }
 
     #[test]
