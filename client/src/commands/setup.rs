@@ -290,8 +290,8 @@ pub async fn execute(
         &format!("shiqi-connect tunnel up {}", s.name),
     );
     printer.next(
-        "  (or with OpenSSH:",
-        &format!("ssh -fN -F {cfg} {})", s.tunnel_host),
+        "  or with OpenSSH:",
+        &format!("ssh -fN -F {cfg} {}", s.tunnel_host),
     );
     if !brokers.is_empty() {
         printer.next(
