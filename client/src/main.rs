@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use shiqi_connect::cli::Cli;
+use shiqi_connect::cli::{Cli, Command, TunnelAction, TunnelArgs};
 use shiqi_connect::commands;
 use tracing_subscriber::EnvFilter;
 
@@ -27,7 +27,23 @@ fn main() -> ExitCode {
         .init();
 
     let printer = commands::printer(&cli.global);
-    let result = tokio::runtime::Runtime::new()
+    // The tunnel daemon runs on one thread, as OpenSSH does: one SSH connection has one reader
+    // and one cipher state, so more workers only add thread stacks and malloc arenas.
+    let daemon = matches!(
+        &cli.command,
+        Command::Tunnel(TunnelArgs {
+            action: TunnelAction::Run(_),
+            ..
+        })
+    );
+    let runtime = if daemon {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Runtime::new()
+    };
+    let result = runtime
         .map_err(|e| anyhow::Error::new(e).context("cannot start the async runtime"))
         .and_then(|rt| rt.block_on(commands::run(cli, &printer)));
     result.unwrap_or_else(|err| {
