@@ -12,6 +12,7 @@ RUNS runs; peak RSS comes from GNU time. Prints markdown rows.
 
 import os
 import random
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -128,7 +129,12 @@ def main():
     runs = int(sys.argv[3]) if len(sys.argv) > 3 else 5
     with tempfile.TemporaryDirectory() as work:
         empty, state, req_path_src = measure(agent, work, "empty", 0, runs)
-        full, _, _ = measure(agent, work, "full", n, runs)
+        full, full_state, _ = measure(agent, work, "full", n, runs)
+        # The same rows as JSON from sqlite3 itself: what printing them costs at best.
+        dump = ["sqlite3", "-json", os.path.join(full_state, "inventory.sqlite"),
+                "SELECT serial, name, kind, subject, not_before, not_after, issued_at, status, "
+                "revoked_at, reason FROM certs ORDER BY issued_at, serial"]
+        sqlite_json = median(lambda i: run_rss(dump), runs) if shutil.which("sqlite3") else None
         # openssl x509 -req with the same CA, as a hand-run CA would sign.
         _, req_path = csr(work, "openssl-bench")
         ca_crt, ca_key = os.path.join(state, "ca.crt"), os.path.join(state, "ca.key")
@@ -149,6 +155,15 @@ def main():
     print(f"| `openssl x509 -req` (baseline) | {to * 1000:.0f} ms | {mo / 1024:.1f} MB | 1.00× |")
     print(f"| `shiqi-ca-agent sign --no-kafka` | {ts * 1000:.0f} ms | {ms / 1024:.1f} MB | "
           f"{ts / to:.2f}× |")
+    if sqlite_json:
+        (tq, mq), (tl, ml) = sqlite_json, full["list --json (all)"]
+        print()
+        print(f"| {n:,} certificates as JSON | time | peak RSS | ratio (time) |")
+        print("|---|---|---|---|")
+        print(f"| `sqlite3 -json` of the same rows (baseline) | {tq * 1000:.0f} ms | "
+              f"{mq / 1024:.1f} MB | 1.00× |")
+        print(f"| `shiqi-ca-agent list --json` | {tl * 1000:.0f} ms | {ml / 1024:.1f} MB | "
+              f"{tl / tq:.2f}× |")
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ INFO = dict(
 RUNS = int(os.environ.get("BENCH_RUNS", "5"))
 HOME = os.path.join(INFO["laptop_home"], "bench")
 BENCH_PORT = 49094  # node 4's advertised port
+IPERF_SECONDS = 4
 
 
 def sh(*args, check=True, stdin=None, env=None):
@@ -97,8 +98,16 @@ def setup_rows():
     fresh(0)
     ours(0)  # warm-up (and the first run's MySQL user and ACLs)
     theirs(0)
-    t_ours, _ = timed(ours, before=fresh)
-    t_base, _ = timed(theirs)
+    t_ours, t_base = [], []
+    for i in range(RUNS):
+        # The order alternates, so a change in the machine's load falls on both alike.
+        for which in (("ours", "theirs") if i % 2 == 0 else ("theirs", "ours")):
+            if which == "ours":
+                fresh(i)
+                t_ours.append(timed(ours, runs=1)[0])
+            else:
+                t_base.append(timed(theirs, runs=1)[0])
+    t_ours, t_base = statistics.median(t_ours), statistics.median(t_base)
     return [
         "| setup | time (median of %d) | ratio |" % RUNS,
         "|---|---|---|",
@@ -121,8 +130,8 @@ def proc_stat(pid):
     return cpu, hwm
 
 
-def iperf(reverse):
-    args = ["iperf3", "-c", "127.0.0.1", "-p", str(BENCH_PORT), "-t", "5", "-J"]
+def iperf(reverse, port):
+    args = ["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", str(IPERF_SECONDS), "-J"]
     if reverse:
         args.append("-R")
     out = laptop(*args).stdout
@@ -133,10 +142,10 @@ def iperf(reverse):
     return bits / 1e6, moved
 
 
-def pingpong(count=2000):
+def pingpong(port, count=2000):
     code = (
         "import socket,time,statistics,sys\n"
-        f"s=socket.create_connection(('127.0.0.1',{BENCH_PORT}))\n"
+        f"s=socket.create_connection(('127.0.0.1',{port}))\n"
         "s.setsockopt(socket.IPPROTO_TCP,socket.TCP_NODELAY,1)\n"
         "r=[]\n"
         f"for i in range({count}):\n"
@@ -170,77 +179,122 @@ def stop(p):
     p.wait(timeout=10)
 
 
-def measure_tunnel(label, pid_of):
-    pid = pid_of()
-    cpu0, _ = proc_stat(pid)
-    up, moved_up = iperf(False)
-    down, moved_down = iperf(True)
-    cpu1, hwm = proc_stat(pid)
-    gib = (moved_up + moved_down) / 2**30
-    return {"up": up, "down": down, "cpu_per_gib": (cpu1 - cpu0) / gib if gib else 0,
-            "rss": hwm / 1024}
+def hogs():
+    """One busy loop per core at normal priority: the "other load" of a laptop that is also
+    compiling, indexing or running a browser. Returns the processes (stop with unhog)."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            for _ in range(os.cpu_count() or 1)]
+
+
+def unhog(procs):
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
+def openssh_config(cfg, alt_port):
+    """The profile's ssh_config with its forwards replaced by one: 127.0.0.1:alt_port to the
+    bench forward's target. Everything else (ciphers, keys, host key checks) is the profile's,
+    so OpenSSH moves bytes exactly as a user's `ssh -N` would, while the built-in tunnel holds
+    the profile's own ports and both run at once."""
+    out, target = [], None
+    for line in open(cfg).read().splitlines():
+        words = line.split()
+        if words[:1] == ["LocalForward"]:
+            if words[1].endswith(f":{BENCH_PORT}"):
+                target = words[2]
+            continue
+        out.append(line)
+    if target is None:
+        sys.exit(f"bench: {cfg} has no forward for port {BENCH_PORT}")
+    at = next(i for i, l in enumerate(out) if l.startswith("Host ")) + 1
+    out.insert(at, f"    LocalForward 127.0.0.1:{alt_port} {target}")
+    path = cfg + ".bench"
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+    return path
 
 
 def tunnel_rows():
+    """Both tunnels run at once (the built-in one on the profile's ports, OpenSSH on one other
+    local port to the same target); each round measures them in turn, the order alternating,
+    so a change in the machine's load falls on both alike. Quiet, then with every core busy."""
     env = [("SHIQI_HOME", HOME)]
     name = "benchtun"
     dest = INFO["ssh_destination"]
     profile = os.path.join(HOME, name)
     cfg = os.path.join(profile, "ssh_config")
-    results = {}
-    for kind in ("openssh", "shiqi"):
-        # Node 4 runs while the tunnel starts (so both forward its port), then makes room.
-        sh(STACK, "kafka-node", "up", "4")
+    alt = BENCH_PORT + 100
+    # Node 4 runs while the profile is made and the tunnel starts (so both forward its
+    # advertised port), then makes room for iperf3 and the echo server.
+    sh(STACK, "kafka-node", "up", "4")
+    try:
+        laptop("shiqi-connect", "setup", name, "--server", dest, "--yes", "--force", "-q", env=env)
+        laptop("shiqi-connect", "tunnel", "up", name, env=env)
+    finally:
+        sh(STACK, "kafka-node", "down", "4", "--purge")
+    ssh_cfg = openssh_config(cfg, alt)
+    ports = {"openssh": alt, "shiqi": BENCH_PORT}
+    pids = {}
+    try:
+        laptop("ssh", "-fN", "-F", ssh_cfg, "shiqi-tunnel")
+        pids["shiqi"] = int(open(os.path.join(profile, "tunnel.pid")).read().split()[0])
+        pids["openssh"] = int(sh("pgrep", "-f", f"ssh -fN -F {ssh_cfg}").stdout.split()[0])
+        samples = {k: {"up": [], "down": [], "up_busy": [], "down_busy": [], "cpu_per_gib": [],
+                       "rtt": []} for k in ports}
+        rounds = max(RUNS, 5)
+        srv = serve("iperf")
         try:
-            if kind == "openssh":
-                laptop("shiqi-connect", "setup", name, "--server", dest, "--yes", "--force",
-                       "-q", env=env)
-                laptop("ssh", "-fN", "-F", cfg, "shiqi-tunnel")
-            else:
-                laptop("shiqi-connect", "tunnel", "up", name, env=env)
+            for r in range(rounds):
+                order = ("openssh", "shiqi") if r % 2 == 0 else ("shiqi", "openssh")
+                for kind in order:
+                    cpu0, _ = proc_stat(pids[kind])
+                    up, moved_up = iperf(False, ports[kind])
+                    down, moved_down = iperf(True, ports[kind])
+                    cpu1, _ = proc_stat(pids[kind])
+                    gib = (moved_up + moved_down) / 2**30
+                    samples[kind]["up"].append(up)
+                    samples[kind]["down"].append(down)
+                    samples[kind]["cpu_per_gib"].append((cpu1 - cpu0) / gib)
+                busy = hogs()
+                try:
+                    for kind in order:
+                        samples[kind]["up_busy"].append(iperf(False, ports[kind])[0])
+                        samples[kind]["down_busy"].append(iperf(True, ports[kind])[0])
+                finally:
+                    unhog(busy)
         finally:
-            sh(STACK, "kafka-node", "down", "4", "--purge")
-        if kind == "shiqi":
-            def pid_of():
-                return int(open(os.path.join(profile, "tunnel.pid")).read().split()[0])
-        else:
-            def pid_of():
-                out = sh("pgrep", "-f", f"ssh -fN -F {cfg} shiqi-tunnel").stdout.split()
-                return int(out[0])
+            stop(srv)
+        echo = serve("echo")
         try:
-            samples = []
-            srv = serve("iperf")
-            try:
-                for _ in range(max(1, RUNS // 2)):
-                    samples.append(measure_tunnel(kind, pid_of))
-            finally:
-                stop(srv)
-            echo = serve("echo")
-            try:
-                rtt = statistics.median(pingpong() for _ in range(3))
-            finally:
-                stop(echo)
-            results[kind] = {
-                "up": statistics.median(s["up"] for s in samples),
-                "down": statistics.median(s["down"] for s in samples),
-                "cpu_per_gib": statistics.median(s["cpu_per_gib"] for s in samples),
-                "rss": max(s["rss"] for s in samples),
-                "rtt": rtt,
-            }
+            for r in range(rounds):
+                for kind in (("openssh", "shiqi") if r % 2 == 0 else ("shiqi", "openssh")):
+                    samples[kind]["rtt"].append(pingpong(ports[kind]))
         finally:
-            if kind == "shiqi":
-                laptop("shiqi-connect", "tunnel", "down", name, env=env, check=False)
-            else:
-                laptop("ssh", "-F", cfg, "-O", "exit", "shiqi-tunnel", check=False)
-    o, s = results["openssh"], results["shiqi"]
+            stop(echo)
+        rss = {k: proc_stat(pid)[1] / 1024 for k, pid in pids.items()}
+    finally:
+        laptop("shiqi-connect", "tunnel", "down", name, env=env, check=False)
+        laptop("ssh", "-F", ssh_cfg, "-O", "exit", "shiqi-tunnel", check=False)
+    m = {k: {f: statistics.median(v) for f, v in fields.items()} for k, fields in samples.items()}
+    o, s = m["openssh"], m["shiqi"]
+
+    def row(label, field, unit, fmt="{:.0f}"):
+        return (f"| {label} | {fmt.format(o[field])} {unit} | {fmt.format(s[field])} {unit} | "
+                f"{s[field] / o[field]:.2f}× |")
+
     return [
-        "| tunnel (one forward, iperf3 5 s) | `ssh -N` (baseline) | `tunnel up` | ratio |",
+        f"| tunnel (one forward, iperf3 {IPERF_SECONDS} s, median of {rounds} alternating rounds)"
+        " | `ssh -N` (baseline) | `tunnel up` | ratio |",
         "|---|---|---|---|",
-        f"| upload | {o['up']:.0f} Mbit/s | {s['up']:.0f} Mbit/s | {s['up'] / o['up']:.2f}× |",
-        f"| download | {o['down']:.0f} Mbit/s | {s['down']:.0f} Mbit/s | {s['down'] / o['down']:.2f}× |",
-        f"| round trip, 1-byte ping-pong (median) | {o['rtt']:.0f} µs | {s['rtt']:.0f} µs | {s['rtt'] / o['rtt']:.2f}× |",
-        f"| peak RSS of the laptop process | {o['rss']:.1f} MB | {s['rss']:.1f} MB | {s['rss'] / o['rss']:.2f}× |",
-        f"| CPU seconds per GiB moved | {o['cpu_per_gib']:.2f} s | {s['cpu_per_gib']:.2f} s | {s['cpu_per_gib'] / o['cpu_per_gib']:.2f}× |",
+        row("upload", "up", "Mbit/s"),
+        row("download", "down", "Mbit/s"),
+        row(f"upload, {os.cpu_count()} cores busy", "up_busy", "Mbit/s"),
+        row(f"download, {os.cpu_count()} cores busy", "down_busy", "Mbit/s"),
+        row("round trip, 1-byte ping-pong (median)", "rtt", "µs"),
+        f"| peak RSS of the laptop process | {rss['openssh']:.1f} MB | {rss['shiqi']:.1f} MB | "
+        f"{rss['shiqi'] / rss['openssh']:.2f}× |",
+        row("CPU seconds per GiB moved (quiet)", "cpu_per_gib", "s", "{:.2f}"),
     ]
 
 
@@ -258,7 +312,7 @@ def kafka_rows():
        "--topic", topic, "--partitions", "3")
     java = ["java", "-Xmx256m", f"-Dlog4j2.configurationFile={REPO}/scripts/kafka/log4j2-tools.properties",
             "-cp", f"{INFO['kafka_libs']}/*"]
-    records = 200_000
+    records = 100_000
 
     def produce():
         out = laptop(*java, "org.apache.kafka.tools.ProducerPerformance", "--topic", topic,
@@ -275,25 +329,29 @@ def kafka_rows():
                      "--hide-header").stdout
         return float(out.strip().splitlines()[-1].split(",")[3])
 
-    results = {}
     cfg = os.path.join(profile, "ssh_config")
-    for kind in ("openssh", "shiqi"):
-        if kind == "shiqi":
-            laptop("shiqi-connect", "tunnel", "up", name, env=env)
-        else:
-            laptop("ssh", "-fN", "-F", cfg, "shiqi-tunnel")
-        try:
-            p = statistics.median(produce() for _ in range(3))
-            c = statistics.median(consume() for _ in range(3))
-            results[kind] = (p, c)
-        finally:
+    results = {"openssh": ([], []), "shiqi": ([], [])}
+    # Both tunnels take the brokers' ports, so they take turns: one round each, the order
+    # alternating.
+    for r in range(RUNS):
+        for kind in (("openssh", "shiqi") if r % 2 == 0 else ("shiqi", "openssh")):
             if kind == "shiqi":
-                laptop("shiqi-connect", "tunnel", "down", name, env=env, check=False)
+                laptop("shiqi-connect", "tunnel", "up", name, env=env)
             else:
-                laptop("ssh", "-F", cfg, "-O", "exit", "shiqi-tunnel", check=False)
+                laptop("ssh", "-fN", "-F", cfg, "shiqi-tunnel")
+            try:
+                results[kind][0].append(produce())
+                results[kind][1].append(consume())
+            finally:
+                if kind == "shiqi":
+                    laptop("shiqi-connect", "tunnel", "down", name, env=env, check=False)
+                else:
+                    laptop("ssh", "-F", cfg, "-O", "exit", "shiqi-tunnel", check=False)
+    results = {k: (statistics.median(p), statistics.median(c)) for k, (p, c) in results.items()}
     (po, co), (ps, cs) = results["openssh"], results["shiqi"]
     return [
-        f"| Kafka perf tools, {records:,} × 512 B, 3 partitions | `ssh -N` (baseline) | `tunnel up` | ratio |",
+        f"| Kafka perf tools, {records:,} × 512 B, 3 partitions, median of {RUNS} alternating rounds"
+        " | `ssh -N` (baseline) | `tunnel up` | ratio |",
         "|---|---|---|---|",
         f"| producer (acks=1) | {po:.1f} MB/s | {ps:.1f} MB/s | {ps / po:.2f}× |",
         f"| consumer | {co:.1f} MB/s | {cs:.1f} MB/s | {cs / co:.2f}× |",
