@@ -2,6 +2,10 @@
 //! (the enrolled key's fingerprint, name and role, or the local account), when, the serial and
 //! the outcome. Who asked comes from [`Context::caller`], never from the environment a caller
 //! could set; the file is the agent account's (0600 in its 0700 state directory).
+//!
+//! Every field a caller can choose (a refused request's name, serial and the error quoting
+//! them) is escaped and clipped here, so one request adds well under 1 kB whatever it sends:
+//! the log must not be a way to fill the disk, on which the CRL's refreshes depend.
 
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
@@ -9,6 +13,7 @@ use std::os::unix::fs::OpenOptionsExt as _;
 use serde::Serialize;
 
 use shiqi_ca::inventory::access::Role;
+use shiqi_ca::text::one_line;
 
 use crate::access::Caller;
 use crate::state::Context;
@@ -45,9 +50,18 @@ struct Line<'a> {
     sudo_user: Option<&'a str>,
     /// Where the SSH connection came from (set by sshd).
     ssh_client: Option<String>,
-    #[serde(flatten)]
-    entry: &'a Entry<'a>,
+    action: &'a str,
+    name: String,
+    serial: Option<String>,
+    outcome: &'a str,
+    reason: Option<String>,
 }
+
+/// The longest name or serial an audit line quotes (a valid name has 32 characters, a serial 40
+/// hex digits; anything longer was refused and is kept only as a hint of what was sent).
+const MAX_FIELD: usize = 64;
+/// The longest reason.
+const MAX_REASON: usize = 300;
 
 /// Appends one line. A failure to write the audit log is reported on stderr but does not undo
 /// the action (the inventory is the record of truth).
@@ -84,7 +98,11 @@ pub fn record(ctx: &Context, entry: &Entry<'_>) {
         ssh_client: std::env::var("SSH_CLIENT")
             .ok()
             .and_then(|s| s.split_whitespace().next().map(str::to_owned)),
-        entry,
+        action: entry.action,
+        name: one_line(entry.name, MAX_FIELD),
+        serial: entry.serial.as_deref().map(|s| one_line(s, MAX_FIELD)),
+        outcome: entry.outcome,
+        reason: entry.reason.as_deref().map(|r| one_line(r, MAX_REASON)),
     };
     let Ok(mut text) = serde_json::to_string(&line) else {
         return;
@@ -100,5 +118,36 @@ pub fn record(ctx: &Context, entry: &Entry<'_>) {
         .and_then(|mut f| f.write_all(text.as_bytes()));
     if let Err(e) = result {
         tracing::warn!(path = %path.display(), error = %e, "cannot append to the audit log");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    #[test]
+    fn a_huge_refused_request_adds_one_short_escaped_line() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let ctx = Context::with_config(dir.path().to_owned(), Config::default())?;
+        let name = format!("\u{1b}]0;x\u{7}{}", "b".repeat(120 * 1024));
+        record(
+            &ctx,
+            &Entry {
+                action: "sign",
+                name: &name,
+                serial: Some("f".repeat(10_000)),
+                outcome: "refused",
+                reason: Some(format!("invalid name `{name}`; request: {name}")),
+            },
+        );
+        let text = std::fs::read_to_string(ctx.path("audit.log"))?;
+        assert_eq!(text.lines().count(), 1);
+        assert!(text.len() < 1024, "{} bytes", text.len());
+        let line: serde_json::Value = serde_json::from_str(&text)?;
+        let logged = line["name"].as_str().unwrap_or_default();
+        assert!(logged.starts_with("\\u{1b}]0;x\\u{7}bbb"), "{logged}");
+        assert!(logged.ends_with('…') && logged.chars().count() == MAX_FIELD);
+        Ok(())
     }
 }

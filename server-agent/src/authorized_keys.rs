@@ -32,6 +32,8 @@ pub struct Synced {
     pub path: PathBuf,
     /// Lines that were not the agent's and give a shell on this account.
     pub warnings: Vec<String>,
+    /// Where every enrolled key may forward to.
+    pub targets: Vec<String>,
 }
 
 /// The file `enroll` manages (`[access] authorized_keys`, else the agent account's own).
@@ -42,14 +44,7 @@ pub fn path(ctx: &Context) -> Result<PathBuf, AgentError> {
     if let Some(p) = &ctx.config.access.authorized_keys {
         return Ok(p.clone());
     }
-    let user = nix::unistd::User::from_uid(nix::unistd::geteuid())
-        .ok()
-        .flatten()
-        .ok_or_else(|| AgentError::Request {
-            why: "the agent's account has no entry in the password database; set `[access] \
-                  authorized_keys` in agent.toml"
-                .to_owned(),
-        })?;
+    let user = account()?;
     Ok(user.dir.join(".ssh").join("authorized_keys"))
 }
 
@@ -155,11 +150,24 @@ fn is_ours(line: &str) -> bool {
         .is_some_and(|(_, comment)| comment.starts_with(MARKER))
 }
 
+/// Why [`sync`] rewrites the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Purpose {
+    /// A key is added, or every line rewritten (`enroll --sync`): sshd must hold the agent's
+    /// account to forwards only ([`crate::sshd::check`]), and the forward targets are asked
+    /// afresh (the cluster's advertised brokers).
+    Install,
+    /// A key is removed: always allowed, and the remaining lines keep the targets they have.
+    Remove,
+}
+
 /// Rewrites the file from `keys` (atomically, 0600, `~/.ssh` made 0700 if missing).
 ///
 /// # Errors
-/// [`AgentError::File`] or [`AgentError::Request`].
-pub fn sync(ctx: &Context, keys: &[Enrollment]) -> Result<Synced, AgentError> {
+/// [`AgentError::SshdUnsafe`] (installing while sshd lets the account listen or forward
+/// sockets), the cluster's error (when the targets need its brokers), [`AgentError::File`] or
+/// [`AgentError::Request`]. Nothing is written then.
+pub fn sync(ctx: &Context, keys: &[Enrollment], purpose: Purpose) -> Result<Synced, AgentError> {
     let path = path(ctx)?;
     let existing = match std::fs::read_to_string(&path) {
         Ok(t) => t,
@@ -170,14 +178,74 @@ pub fn sync(ctx: &Context, keys: &[Enrollment]) -> Result<Synced, AgentError> {
         .iter()
         .map(|k| Ok((k.clone(), forced_command(ctx, &k.fingerprint)?)))
         .collect::<Result<Vec<_>, AgentError>>()?;
-    let (text, warnings) = render(&existing, &lines, &ctx.config.permit_open());
+    let targets = match (purpose, current_targets(&existing)) {
+        (Purpose::Remove, Some(kept)) => kept,
+        (Purpose::Install, _) => {
+            crate::sshd::check(ctx, &account()?.name)?;
+            targets(ctx)?
+        }
+        (Purpose::Remove, None) => targets(ctx)?,
+    };
+    let (text, warnings) = render(&existing, &lines, &targets);
     if let Some(dir) = path.parent()
         && !dir.exists()
     {
         fsutil::create_private_dir(dir)?;
     }
     fsutil::write_private(&path, text.as_bytes())?;
-    Ok(Synced { path, warnings })
+    Ok(Synced {
+        path,
+        warnings,
+        targets,
+    })
+}
+
+/// The forward targets for every key: `[access] permit_open`, else the services, with the
+/// brokers the cluster advertises now.
+fn targets(ctx: &Context) -> Result<Vec<String>, AgentError> {
+    if !ctx.config.permit_open_asks_kafka() {
+        return Ok(ctx.config.permit_open(&[]));
+    }
+    let ca = ctx.ca()?;
+    let facts = crate::kafka::brokers(&crate::kafka::Admin::connect(ctx, &ca)?).map_err(|e| {
+        AgentError::Request {
+            why: format!(
+                "{e}: enroll allows forwards to exactly the brokers the cluster advertises; \
+                 start the brokers, or list the targets in `[access] permit_open`"
+            ),
+        }
+    })?;
+    let brokers: Vec<(String, u16)> = facts
+        .brokers
+        .iter()
+        .map(|b| (b.host.to_string(), b.port.get()))
+        .collect();
+    Ok(ctx.config.permit_open(&brokers))
+}
+
+/// The targets the agent's lines already carry (they all carry the same), if it wrote any.
+fn current_targets(existing: &str) -> Option<Vec<String>> {
+    let line = existing.lines().map(str::trim).find(|l| is_ours(l))?;
+    let options = line.split(" command=\"").next()?;
+    Some(
+        options
+            .split(',')
+            .filter_map(|o| o.strip_prefix("permitopen=\"")?.strip_suffix('"'))
+            .map(str::to_owned)
+            .collect(),
+    )
+}
+
+/// The account the agent runs as (from the password database, not `$USER`).
+fn account() -> Result<nix::unistd::User, AgentError> {
+    nix::unistd::User::from_uid(nix::unistd::geteuid())
+        .ok()
+        .flatten()
+        .ok_or_else(|| AgentError::Request {
+            why: "the agent's account has no entry in the password database; set `[access] \
+                  authorized_keys` in agent.toml"
+                .to_owned(),
+        })
 }
 
 #[cfg(test)]
@@ -236,6 +304,20 @@ mod tests {
         // Rendering its own output again changes nothing.
         let (again, _) = render(&text, &[(key("bob"), "c".to_owned())], &[]);
         assert_eq!(again, text);
+    }
+
+    #[test]
+    fn a_removal_keeps_the_targets_the_lines_carry() {
+        let permit = ["127.0.0.1:3306".to_owned(), "[::1]:9093".to_owned()];
+        let (text, _) = render(
+            "ssh-ed25519 AAAAold admin@host\n",
+            &[(key("bob"), "/bin/agent serve --key SHA256:bob".to_owned())],
+            &permit,
+        );
+        assert_eq!(current_targets(&text).as_deref(), Some(&permit[..]));
+        let (none, _) = render("", &[(key("bob"), "c".to_owned())], &[]);
+        assert_eq!(current_targets(&none), Some(Vec::new()));
+        assert_eq!(current_targets("ssh-ed25519 AAAAold admin@host\n"), None);
     }
 
     #[test]

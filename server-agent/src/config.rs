@@ -23,29 +23,84 @@ pub struct Config {
     pub crl: CrlConfig,
     /// Who may reach the agent over SSH (`enroll`).
     pub access: AccessConfig,
+    /// What one enrolled key may cost the server.
+    pub limits: LimitsConfig,
+}
+
+/// `[limits]`: what an enrolled key can make the server do, so that one key (or whoever stole
+/// it) cannot fill the disk, grow the CRL that every broker and MariaDB re-read, or keep the
+/// agent busy. Local callers (the CA's operator) are not limited.
+///
+/// ```toml
+/// [limits]
+/// certificates_per_name = 20   # valid + revoked-but-unexpired client certificates per name
+/// requests_per_minute = 60     # per enrolled key, refused ones included
+/// ```
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Unexpired client certificates (valid or revoked) one name may hold; a `sign` past it is
+    /// refused. A revoked certificate counts until it expires because it stays in the CRL.
+    pub certificates_per_name: u32,
+    /// Requests one enrolled key may send per minute, refused ones included.
+    pub requests_per_minute: u32,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            certificates_per_name: 20,
+            requests_per_minute: 60,
+        }
+    }
 }
 
 /// `[access]`: the `authorized_keys` lines `enroll` writes.
 ///
 /// ```toml
 /// [access]
+/// # sshd_config = "/etc/ssh/sshd_config"   # what `enroll` checks with `sshd -T`
+/// # sshd = "/usr/sbin/sshd"
 /// # authorized_keys = "/var/lib/shiqi-ca/.ssh/authorized_keys"  # default: the agent account's
-/// # permit_open = ["127.0.0.1:3306", "localhost:*"]  # default: [mysql] and the [kafka] hosts
+/// # permit_open = ["127.0.0.1:3306", "localhost:19094"]  # default: MySQL and every broker
 /// ```
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AccessConfig {
     /// The file `enroll` manages. Default: `~/.ssh/authorized_keys` of the account the agent
     /// runs as (from the password database, not `$HOME`).
     pub authorized_keys: Option<PathBuf>,
+    /// The sshd config `enroll` checks (`sshd -T`) before it installs a key line.
+    pub sshd_config: PathBuf,
+    /// The sshd binary that reads it.
+    pub sshd: PathBuf,
     /// Where an enrolled key may forward ports to (`permitopen`, `HOST:PORT` or `HOST:*`): the
-    /// tunnel's targets. Default: `[mysql] host:port` and every `[kafka] bootstrap` host with
-    /// any port (brokers advertise one port each on the same host).
+    /// tunnel's targets. Default: `[mysql] host:port`, the `[kafka] bootstrap` servers and every
+    /// broker the cluster advertises when `enroll` runs (`enroll --sync` after brokers change).
     pub permit_open: Option<Vec<String>>,
+}
+
+impl Default for AccessConfig {
+    fn default() -> Self {
+        Self {
+            authorized_keys: None,
+            sshd_config: PathBuf::from("/etc/ssh/sshd_config"),
+            sshd: PathBuf::from("/usr/sbin/sshd"),
+            permit_open: None,
+        }
+    }
 }
 
 impl AccessConfig {
     fn check(&self) -> Result<(), String> {
+        for (key, path) in [("sshd_config", &self.sshd_config), ("sshd", &self.sshd)] {
+            if !path.is_absolute() {
+                return Err(format!(
+                    "access.{key} `{}` must be an absolute path",
+                    path.display()
+                ));
+            }
+        }
         if let Some(path) = &self.authorized_keys
             && !path.is_absolute()
         {
@@ -83,25 +138,41 @@ fn check_permit_open(target: &str) -> Result<(), String> {
 }
 
 impl Config {
-    /// The `permitopen` targets of every enrolled key (see [`AccessConfig::permit_open`]).
-    pub fn permit_open(&self) -> Vec<String> {
+    /// The `permitopen` targets of every enrolled key (see [`AccessConfig::permit_open`]):
+    /// exactly the MySQL address, the bootstrap servers and `brokers` (what the cluster
+    /// advertises), so that a key reaches those services and no other port on the server's
+    /// loopback (controller listeners, a plaintext listener, JMX, whatever else runs there).
+    pub fn permit_open(&self, brokers: &[(String, u16)]) -> Vec<String> {
         if let Some(list) = &self.access.permit_open {
             return list.clone();
         }
         let mut out = Vec::new();
+        let mut add = |target: String| {
+            if !out.contains(&target) {
+                out.push(target);
+            }
+        };
         if !self.mysql.host.is_empty() {
-            out.push(host_port(&self.mysql.host, &self.mysql.port.to_string()));
+            add(host_port(&self.mysql.host, &self.mysql.port.to_string()));
         }
         for server in self.kafka.bootstrap.split(',').map(str::trim) {
-            if let Some((host, _)) = server.rsplit_once(':') {
-                let host = host.trim_start_matches('[').trim_end_matches(']');
-                let any = host_port(host, "*");
-                if !out.contains(&any) {
-                    out.push(any);
-                }
+            if let Some((host, port)) = server.rsplit_once(':') {
+                add(host_port(
+                    host.trim_start_matches('[').trim_end_matches(']'),
+                    port,
+                ));
             }
         }
+        for (host, port) in brokers {
+            add(host_port(host, &port.to_string()));
+        }
         out
+    }
+
+    /// Whether the default targets need the cluster's advertised brokers (Kafka is configured
+    /// and `[access] permit_open` does not list the targets itself).
+    pub fn permit_open_asks_kafka(&self) -> bool {
+        self.access.permit_open.is_none() && !self.kafka.bootstrap.is_empty()
     }
 }
 
@@ -220,6 +291,18 @@ impl KafkaGrant {
         if name.chars().any(char::is_control) {
             return Err("`name` contains a control character".to_owned());
         }
+        // A prefix that could run on past the name would give `bo` the resources of `bo-x`:
+        // `.` cannot occur in a name, so `{name}.` ends exactly where the name does.
+        if self.pattern == PatternType::Prefixed
+            && name
+                .match_indices(NAME_PLACEHOLDER)
+                .any(|(at, _)| !name[at + NAME_PLACEHOLDER.len()..].starts_with('.'))
+        {
+            return Err(format!(
+                "prefixed {resource} `{name}`: put `.` right after `{NAME_PLACEHOLDER}` (as in \
+                 `u.{NAME_PLACEHOLDER}.`), or user `bo` also gets the {resource}s of user `bo-x`"
+            ));
+        }
         if self.operations.is_empty() {
             return Err(format!("{resource} `{name}`: `operations` is empty"));
         }
@@ -272,6 +355,9 @@ impl Default for KafkaConfig {
     }
 }
 
+/// Where Debian's and Ubuntu's MariaDB and MySQL packages put mysqld's socket.
+pub const DEFAULT_MYSQL_SOCKET: &str = "/run/mysqld/mysqld.sock";
+
 /// `[mysql]`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -282,10 +368,16 @@ pub struct MysqlConfig {
     pub port: u16,
     /// The agent's admin account.
     pub admin_user: String,
-    /// File holding the admin password, relative to the state directory.
+    /// File holding the admin password, relative to the state directory. A missing file means
+    /// no password: an account that logs in by socket credentials (`unix_socket`, `auth_socket`).
     pub admin_password_file: PathBuf,
-    /// Unix socket for the admin connection; used instead of host/port when set.
+    /// mysqld's Unix socket, where the admin logs in (default Debian's and Ubuntu's). `""` means
+    /// TCP to `host:port`, which needs [`MysqlConfig::admin_tls_ca`].
     pub admin_socket: Option<PathBuf>,
+    /// The CA that signed MySQL's server certificate (absolute, or relative to the state
+    /// directory: `ca.crt` when it came from `server-cert --kind mysql`). The admin's TCP login
+    /// runs inside TLS verified against this CA alone and against `host` as the server's name.
+    pub admin_tls_ca: Option<PathBuf>,
     /// Host part of the users the agent creates: SSH forwards arrive from the server's loopback.
     pub user_host: String,
     /// Grants for every user, each as `PRIVILEGES ON db.table`.
@@ -299,9 +391,40 @@ impl Default for MysqlConfig {
             port: 3306,
             admin_user: "shiqi_agent".to_owned(),
             admin_password_file: PathBuf::from("mysql-admin.password"),
-            admin_socket: None,
+            admin_socket: Some(PathBuf::from(DEFAULT_MYSQL_SOCKET)),
+            admin_tls_ca: None,
             user_host: "127.0.0.1".to_owned(),
             grants: vec!["SELECT, INSERT, UPDATE, DELETE, CREATE, DROP ON `app`.*".to_owned()],
+        }
+    }
+}
+
+impl MysqlConfig {
+    /// The admin's password goes to whoever answers where the agent connects: a Unix socket
+    /// (only mysqld can own its path), or TCP inside verified TLS. A plain TCP login would hand
+    /// it to any process listening on the port while mysqld is down, which an enrolled key's
+    /// forwards could once arrange; with no TLS the client library even encrypts it to an RSA key
+    /// the listener chooses.
+    fn check_admin_path(&self) -> Result<(), String> {
+        if self.host.is_empty() {
+            return Ok(());
+        }
+        let socket = self
+            .admin_socket
+            .as_ref()
+            .filter(|p| !p.as_os_str().is_empty());
+        match (socket, &self.admin_tls_ca) {
+            (Some(socket), _) if !socket.is_absolute() => Err(format!(
+                "[mysql] admin_socket `{}` must be an absolute path",
+                socket.display()
+            )),
+            (Some(_), _) | (None, Some(_)) => Ok(()),
+            (None, None) => Err(format!(
+                "[mysql] admin_socket is empty, so the admin would send its password over plain \
+                 TCP to {}:{}; set admin_tls_ca (the CA of MySQL's server certificate, e.g. \
+                 \"ca.crt\") or admin_socket = \"{DEFAULT_MYSQL_SOCKET}\"",
+                self.host, self.port
+            )),
         }
     }
 }
@@ -495,6 +618,7 @@ impl Config {
             shiqi_ca::Port::try_from(self.mysql.port)
                 .map_err(|e| bad(format!("[mysql] port: {e}")))?;
         }
+        self.mysql.check_admin_path().map_err(bad)?;
         if !self.kafka.bootstrap.is_empty() {
             self.kafka
                 .bootstrap
@@ -502,6 +626,12 @@ impl Config {
                 .map_err(|e| bad(format!("[kafka] bootstrap: {e}")))?;
         }
         self.crl.check().map_err(bad)?;
+        if self.limits.certificates_per_name == 0 || self.limits.requests_per_minute == 0 {
+            return Err(bad(
+                "[limits] certificates_per_name and requests_per_minute must be at least 1"
+                    .to_owned(),
+            ));
+        }
         self.access.check().map_err(bad)?;
         for (i, grant) in self.kafka.grants.iter().enumerate() {
             grant
@@ -548,17 +678,32 @@ mod tests {
 
     #[test]
     fn enrolled_keys_may_forward_to_the_services_only() -> Result<(), String> {
-        // Default: the MySQL address, and each bootstrap host on any port (its brokers).
+        // Default: the MySQL address, the bootstrap servers and every advertised broker, each
+        // exactly once and with no wildcard port.
         let c =
             validated("[kafka]\nbootstrap = \"localhost:19094,10.0.0.5:9092,localhost:29094\"\n")?;
+        let brokers = [
+            ("localhost".to_owned(), 19094),
+            ("localhost".to_owned(), 39094),
+            ("::1".to_owned(), 9093),
+        ];
         assert_eq!(
-            c.permit_open(),
-            ["127.0.0.1:3306", "localhost:*", "10.0.0.5:*"]
+            c.permit_open(&brokers),
+            [
+                "127.0.0.1:3306",
+                "localhost:19094",
+                "10.0.0.5:9092",
+                "localhost:29094",
+                "localhost:39094",
+                "[::1]:9093"
+            ]
         );
+        assert!(c.permit_open_asks_kafka());
         let c = validated("[mysql]\nhost = \"\"\n[kafka]\nbootstrap = \"[::1]:9092\"\n")?;
-        assert_eq!(c.permit_open(), ["[::1]:*"]);
+        assert_eq!(c.permit_open(&[]), ["[::1]:9092"]);
         let c = validated("[access]\npermit_open = [\"db.internal:3306\"]\n")?;
-        assert_eq!(c.permit_open(), ["db.internal:3306"]);
+        assert_eq!(c.permit_open(&brokers), ["db.internal:3306"]);
+        assert!(!c.permit_open_asks_kafka());
         // Nothing that could leave the option's quotes, no bare hosts, no relative file.
         for bad in [
             "[access]\npermit_open = [\"a\\\",command=\\\"x:1\"]\n",
@@ -569,6 +714,37 @@ mod tests {
             let err = validated(bad).expect_err(bad);
             assert!(err.contains("access."), "{bad}: {err}");
         }
+        Ok(())
+    }
+
+    #[test]
+    fn the_mysql_admin_logs_in_by_socket_or_verified_tls_only() -> Result<(), String> {
+        let c = validated("")?;
+        assert_eq!(
+            c.mysql.admin_socket.as_deref(),
+            Some(Path::new(DEFAULT_MYSQL_SOCKET))
+        );
+        let err = validated("[mysql]\nadmin_socket = \"\"\n").expect_err("plain TCP");
+        assert!(
+            err.contains("plain TCP to 127.0.0.1:3306") && err.contains("admin_tls_ca"),
+            "{err}"
+        );
+        // Checked at load through `Config::load`, which turns `""` into no socket.
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let file = dir.path().join("agent.toml");
+        crate::fsutil::write_private(&file, b"[mysql]\nadmin_socket = \"\"\n")
+            .map_err(|e| e.to_string())?;
+        assert!(Config::load(&file, true).is_err());
+        crate::fsutil::write_private(
+            &file,
+            b"[mysql]\nadmin_socket = \"\"\nadmin_tls_ca = \"ca.crt\"\n",
+        )
+        .map_err(|e| e.to_string())?;
+        let c = Config::load(&file, true).map_err(|e| e.to_string())?;
+        assert!(c.mysql.admin_socket.is_none());
+        assert!(validated("[mysql]\nadmin_socket = \"run/x.sock\"\n").is_err());
+        // No MySQL at all: nothing to log in to.
+        assert!(validated("[mysql]\nhost = \"\"\n").is_ok());
         Ok(())
     }
 
@@ -653,7 +829,7 @@ mod tests {
             [[kafka.grants]]
             resource = "transactional-id"
             pattern = "prefixed"
-            name = "{name}-"
+            name = "{name}."
             operations = ["write", "describe"]
             "#,
         )
@@ -669,7 +845,7 @@ mod tests {
         assert_eq!(topic.len(), 1);
         assert_eq!(topic[0].name, "u.bo.");
         assert_eq!(topic[0].principal, "User:bo");
-        assert_eq!(c.kafka.grants[2].bindings(&name)[0].name, "bo-");
+        assert_eq!(c.kafka.grants[2].bindings(&name)[0].name, "bo.");
         // An empty list is allowed: `kafka-user` then grants nothing.
         assert!(
             validated("[kafka]\ngrants = []\n")
@@ -737,6 +913,20 @@ mod tests {
                 .contains("kafka-cluster")
         );
         assert!(refused("resource = \"cluster\"\npattern = \"prefixed\"\nname = \"kafka-cluster\"\noperations = [\"describe\"]").contains("literal"));
+        // A prefix that runs on past the name (`bo-` would cover `bo-x-…`) is refused; a
+        // literal name may end anywhere.
+        for runs_on in ["{name}-", "u.{name}", "{name}_x.", "{name}.{name}"] {
+            let e = refused(&format!(
+                "resource = \"group\"\npattern = \"prefixed\"\nname = \"{runs_on}\"\noperations = [\"read\"]"
+            ));
+            assert!(e.contains("right after `{name}`"), "{runs_on}: {e}");
+        }
+        assert!(
+            grant("resource = \"group\"\nname = \"{name}-g\"\noperations = [\"read\"]").is_ok()
+        );
+        assert!(
+            grant("resource = \"group\"\npattern = \"prefixed\"\nname = \"t.{name}.x.\"\noperations = [\"read\"]").is_ok()
+        );
         // The literal wildcard is a valid topic name for ACLs.
         assert!(grant("resource = \"topic\"\nname = \"*\"\noperations = [\"describe\"]").is_ok());
     }

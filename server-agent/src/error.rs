@@ -155,6 +155,44 @@ pub enum AgentError {
         /// What failed.
         why: String,
     },
+    /// Another request for the same name held its lock too long.
+    #[error("another request for `{name}` has been running for {secs} s")]
+    Busy {
+        /// The name.
+        name: String,
+        /// How long this one waited.
+        secs: u64,
+    },
+    /// The name holds as many unexpired certificates as `[limits]` allows.
+    #[error(
+        "`{name}` already has {count} unexpired certificates (valid or revoked); the limit is {cap}"
+    )]
+    TooManyCertificates {
+        /// The name.
+        name: String,
+        /// How many it has.
+        count: u64,
+        /// `[limits] certificates_per_name`.
+        cap: u32,
+    },
+    /// A key sent more requests in the last minute than `[limits]` allows.
+    #[error("key {key} sent more than {per_minute} requests in the last minute")]
+    RateLimited {
+        /// Its fingerprint.
+        key: String,
+        /// `[limits] requests_per_minute`.
+        per_minute: u32,
+    },
+    /// sshd would let the agent's enrolled keys do more than forward to the services.
+    #[error("sshd lets `{account}` keys {why}")]
+    SshdUnsafe {
+        /// The agent's account.
+        account: String,
+        /// What is wrong, setting by setting.
+        why: String,
+        /// The block that fixes it.
+        block: String,
+    },
     /// A command-line value that does not parse. The reason is part of the message, not a
     /// `source`, so the report shows it once.
     #[error("{flag}: {why}")]
@@ -228,6 +266,22 @@ impl AgentError {
             Self::RevokeIncomplete { name, .. } => format!(
                 "fix what failed, then run `shiqi-ca-agent revoke --name {name}` again: every step \
                  is repeated safely"
+            ),
+            Self::Busy { .. } => "try again in a minute; `shiqi-ca-agent list` shows the name's \
+                                  certificates"
+                .into(),
+            Self::TooManyCertificates { name, .. } => format!(
+                "revoked ones count until they expire; an admin can raise `[limits] \
+                 certificates_per_name` in agent.toml, or wait (`shiqi-ca-agent list` shows \
+                 `{name}`'s)"
+            ),
+            Self::RateLimited { .. } => {
+                "wait a minute; an admin can raise `[limits] requests_per_minute` in agent.toml"
+                    .into()
+            }
+            Self::SshdUnsafe { block, .. } => format!(
+                "add this to sshd_config (or a file in /etc/ssh/sshd_config.d/), run `sshd -t`, \
+                 reload sshd, then enroll again:\n{block}"
             ),
             Self::ConfigParse { .. } => {
                 "every key is documented in the README's agent.toml section".into()

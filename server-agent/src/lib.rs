@@ -21,11 +21,14 @@ pub mod fsutil;
 pub mod kafka;
 #[allow(unsafe_code, reason = "librdkafka's ACL API; see the module docs")]
 pub mod kafka_acl;
+pub mod limits;
 pub mod logging;
 pub mod mysql;
+pub mod name_lock;
 pub mod render;
 pub mod report;
 pub mod sql;
+pub mod sshd;
 pub mod state;
 
 pub use error::AgentError;
@@ -49,8 +52,13 @@ pub fn run(cli: cli::Cli) -> anyhow::Result<()> {
     }
 }
 
-/// Runs one authorized command.
+/// Runs one authorized command, holding the lock of the name it grants or revokes (see
+/// [`name_lock`]).
 pub(crate) fn dispatch(ctx: &state::Context, command: cli::Command) -> anyhow::Result<()> {
+    let _held = match locked_name(ctx, &command)? {
+        Some(name) => Some(name_lock::acquire(ctx, &name)?),
+        None => None,
+    };
     match command {
         cli::Command::Init(args) => commands::init::run(ctx, args),
         cli::Command::ServerCert(args) => commands::server_cert::run(ctx, args),
@@ -75,4 +83,34 @@ pub(crate) fn dispatch(ctx: &state::Context, command: cli::Command) -> anyhow::R
         }
         .into()),
     }
+}
+
+/// The name whose grants `command` changes. A name that does not parse locks nothing: the
+/// command refuses it before it touches any state.
+fn locked_name(
+    ctx: &state::Context,
+    command: &cli::Command,
+) -> anyhow::Result<Option<shiqi_ca::ProfileName>> {
+    use cli::Command;
+    let raw = match command {
+        Command::Sign(a) => Some(a.name.as_str()),
+        Command::MysqlUser(a) => Some(a.name.as_str()),
+        Command::Provision(a) => Some(a.name.as_str()),
+        Command::KafkaUser(a) => Some(a.name.as_str()),
+        Command::Unblock(a) => Some(a.name.as_str()),
+        Command::Revoke(a) => match (&a.name, &a.serial) {
+            (Some(name), _) => Some(name.as_str()),
+            // A serial's certificate names whose grants its revocation may end.
+            (None, Some(serial)) => {
+                let Ok(serial) = serial.trim().parse::<shiqi_ca::Serial>() else {
+                    return Ok(None);
+                };
+                let record = ctx.inventory()?.by_serial(&serial)?;
+                return Ok(record.and_then(|r| r.name.parse().ok()));
+            }
+            (None, None) => None,
+        },
+        _ => None,
+    };
+    Ok(raw.and_then(|n| n.trim().parse().ok()))
 }

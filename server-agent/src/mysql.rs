@@ -5,7 +5,7 @@
 //! quoted here, or a config value checked at load time. Look-ups use placeholders.
 
 use mysql_async::prelude::Queryable as _;
-use mysql_async::{Conn, OptsBuilder};
+use mysql_async::{Conn, OptsBuilder, SslOpts};
 use shiqi_ca::ProfileName;
 
 use crate::error::AgentError;
@@ -21,25 +21,45 @@ pub fn address(ctx: &Context) -> String {
     }
 }
 
-/// Connects as the agent's admin account.
+/// Connects as the agent's admin account: over mysqld's Unix socket, or over TCP inside TLS
+/// verified against `[mysql] admin_tls_ca` alone (config loading refuses anything else, see
+/// `MysqlConfig::check_admin_path`). Either way the password never crosses a TCP socket in clear.
 pub async fn connect(ctx: &Context) -> Result<Conn, AgentError> {
     let m = &ctx.config.mysql;
-    if m.host.is_empty() && m.admin_socket.is_none() {
+    if m.host.is_empty() {
         return Err(AgentError::MysqlDisabled);
     }
     let pw_path = ctx.dir.join(&m.admin_password_file);
-    let password = std::fs::read_to_string(&pw_path).map_err(|why| AgentError::File {
-        path: pw_path.clone(),
-        why,
-    })?;
-    let password = shiqi_ca::Secret::new(password.trim_end_matches(['\n', '\r']).to_owned());
+    let password = match std::fs::read_to_string(&pw_path) {
+        Ok(p) => Some(shiqi_ca::Secret::new(
+            p.trim_end_matches(['\n', '\r']).to_owned(),
+        )),
+        // No file: an account that logs in by its socket credentials (unix_socket).
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(why) => return Err(AgentError::File { path: pw_path, why }),
+    };
     let mut opts = OptsBuilder::default()
         .user(Some(m.admin_user.clone()))
-        .pass(Some(password.expose().clone()))
+        .pass(password.as_ref().map(|p| p.expose().clone()))
+        // Never hop from TCP to a socket the server names: we connect where the config says.
         .prefer_socket(false);
-    opts = match &m.admin_socket {
-        Some(socket) => opts.socket(Some(socket.to_string_lossy().into_owned())),
-        None => opts.ip_or_hostname(m.host.clone()).tcp_port(m.port),
+    opts = match (&m.admin_socket, &m.admin_tls_ca) {
+        (Some(socket), _) => opts.socket(Some(socket.to_string_lossy().into_owned())),
+        (None, Some(ca)) => opts
+            .ip_or_hostname(m.host.clone())
+            .tcp_port(m.port)
+            .ssl_opts(Some(
+                SslOpts::default()
+                    .with_root_certs(vec![ctx.dir.join(ca).into()])
+                    .with_disable_built_in_roots(true),
+            )),
+        (None, None) => {
+            return Err(AgentError::Mysql {
+                address: address(ctx),
+                why: "refusing a plain TCP login: set [mysql] admin_socket or admin_tls_ca"
+                    .to_owned(),
+            });
+        }
     };
     let connect = Conn::new(opts);
     match tokio::time::timeout(std::time::Duration::from_secs(10), connect).await {

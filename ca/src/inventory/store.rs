@@ -347,6 +347,27 @@ impl Inventory {
             .map_err(query("count revoked certificates"))
     }
 
+    /// How many certificates of `kind` for `name` have not expired at `now`, valid or revoked
+    /// (a revoked one stays in every CRL until it expires): what the agent caps per name.
+    ///
+    /// # Errors
+    /// [`Error::InventoryQuery`].
+    pub fn unexpired_count(
+        &self,
+        name: &str,
+        kind: CertKind,
+        now: OffsetDateTime,
+    ) -> Result<u64, Error> {
+        self.conn
+            .query_row(
+                "SELECT count(*) FROM certs WHERE name = ?1 AND kind = ?2 AND not_after > ?3",
+                params![name, kind, now.unix_timestamp()],
+                |row| row.get::<_, i64>(0),
+            )
+            .map(|n| u64::try_from(n).unwrap_or_default())
+            .map_err(query("count a name's certificates"))
+    }
+
     /// The certificate with this serial, if the inventory has it.
     pub fn by_serial(&self, serial: &Serial) -> Result<Option<Record>, Error> {
         select_serial(&self.conn, serial)
@@ -755,6 +776,28 @@ mod tests {
             .join("; ");
         assert!(plan.contains("COVERING INDEX certs_revoked"), "{plan}");
         assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+        Ok(())
+    }
+
+    #[test]
+    fn a_names_unexpired_certificates_count_revoked_ones_until_they_expire() -> TestResult {
+        let (_dir, _path, mut inv) = temp_inventory()?;
+        let now = OffsetDateTime::now_utc();
+        let revoked = inv.issue(|s| Ok(new_cert(s, "bo", CertKind::Client, 30)))?;
+        inv.revoke(&revoked.serial, Some("superseded"), now)?;
+        inv.issue(|s| Ok(new_cert(s, "bo", CertKind::Client, 30)))?;
+        inv.issue(|s| Ok(new_cert(s, "bo", CertKind::Client, -1)))?;
+        inv.issue(|s| Ok(new_cert(s, "bo-x", CertKind::Client, 30)))?;
+        inv.issue(|s| Ok(new_cert(s, "bo", CertKind::Server, 30)))?;
+        assert_eq!(inv.unexpired_count("bo", CertKind::Client, now)?, 2);
+        assert_eq!(inv.unexpired_count("al", CertKind::Client, now)?, 0);
+        let plan: String = inv.conn.query_row(
+            "EXPLAIN QUERY PLAN SELECT count(*) FROM certs WHERE name = ?1 AND kind = ?2 \
+             AND not_after > ?3",
+            params!["bo", "client", 0],
+            |r| r.get(3),
+        )?;
+        assert!(plan.contains("INDEX certs_by_name"), "{plan}");
         Ok(())
     }
 

@@ -14,7 +14,7 @@ use shiqi_ca::inventory::access::{Enrollment, Role};
 use ssh_key::{HashAlg, PublicKey};
 
 use crate::audit;
-use crate::authorized_keys::{self, Synced};
+use crate::authorized_keys::{self, Purpose, Synced};
 use crate::cli::EnrollArgs;
 use crate::error::AgentError;
 use crate::state::Context;
@@ -31,7 +31,8 @@ pub fn run(ctx: &Context, args: EnrollArgs) -> anyhow::Result<()> {
         return remove(ctx, fingerprint.trim());
     }
     if args.sync {
-        let synced = authorized_keys::sync(ctx, &ctx.inventory()?.enrollments()?)?;
+        let synced =
+            authorized_keys::sync(ctx, &ctx.inventory()?.enrollments()?, Purpose::Install)?;
         return report(&format!("rewrote {}\n", synced.path.display()), &synced);
     }
     let (Some(name), Some(file), Some(role)) = (&args.name, &args.ssh_key, &args.role) else {
@@ -69,7 +70,7 @@ fn add(ctx: &Context, name: &str, file: &Path, role: &str) -> anyhow::Result<()>
         .filter(|k| k.fingerprint != enrollment.fingerprint)
         .collect();
     keys.push(enrollment.clone());
-    let synced = authorized_keys::sync(ctx, &keys)?;
+    let synced = authorized_keys::sync(ctx, &keys, Purpose::Install)?;
     let replaced = inventory.enroll(&enrollment)?;
     audit::record(
         ctx,
@@ -106,7 +107,7 @@ fn remove(ctx: &Context, fingerprint: &str) -> anyhow::Result<()> {
         }
         .into());
     };
-    let synced = authorized_keys::sync(ctx, &inventory.enrollments()?)?;
+    let synced = authorized_keys::sync(ctx, &inventory.enrollments()?, Purpose::Remove)?;
     audit::record(
         ctx,
         &audit::Entry {
@@ -162,7 +163,15 @@ fn report(text: &str, synced: &Synced) -> anyhow::Result<()> {
     for w in &synced.warnings {
         tracing::warn!("{w}");
     }
-    crate::commands::print_text(text)
+    let targets = if synced.targets.is_empty() {
+        "nothing".to_owned()
+    } else {
+        synced.targets.join(", ")
+    };
+    crate::commands::print_text(&format!(
+        "{text}enrolled keys may forward to {targets}; after the brokers change, run \
+         `shiqi-ca-agent enroll --sync`\n"
+    ))
 }
 
 /// Reads one public key from `file` (`-`: stdin).

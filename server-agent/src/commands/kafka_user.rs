@@ -20,6 +20,7 @@ use crate::cli::KafkaUserArgs;
 use crate::error::AgentError;
 use crate::kafka::Admin;
 use crate::kafka_acl;
+use crate::name_lock;
 use crate::state::Context;
 
 /// Grants or revokes and prints a `KafkaUserResponse`.
@@ -97,6 +98,16 @@ fn grant_acls(
     let missing: Vec<AclBinding> = wanted.difference(&held).cloned().collect();
     kafka_acl::create_acls(&admin.client, &missing, admin.timeout)
         .with_context(|| format!("Kafka at `{bootstrap}`"))?;
+    if let Err(gone) = name_lock::still_entitled(ctx, name) {
+        // Revoked or blocked while we granted: take back everything the principal holds.
+        kafka_acl::delete_acls(
+            &admin.client,
+            &[AclFilter::principal(&principal)],
+            admin.timeout,
+        )
+        .with_context(|| format!("Kafka at `{bootstrap}`: rolling back after `{gone}`"))?;
+        return Err(gone.into());
+    }
     tracing::debug!(%principal, created = missing.len(), held = held.len(), "kafka-user");
     // Not a second describe: brokers apply new ACLs a moment after the controller commits
     // them, so a describe now could miss what was just created.

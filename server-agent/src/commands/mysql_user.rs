@@ -74,8 +74,17 @@ fn ensure(ctx: &Context, name: &ProfileName) -> anyhow::Result<MysqlUserResponse
 
     let ensured = ctx.block_on(async {
         let mut conn = mysql::connect(ctx).await?;
-        let ensured =
+        let mut ensured =
             mysql::ensure_user(&mut conn, &address, name, &host, &subject, &issuer, &grants).await;
+        if ensured.is_ok()
+            && let Err(gone) = crate::name_lock::still_entitled(ctx, name)
+        {
+            // Revoked or blocked while we unlocked the account: lock it again.
+            ensured = match mysql::lock_account(&mut conn, &address, name, &host, &issuer).await {
+                Ok(_) => Err(gone),
+                Err(e) => Err(e),
+            };
+        }
         let _ = conn.disconnect().await;
         ensured
     })?;

@@ -153,7 +153,10 @@ fn revoke(ctx: &Context, args: &RevokeArgs) -> anyhow::Result<RevokeResponse> {
     }
     // The lasting record: if this fails the command fails, and `crl --refresh` (or the next
     // `sign`) writes it, because it sees the inventory's list differ from the CRL's.
-    let updated = crl::update(ctx, &ca, When::Always)?;
+    // `IfDue` rebuilds whenever the CRL lacks any revocation in the inventory, and skips when
+    // a concurrent revoke's CRL, written after ours committed, already lists it: a burst of
+    // revocations signs (and makes every server re-read) one CRL, not one each.
+    let updated = crl::update(ctx, &ca, When::IfDue)?;
     tracing::debug!(number = updated.facts.number, "CRL written");
 
     let mut response = RevokeResponse {

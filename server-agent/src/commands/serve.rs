@@ -32,6 +32,20 @@ pub fn run(ctx: &mut Context, args: ServeArgs) -> anyhow::Result<()> {
         None => Caller::Unenrolled { fingerprint },
     };
     let request = std::env::var("SSH_ORIGINAL_COMMAND").ok();
+    // Charged before anything else, refusals included: a flood is refused cheaply.
+    if let Err(e) = crate::limits::charge_request(ctx, &ctx.caller) {
+        audit::record(
+            ctx,
+            &audit::Entry {
+                action: "serve",
+                name: "",
+                serial: None,
+                outcome: "refused",
+                reason: Some(e.to_string()),
+            },
+        );
+        return Err(e.into());
+    }
     let parsed = parse(request.as_deref());
     let checked = match &parsed {
         Ok(Parsed::Command(c)) => access::authorize(ctx, &ctx.caller, c),

@@ -142,6 +142,7 @@ fn sign(
     if let Some(old) = replaces {
         check_replaces(&inventory, &name, old)?;
     }
+    crate::limits::check_certificate_cap(ctx, &inventory, &name)?;
     // A name that belongs to a server certificate (a broker, MariaDB) is never a client.
     if inventory.is_server_name(name.as_str())? {
         return Err(AgentError::ReservedName {

@@ -1,0 +1,170 @@
+//! `[limits]`: what one enrolled key can make the server do. Every request of a key is charged
+//! before it is parsed (a refused request still costs an audit line), and a `sign` past the
+//! name's certificate cap is refused before anything is signed. Local callers are the CA's
+//! operator and are not limited.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use shiqi_ca::ProfileName;
+use shiqi_ca::inventory::{CertKind, Inventory};
+
+use crate::access::Caller;
+use crate::error::AgentError;
+use crate::fsutil;
+use crate::state::Context;
+
+const WINDOW: Duration = Duration::from_secs(60);
+
+/// Counts one request of `caller` and refuses it when its key has sent
+/// `[limits] requests_per_minute` in the last minute already.
+///
+/// The key's recent request times live in `<state>/rate/<fingerprint>`, read and rewritten
+/// under an exclusive lock so that concurrent sessions of one key are all counted.
+///
+/// # Errors
+/// [`AgentError::RateLimited`], or [`AgentError::File`] when the file cannot be used (the
+/// request is refused then too: a limit that fails open is no limit).
+pub fn charge_request(ctx: &Context, caller: &Caller) -> Result<(), AgentError> {
+    let fingerprint = match caller {
+        Caller::Local { .. } => return Ok(()),
+        Caller::Key(k) => k.fingerprint.as_str(),
+        Caller::Unenrolled { fingerprint } => fingerprint.as_str(),
+    };
+    let dir = ctx.path("rate");
+    if !dir.is_dir() {
+        fsutil::create_private_dir(&dir)?;
+    }
+    let path = dir.join(file_name(fingerprint));
+    let per_minute = ctx.config.limits.requests_per_minute;
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let allowed = with_locked(&path, |times| admit(times, now, per_minute))?;
+    if allowed {
+        Ok(())
+    } else {
+        Err(AgentError::RateLimited {
+            key: fingerprint.to_owned(),
+            per_minute,
+        })
+    }
+}
+
+/// A fingerprint (`SHA256:` and base64, which has `/` and `+`) as a file name.
+fn file_name(fingerprint: &str) -> String {
+    fingerprint
+        .chars()
+        .map(|c| match c {
+            'a'..='z' | 'A'..='Z' | '0'..='9' | '-' | '_' => c,
+            '/' => '_',
+            '+' => '-',
+            _ => '.',
+        })
+        .collect()
+}
+
+/// Drops the times older than a minute from `times`; admits `now` (and records it) when fewer
+/// than `per_minute` remain.
+fn admit(times: &mut Vec<u64>, now: Duration, per_minute: u32) -> bool {
+    let now_ms = u64::try_from(now.as_millis()).unwrap_or(u64::MAX);
+    let since = now_ms.saturating_sub(u64::try_from(WINDOW.as_millis()).unwrap_or(0));
+    times.retain(|&t| t > since && t <= now_ms);
+    if times.len() >= per_minute as usize {
+        return false;
+    }
+    times.push(now_ms);
+    true
+}
+
+/// Runs `f` on the times in `path` under an exclusive lock and writes back what it leaves.
+fn with_locked(path: &Path, f: impl FnOnce(&mut Vec<u64>) -> bool) -> Result<bool, AgentError> {
+    let file_error = |why| AgentError::File {
+        path: path.to_owned(),
+        why,
+    };
+    let mut file: File = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(file_error)?;
+    file.lock().map_err(file_error)?;
+    let mut text = String::new();
+    // A file that is not ours (or cut short by a crash) counts as empty.
+    let _ = (&file).take(1 << 20).read_to_string(&mut text);
+    let mut times: Vec<u64> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+    let admitted = f(&mut times);
+    let out: String = times.iter().map(|t| format!("{t}\n")).collect();
+    file.set_len(0).map_err(file_error)?;
+    file.seek(SeekFrom::Start(0)).map_err(file_error)?;
+    file.write_all(out.as_bytes()).map_err(file_error)?;
+    Ok(admitted)
+}
+
+/// Refuses a new certificate for `name` when it already holds `[limits] certificates_per_name`
+/// unexpired ones. Called under the name's lock, so concurrent signs cannot both pass.
+///
+/// # Errors
+/// [`AgentError::TooManyCertificates`], or the inventory's error.
+pub fn check_certificate_cap(
+    ctx: &Context,
+    inventory: &Inventory,
+    name: &ProfileName,
+) -> Result<(), AgentError> {
+    if matches!(ctx.caller, Caller::Local { .. }) {
+        return Ok(());
+    }
+    let cap = ctx.config.limits.certificates_per_name;
+    let count = inventory.unexpired_count(
+        name.as_str(),
+        CertKind::Client,
+        time::OffsetDateTime::now_utc(),
+    )?;
+    if count >= u64::from(cap) {
+        return Err(AgentError::TooManyCertificates {
+            name: name.to_string(),
+            count,
+            cap,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_gets_its_quota_per_sliding_minute() {
+        let mut times = Vec::new();
+        let at = |s: u64| Duration::from_secs(1_000_000 + s);
+        assert!((0..3).all(|i| admit(&mut times, at(i), 3)));
+        assert!(!admit(&mut times, at(30), 3), "a fourth in the same minute");
+        assert_eq!(times.len(), 3, "a refusal is not recorded");
+        // The first one leaves the window after 60 s: room for exactly one more.
+        assert!(admit(&mut times, at(60), 3));
+        assert!(!admit(&mut times, at(60), 3));
+        // Times from the future (a clock set back) do not block forever.
+        let mut skewed = vec![u64::MAX; 5];
+        assert!(admit(&mut skewed, at(0), 3));
+    }
+
+    #[test]
+    fn the_times_file_survives_processes_and_garbage() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join(file_name("SHA256:ab/c+d="));
+        assert!(path.ends_with("SHA256.ab_c-d."));
+        crate::fsutil::write_private(&path, b"garbage\n\0\n")?;
+        let now = Duration::from_secs(2_000_000);
+        for _ in 0..2 {
+            assert!(with_locked(&path, |t| admit(t, now, 2))?);
+        }
+        assert!(!with_locked(&path, |t| admit(t, now, 2))?);
+        assert_eq!(std::fs::read_to_string(&path)?.lines().count(), 2);
+        Ok(())
+    }
+}
