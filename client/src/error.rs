@@ -174,6 +174,34 @@ pub enum Error {
         line: usize,
     },
 
+    /// The `RevokedHostKeys` file (a key list or a KRL) lists the key the server showed.
+    #[error(
+        "the host key of `{host}` ({fingerprint}) is REVOKED by `{}`{} (RevokedHostKeys): refusing to connect",
+        file.display(),
+        line.map(|l| format!(" line {l}")).unwrap_or_default()
+    )]
+    HostKeyRevokedByFile {
+        /// The known_hosts name.
+        host: String,
+        /// The key's fingerprint.
+        fingerprint: String,
+        /// The `RevokedHostKeys` file.
+        file: PathBuf,
+        /// The line listing the key, in a plain list (a KRL has none).
+        line: Option<usize>,
+    },
+
+    /// The `RevokedHostKeys` file cannot be read or checked; OpenSSH then refuses every host.
+    #[error("cannot check the host key of `{host}` against RevokedHostKeys `{}`: {why}", file.display())]
+    RevokedHostKeysUnusable {
+        /// The known_hosts name.
+        host: String,
+        /// The `RevokedHostKeys` file.
+        file: PathBuf,
+        /// What is wrong (escaped, one line).
+        why: String,
+    },
+
     /// Only a `@cert-authority` line vouches for the host; host certificates are not checked.
     #[error("`{host}` is trusted only through a host certificate authority (`{}` line {line}), which shiqi-connect does not check", known_hosts.display())]
     HostCertAuthority {
@@ -594,6 +622,19 @@ impl Error {
                 "someone holding a revoked host key may be impersonating the server; ask its \
                  admin. Line {line} of `{}` revoked it on purpose: do not remove it to get in",
                 known_hosts.display()
+            ),
+            Self::HostKeyRevokedByFile { file, .. } => format!(
+                "someone holding a revoked host key may be impersonating the server; ask its \
+                 admin. `{}` (RevokedHostKeys in your ssh config) revokes it on purpose: do not \
+                 edit it to get in",
+                file.display()
+            ),
+            Self::RevokedHostKeysUnusable { file, .. } => format!(
+                "OpenSSH refuses every host while this file is unusable, and so does \
+                 shiqi-connect: fix `{0}` (an empty file revokes nothing: `touch {0}`), or \
+                 remove `RevokedHostKeys` from your ssh config (`ssh -G HOST | grep -i \
+                 revokedhostkeys` shows it)",
+                file.display()
             ),
             Self::HostCertAuthority { host, .. } => format!(
                 "add the server's plain host key: `ssh-keyscan -t ed25519 {host} >> ~/.ssh/known_hosts`, \

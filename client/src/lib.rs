@@ -4,7 +4,8 @@
 //!
 //! Layout (docs/design.md, "Layout"): [`cli`] (clap only) → [`commands`] (settle settings, run
 //! steps, print) → [`doctor`], [`steps`], [`tunnel`] (work, no printing) → [`agent`], [`probe`],
-//! [`ssh`], [`profile`], [`fsutil`]. X.509 is `shiqi-ca`'s business.
+//! [`ssh`], [`profile`], [`fsutil`]. X.509 is `shiqi-ca`'s business. Report text that may quote
+//! another machine is [`text::Escaped`], safe on a terminal by construction.
 #![forbid(unsafe_code)]
 
 pub mod agent;
@@ -23,6 +24,7 @@ pub mod profile;
 pub mod prompt;
 pub mod ssh;
 pub mod steps;
+pub mod text;
 pub mod tunnel;
 
 pub use error::Error;

@@ -52,7 +52,7 @@ fn bob_setup(s: &Stack, home: &Home, name: &str, extra: &[&str]) -> Out {
 }
 
 /// `ssh shiqi-ca@server REQUEST` with bob's key only, as a person would try it by hand.
-fn bob_ssh(s: &Stack, extra: &[&str], request: &[&str]) -> Out {
+pub(crate) fn bob_ssh(s: &Stack, extra: &[&str], request: &[&str]) -> Out {
     let key = bob_key(s);
     let mut full = vec![
         "ssh",
@@ -71,7 +71,7 @@ fn bob_ssh(s: &Stack, extra: &[&str], request: &[&str]) -> Out {
 }
 
 /// `ssh shiqi-ca@server REQUEST` with saige's (the laptop user's default) key.
-fn saige_ssh(s: &Stack, request: &[&str], stdin: Option<&[u8]>) -> Out {
+pub(crate) fn saige_ssh(s: &Stack, request: &[&str], stdin: Option<&[u8]>) -> Out {
     let mut full = vec![
         "ssh",
         "-T",

@@ -206,8 +206,92 @@ pub fn summary(checks: &[Finding]) -> String {
 }
 
 #[cfg(test)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "#[tokio::test] builds its own runtime"
+)]
 mod tests {
     use super::*;
+    use crate::text::{HOSTILE, HOSTILE_SHOWN, has_raw_controls};
+
+    /// A MySQL greeting (protocol 10) with `version` and no TLS offered.
+    fn greeting(version: &str) -> Vec<u8> {
+        let mut p = vec![10];
+        p.extend_from_slice(version.as_bytes());
+        p.push(0);
+        p.extend_from_slice(&[1, 0, 0, 0]); // connection id
+        p.extend_from_slice(b"abcdefgh"); // auth data
+        p.push(0);
+        p.extend_from_slice(&0xf7ffu16.to_le_bytes()); // capabilities without CLIENT_SSL
+        let len = u32::try_from(p.len()).expect("small").to_le_bytes();
+        let mut out = vec![len[0], len[1], len[2], 0];
+        out.extend_from_slice(&p);
+        out
+    }
+
+    /// `doctor --config my.cnf` against a fake MySQL: the text and the `--json` output.
+    async fn doctor_my_cnf(version: &str) -> (String, String) {
+        let port = crate::probe::fake_server(greeting(version), 1);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cnf = dir.path().join("my.cnf");
+        let text = format!("[client]\nhost=127.0.0.1\nport={port}\n");
+        crate::fsutil::write_private(&cnf, text.as_bytes()).expect("write");
+        let inputs = Inputs {
+            home: dir.path().to_owned(),
+            profile_dir: None,
+            configs: vec![cnf],
+            bootstrap: Vec::new(),
+        };
+        let st = doctor::run(&inputs, &Prompter::never(), None).await;
+        let mut text: String = st.checks.iter().map(|c| line(c, true)).collect();
+        text.push_str(&summary(&st.checks));
+        let report = Report {
+            profile: None,
+            dir: None,
+            status: st.worst(),
+            checks: &st.checks,
+        };
+        (text, serde_json::to_string_pretty(&report).expect("json"))
+    }
+
+    #[tokio::test]
+    async fn a_hostile_mysql_greeting_reaches_stdout_escaped() {
+        let (text, json) = doctor_my_cnf(HOSTILE).await;
+        // Colours are ours (ESC [ … m); nothing else may be a control character.
+        let uncoloured = console::strip_ansi_codes(&text);
+        assert!(!has_raw_controls(&uncoloured), "{uncoloured:?}");
+        assert!(
+            !text.contains("\u{1b}]") && !text.contains("\u{1b}[2J"),
+            "{text:?}"
+        );
+        assert!(text.contains(HOSTILE_SHOWN), "{text}");
+        // One line per finding: the forged `ok    files` line stays inside the version.
+        assert!(
+            !text.lines().any(|l| l.starts_with("ok    files")),
+            "{text}"
+        );
+        assert!(
+            !has_raw_controls(&json) && !json.contains("\\u001b"),
+            "{json}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&json).expect("json");
+        let found = v["checks"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["check"] == "cluster.mysql"))
+            .and_then(|c| c["found"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        assert!(found.contains(HOSTILE_SHOWN), "{found:?}");
+        assert!(!has_raw_controls(&found), "{found:?}");
+    }
+
+    #[tokio::test]
+    async fn a_huge_version_is_cut() {
+        let (text, _) = doctor_my_cnf(&"9".repeat(60_000)).await;
+        let longest = text.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+        assert!(longest < 500, "{longest}");
+        assert!(text.contains("99…"), "{text}");
+    }
 
     #[test]
     fn renders_one_line_per_check_with_fixes_and_a_summary() {

@@ -418,9 +418,26 @@ fn one_broker(at: &Answered, b: &AdvertisedBroker, mine: &[IpAddr]) -> Finding {
             format!("fix `advertised.listeners` on broker {}", b.id),
         );
     };
+    // Every fix below pastes the host into /etc/hosts, a command or a certificate request: only
+    // a strict DNS name or IP may go there (the cluster is plaintext, so anyone on the path can
+    // advertise `evil\n1.2.3.4 bank.com`).
+    let host = match b.host.parse::<shiqi_ca::Host>() {
+        Ok(h) => h,
+        Err(e) => {
+            return Finding::fail(
+                id,
+                format!("broker {} advertises an unusable host: {e}", b.id),
+                format!(
+                    "set broker {}'s `advertised.listeners` to a DNS name or an IP address; \
+                     doctor suggests nothing to paste for a host that is neither",
+                    b.id
+                ),
+            );
+        }
+    };
     let answered_ip = at.addr.ip();
-    let hosts_line = format!("{answered_ip} {}", b.host);
-    let addrs = match resolve(&b.host, port) {
+    let hosts_line = format!("{answered_ip} {host}");
+    let addrs = match resolve(host.as_str(), port) {
         Ok(a) => a,
         Err(why) => {
             return Finding::fail(
@@ -429,7 +446,7 @@ fn one_broker(at: &Answered, b: &AdvertisedBroker, mine: &[IpAddr]) -> Finding {
                     "broker {} advertises `{}:{port}`, which does not resolve on this machine \
                      ({why}): clients find the cluster through `{}`, then fail on every request \
                      this broker leads",
-                    b.id, b.host, at.host
+                    b.id, host, at.host
                 ),
                 format!(
                     "on this machine, add `{hosts_line}` to /etc/hosts if {answered_ip} reaches \
@@ -449,13 +466,13 @@ fn one_broker(at: &Answered, b: &AdvertisedBroker, mine: &[IpAddr]) -> Finding {
         Some(format!(
             "the bootstrap answered on this machine ({answered_ip}, a tunnel), but `{}` \
              resolves to {shown}: the client leaves the tunnel for this broker",
-            b.host
+            host
         ))
     } else if let Some(own) = ips.iter().find(|ip| !ip.is_loopback() && mine.contains(ip)) {
         Some(format!(
             "`{}` resolves to {own}, this machine's own address: the client connects back to \
              this machine (a hairpin through its own public address), not to the broker",
-            b.host
+            host
         ))
     } else if !ips.contains(&answered_ip)
         && ips.iter().all(|ip| ip.is_ipv4() != answered_ip.is_ipv4())
@@ -463,16 +480,16 @@ fn one_broker(at: &Answered, b: &AdvertisedBroker, mine: &[IpAddr]) -> Finding {
         Some(format!(
             "`{}` resolves only to {shown}, another address family than {answered_ip}, where the \
              bootstrap answered",
-            b.host
+            host
         ))
     } else {
         None
     };
     let probe_at = |ip: &IpAddr| {
         if at.tls {
-            probe::tls(&ip.to_string(), port, &b.host)
+            probe::tls(&ip.to_string(), port, host.as_str())
         } else {
-            probe::kafka(&ip.to_string(), port, &b.host)
+            probe::kafka(&ip.to_string(), port, host.as_str())
         }
     };
     let heard: Vec<(IpAddr, Speaks)> = ips.iter().map(|ip| (*ip, probe_at(ip))).collect();
@@ -480,7 +497,7 @@ fn one_broker(at: &Answered, b: &AdvertisedBroker, mine: &[IpAddr]) -> Finding {
         "make `{}` resolve here to where the broker is reached ({answered_ip}, like the \
          bootstrap): `{hosts_line}` in this machine's /etc/hosts; or give broker {} an \
          `advertised.listeners` name that resolves to the same place on the server and here",
-        b.host, b.id
+        host, b.id
     );
     let Some((ip, speaks)) = heard
         .iter()
@@ -494,11 +511,11 @@ fn one_broker(at: &Answered, b: &AdvertisedBroker, mine: &[IpAddr]) -> Finding {
         let found = match &hairpin {
             Some(h) => format!(
                 "broker {} at `{}:{port}` does not answer ({why}): {h}",
-                b.id, b.host
+                b.id, host
             ),
             None => format!(
                 "broker {} at `{}:{port}` does not answer: {why}",
-                b.id, b.host
+                b.id, host
             ),
         };
         return Finding::fail(id, found, fix_place).note(JVM_DNS_NOTE);
@@ -506,7 +523,7 @@ fn one_broker(at: &Answered, b: &AdvertisedBroker, mine: &[IpAddr]) -> Finding {
     if at.tls
         && let Some(leaf) = speaks.leaf()
         && let Ok(cert) = Cert::from_der(leaf)
-        && !cert.covers_host(&b.host)
+        && !cert.covers_host(host.as_str())
     {
         let names: Vec<String> = cert
             .dns_names()
@@ -521,19 +538,19 @@ fn one_broker(at: &Answered, b: &AdvertisedBroker, mine: &[IpAddr]) -> Finding {
                  name (`ssl.endpoint.identification.algorithm=https`) and refuse it",
                 b.id,
                 names.join(", "),
-                b.host
+                host
             ),
             format!(
                 "issue the broker certificate with `--san {}` (`shiqi-ca-agent server-cert … \
                  --san {}`), or advertise a name it carries",
-                b.host, b.host
+                host, host
             ),
         );
     }
     let found = format!(
         "broker {} `{}:{port}` → {ip}: {}{}",
         b.id,
-        b.host,
+        host,
         speaks.describe(),
         if at.tls {
             ", certificate covers the name"
@@ -692,6 +709,54 @@ mod tests {
         assert!(why(&java_config(dir.path(), "wrong", trust)).contains("password"));
         let bare = ConfigFile::parse(Kind::Java, "bootstrap.servers=localhost:9092\n");
         assert!(why(&bare).contains("names no client certificate"));
+    }
+
+    #[test]
+    fn an_invalid_advertised_host_gets_no_line_to_paste() {
+        // A plaintext bootstrap answered on this machine; nothing listens on the broker port.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = closed.local_addr().expect("addr").port();
+        drop(closed);
+        let at = Answered {
+            host: "127.0.0.1".to_owned(),
+            port,
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            tls: false,
+        };
+        let broker = |host: &str| AdvertisedBroker {
+            id: 1,
+            host: host.to_owned(),
+            port: i32::from(port),
+        };
+        let shown = |f: &Finding| crate::commands::doctor::line(f, false);
+
+        // A valid name that does not answer: the fix names the /etc/hosts line.
+        let f = one_broker(&at, &broker("localhost"), &[]);
+        let fix = f.fix.as_deref().unwrap_or_default();
+        assert!(
+            fix.contains("`127.0.0.1 localhost` in this machine's /etc/hosts"),
+            "{fix}"
+        );
+
+        for (host, escaped) in [
+            ("evil\n1.2.3.4 bank.com", "`evil\\n1.2.3.4 bank.com`"),
+            ("a b", "`a b`"),
+            ("x\u{1b}]0;t\u{7}", "`x\\u{1b}]0;t\\u{7}`"),
+        ] {
+            let f = one_broker(&at, &broker(host), &[]);
+            let text = shown(&f);
+            assert_eq!(f.status, crate::doctor::Status::Fail, "{text}");
+            assert!(f.found.contains("advertises an unusable host"), "{text}");
+            assert!(f.found.contains(escaped), "{text}");
+            let fix = f.fix.as_deref().unwrap_or_default();
+            assert!(
+                !fix.contains("/etc/hosts") && !fix.contains("--san"),
+                "{text}"
+            );
+            assert!(!fix.contains("bank.com") && !fix.contains("a b"), "{text}");
+            assert!(!crate::text::has_raw_controls(&text), "{text:?}");
+            assert_eq!(text.lines().count(), 2, "{text}");
+        }
     }
 
     #[test]

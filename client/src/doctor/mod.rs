@@ -27,6 +27,7 @@ use serde::Serialize;
 use crate::probe::speaks::Speaks;
 use crate::profile::{Profile, files as pf};
 use crate::ssh::auth::Passphrase;
+use crate::text::Escaped;
 use configs::ConfigFile;
 use tunnel_config::TunnelConfig;
 
@@ -144,28 +145,34 @@ impl Serialize for CheckId {
     }
 }
 
-/// One line of the report.
+/// One line of the report. Every text is [`Escaped`]: checks quote servers (banners, greetings,
+/// error messages, advertised names), and the report goes to stdout as is.
 #[derive(Clone, Debug, Serialize)]
 pub struct Finding {
     /// Which check.
     pub check: CheckId,
     /// What it looked at when a check runs more than once (a config file).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub subject: Option<String>,
+    pub subject: Option<Escaped>,
     /// The verdict.
     pub status: Status,
     /// What was found.
-    pub found: String,
+    pub found: Escaped,
     /// What to do (every warn and fail has one).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub fix: Option<String>,
+    pub fix: Option<Escaped>,
     /// More to know (e.g. the JVM's DNS cache after a name-resolution fix).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub notes: Vec<String>,
+    pub notes: Vec<Escaped>,
 }
 
 impl Finding {
-    fn new(check: CheckId, status: Status, found: impl Into<String>, fix: Option<String>) -> Self {
+    fn new(
+        check: CheckId,
+        status: Status,
+        found: impl Into<Escaped>,
+        fix: Option<Escaped>,
+    ) -> Self {
         Self {
             check,
             subject: None,
@@ -177,33 +184,33 @@ impl Finding {
     }
 
     /// An `ok` line.
-    pub fn ok(check: CheckId, found: impl Into<String>) -> Self {
+    pub fn ok(check: CheckId, found: impl Into<Escaped>) -> Self {
         Self::new(check, Status::Ok, found, None)
     }
 
     /// A `warn` line and its fix.
-    pub fn warn(check: CheckId, found: impl Into<String>, fix: impl Into<String>) -> Self {
+    pub fn warn(check: CheckId, found: impl Into<Escaped>, fix: impl Into<Escaped>) -> Self {
         Self::new(check, Status::Warn, found, Some(fix.into()))
     }
 
     /// A `fail` line and its fix.
-    pub fn fail(check: CheckId, found: impl Into<String>, fix: impl Into<String>) -> Self {
+    pub fn fail(check: CheckId, found: impl Into<Escaped>, fix: impl Into<Escaped>) -> Self {
         Self::new(check, Status::Fail, found, Some(fix.into()))
     }
 
     /// A `skip` line and why.
-    pub fn skip(check: CheckId, why: impl Into<String>) -> Self {
+    pub fn skip(check: CheckId, why: impl Into<Escaped>) -> Self {
         Self::new(check, Status::Skip, why, None)
     }
 
     /// The same line about `subject`.
-    pub fn about(mut self, subject: impl Into<String>) -> Self {
+    pub fn about(mut self, subject: impl Into<Escaped>) -> Self {
         self.subject = Some(subject.into());
         self
     }
 
     /// Adds a note.
-    pub fn note(mut self, note: impl Into<String>) -> Self {
+    pub fn note(mut self, note: impl Into<Escaped>) -> Self {
         self.notes.push(note.into());
         self
     }

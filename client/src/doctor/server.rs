@@ -68,36 +68,7 @@ pub async fn check(ctx: &Context, st: &mut Findings, passphrase: &dyn Passphrase
     let banner = tokio::task::spawn_blocking(move || probe::ssh_banner(&h, p))
         .await
         .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
-    match banner {
-        Ok(b) if b.starts_with("SSH-") => {
-            let via = if jumps.is_empty() {
-                String::new()
-            } else {
-                format!(" (the first of {} jump host(s))", jumps.len())
-            };
-            st.push(Finding::ok(
-                CheckId::SshReach,
-                format!("`{host}:{port}`{via} answers `{b}`"),
-            ));
-        }
-        Ok(b) => {
-            st.push(Finding::fail(
-                CheckId::SshReach,
-                format!("`{host}:{port}` answers, but not as an SSH server (`{b}`)"),
-                format!("check `HostName` and `Port` in `{}`", ssh_config_shown(ctx)),
-            ));
-        }
-        Err(e) => {
-            st.push(Finding::fail(
-                CheckId::SshReach,
-                format!("cannot reach the SSH server `{host}:{port}`: {e}"),
-                format!(
-                    "check that the server is up and the network path to it; \
-                     `ssh -p {port} {user}@{host} true` shows the same"
-                ),
-            ));
-        }
-    }
+    st.push(reach(ctx, (&host, port, &user), jumps.len(), banner));
     if st.failed(CheckId::SshReach) {
         for id in [
             CheckId::SshHostKey,
@@ -188,6 +159,42 @@ pub async fn check(ctx: &Context, st: &mut Findings, passphrase: &dyn Passphrase
         format!("`{user}@{host}` accepts {}", shown_key(ctx, &used)),
     ));
     st.push(config_key(ctx, cfg, tunnel_key.as_ref(), &used));
+}
+
+/// `ssh.reach` from what `host:port` answered. The banner comes before any host key is
+/// checked; [`probe::ssh_banner`] escaped it, and the finding escapes again whatever it quotes.
+fn reach(
+    ctx: &Context,
+    (host, port, user): (&str, u16, &str),
+    jumps: usize,
+    banner: std::io::Result<String>,
+) -> Finding {
+    match banner {
+        Ok(b) if b.starts_with("SSH-") => {
+            let via = if jumps == 0 {
+                String::new()
+            } else {
+                format!(" (the first of {jumps} jump host(s))")
+            };
+            Finding::ok(
+                CheckId::SshReach,
+                format!("`{host}:{port}`{via} answers `{b}`"),
+            )
+        }
+        Ok(b) => Finding::fail(
+            CheckId::SshReach,
+            format!("`{host}:{port}` answers, but not as an SSH server (`{b}`)"),
+            format!("check `HostName` and `Port` in `{}`", ssh_config_shown(ctx)),
+        ),
+        Err(e) => Finding::fail(
+            CheckId::SshReach,
+            format!("cannot reach the SSH server `{host}:{port}`: {e}"),
+            format!(
+                "check that the server is up and the network path to it; \
+                 `ssh -p {port} {user}@{host} true` shows the same"
+            ),
+        ),
+    }
 }
 
 fn ssh_config_shown(ctx: &Context) -> String {
@@ -401,4 +408,49 @@ fn config_key(
         (None, _) => format!("`{cfg_shown}` works as written"),
     };
     datagrip(Finding::ok(CheckId::SshConfigKey, found))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commands::doctor::line;
+    use crate::text::{HOSTILE, has_raw_controls};
+
+    fn ctx(home: &Path) -> Context {
+        Context::load(&crate::doctor::Inputs {
+            home: home.to_owned(),
+            profile_dir: None,
+            configs: Vec::new(),
+            bootstrap: Vec::new(),
+        })
+    }
+
+    /// `ssh.reach` for whatever a fake server on 127.0.0.1 says first, as doctor prints it.
+    fn reach_line(banner: &[u8]) -> String {
+        let home = tempfile::tempdir().expect("tempdir");
+        let port = crate::probe::fake_server(banner.to_vec(), 1);
+        let said = probe::ssh_banner("127.0.0.1", port);
+        line(
+            &reach(&ctx(home.path()), ("127.0.0.1", port, "u"), 0, said),
+            false,
+        )
+    }
+
+    #[test]
+    fn a_hostile_ssh_banner_is_shown_escaped() {
+        let shown = reach_line(b"SSH-2.0-x\x1b]0;pwned\x07\x1b[2J\rok    files\r\n");
+        assert!(shown.starts_with("ok    ssh.reach"), "{shown}");
+        assert!(
+            shown.contains("SSH-2.0-x\\u{1b}]0;pwned\\u{7}\\u{1b}[2J\\rok    files`"),
+            "{shown}"
+        );
+        assert!(!has_raw_controls(&shown), "{shown:?}");
+
+        // Not SSH: the first line, escaped, in the failure.
+        let shown = reach_line(HOSTILE.as_bytes());
+        assert!(shown.starts_with("fail  ssh.reach"), "{shown}");
+        assert!(shown.contains("(`x\\u{1b}]0;pwned\\u{7}"), "{shown}");
+        assert!(!has_raw_controls(&shown), "{shown:?}");
+        assert_eq!(shown.lines().count(), 2, "{shown}");
+    }
 }

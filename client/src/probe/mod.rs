@@ -17,20 +17,23 @@ pub mod tls;
 
 use serde::Serialize;
 
+use crate::text::Escaped;
+
 pub use tls::ProfileTls;
 
-/// What a probe found, for a report.
+/// What a probe found, for a report. `detail` quotes the server (its errors, `CURRENT_USER()`),
+/// so it is [`Escaped`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Outcome {
     /// Whether it worked.
     pub ok: bool,
     /// What worked, or why not.
-    pub detail: String,
+    pub detail: Escaped,
 }
 
 impl Outcome {
     /// It worked: `detail` says what.
-    pub fn ok(detail: impl Into<String>) -> Self {
+    pub fn ok(detail: impl Into<Escaped>) -> Self {
         Self {
             ok: true,
             detail: detail.into(),
@@ -38,7 +41,7 @@ impl Outcome {
     }
 
     /// It did not: `detail` says why.
-    pub fn fail(detail: impl Into<String>) -> Self {
+    pub fn fail(detail: impl Into<Escaped>) -> Self {
         Self {
             ok: false,
             detail: detail.into(),
@@ -52,4 +55,23 @@ impl Outcome {
             Err(d) => Self::fail(d),
         }
     }
+}
+
+/// A server on 127.0.0.1 that writes `reply` to each of its first `connections`, reads a
+/// little and closes: the first words of a fake SSH, MySQL or Kafka server, for tests.
+#[cfg(test)]
+pub fn fake_server(reply: Vec<u8>, connections: usize) -> u16 {
+    use std::io::{Read as _, Write as _};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for _ in 0..connections {
+            if let Ok((mut s, _)) = l.accept() {
+                let _ = s.write_all(&reply);
+                let _ = s.set_read_timeout(Some(std::time::Duration::from_millis(300)));
+                let _ = s.read(&mut [0u8; 512]);
+            }
+        }
+    });
+    port
 }

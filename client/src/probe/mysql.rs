@@ -10,10 +10,12 @@ use mysql_async::{ClientIdentity, Conn, OptsBuilder, SslOpts};
 
 use crate::probe::Outcome;
 use crate::profile::files;
+use crate::text::quote;
 
 /// Logs in through `127.0.0.1:port` as `user` with the certificate in `dir`, checking the server
 /// certificate as `server_name` (where the server says MySQL listens: the certificate names the
-/// server as it sees itself, not the tunnel's 127.0.0.1). Returns `CURRENT_USER()`.
+/// server as it sees itself, not the tunnel's 127.0.0.1). Returns `CURRENT_USER()`, escaped and
+/// cut like the errors ([`quote`]).
 ///
 /// # Errors
 /// The driver's or server's words (`Access denied …` when there is no account for the
@@ -73,15 +75,21 @@ pub async fn current_user_at(
         .prefer_socket(false)
         .ssl_opts(ssl);
     let login = async {
+        // The errors and the answer are the server's words: quoted, not trusted.
         let mut conn = Conn::new(opts)
             .await
-            .map_err(|e| format!("login failed: {e}"))?;
+            .map_err(|e| format!("login failed: {}", quote(&e.to_string())))?;
         let who: Option<String> = conn
             .query_first("SELECT CURRENT_USER()")
             .await
-            .map_err(|e| format!("logged in, but `SELECT CURRENT_USER()` failed: {e}"))?;
+            .map_err(|e| {
+                format!(
+                    "logged in, but `SELECT CURRENT_USER()` failed: {}",
+                    quote(&e.to_string())
+                )
+            })?;
         let _ = conn.disconnect().await;
-        Ok(who.unwrap_or_default())
+        Ok(quote(&who.unwrap_or_default()))
     };
     tokio::time::timeout(timeout, login)
         .await
@@ -101,13 +109,68 @@ pub async fn login(
     dir: &Path,
     timeout: Duration,
 ) -> Outcome {
-    Outcome::from_result(
-        current_user(port, server_name, user, dir, timeout)
-            .await
-            .map(|who| {
-                format!(
-                    "TLS login with the profile's certificate; `SELECT CURRENT_USER()` = `{who}`"
-                )
-            }),
-    )
+    reported(current_user(port, server_name, user, dir, timeout).await)
+}
+
+/// A login's result as a report line.
+fn reported(login: Result<String, String>) -> Outcome {
+    Outcome::from_result(login.map(|who| {
+        format!("TLS login with the profile's certificate; `SELECT CURRENT_USER()` = `{who}`")
+    }))
+}
+
+/// A MySQL `ERR` packet in place of the greeting (what a server sends a host it refuses), with
+/// `message` as its text, for tests.
+#[cfg(test)]
+pub fn err_packet(message: &str) -> Vec<u8> {
+    // Before the handshake there is no SQL state: 0xff, the error code, the text.
+    let mut payload = vec![0xff];
+    payload.extend_from_slice(&1130u16.to_le_bytes());
+    payload.extend_from_slice(message.as_bytes());
+    let len = u32::try_from(payload.len()).expect("small").to_le_bytes();
+    let mut out = vec![len[0], len[1], len[2], 0];
+    out.extend_from_slice(&payload);
+    out
+}
+
+#[cfg(test)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "#[tokio::test] builds its own runtime"
+)]
+mod tests {
+    use super::*;
+    use crate::text::{HOSTILE, HOSTILE_SHOWN, has_raw_controls};
+
+    #[tokio::test]
+    async fn a_server_error_and_current_user_are_escaped_and_cut() {
+        let port = crate::probe::fake_server(err_packet(HOSTILE), 1);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let o = login(
+            port,
+            "localhost",
+            "saige",
+            dir.path(),
+            Duration::from_secs(5),
+        )
+        .await;
+        assert!(!o.ok);
+        assert!(o.detail.contains(HOSTILE_SHOWN), "{}", o.detail);
+        assert!(!has_raw_controls(&o.detail) && !o.detail.contains('\n'));
+
+        let long = "a".repeat(1 << 20);
+        let port = crate::probe::fake_server(err_packet(&long), 1);
+        let o = login(
+            port,
+            "localhost",
+            "saige",
+            dir.path(),
+            Duration::from_secs(5),
+        )
+        .await;
+        assert!(o.detail.len() < 400, "{}", o.detail.len());
+
+        let o = reported(Ok(quote(HOSTILE)));
+        assert!(o.ok && o.detail.contains(HOSTILE_SHOWN), "{}", o.detail);
+    }
 }

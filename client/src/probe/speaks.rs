@@ -17,6 +17,7 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, SignatureScheme};
 
 use crate::probe::kafka_wire;
+use crate::text::quote;
 
 /// The correlation id of the plaintext `ApiVersions` request.
 const CORRELATION_ID: i32 = 1;
@@ -43,7 +44,7 @@ pub enum Speaks {
     PlainKafka,
     /// A MySQL/MariaDB server.
     Mysql {
-        /// The version in its greeting.
+        /// The version in its greeting, escaped and cut ([`quote`]).
         version: String,
         /// Whether it offers TLS (`CLIENT_SSL`).
         tls: bool,
@@ -162,7 +163,7 @@ pub fn kafka_plaintext(host: &str, port: u16) -> io::Result<Vec<u8>> {
     read_some(&mut sock, 16)
 }
 
-/// The SSH server's banner line (`SSH-2.0-OpenSSH_9.2p1 …`).
+/// The SSH server's banner line (`SSH-2.0-OpenSSH_9.2p1 …`), escaped and cut ([`quote`]).
 ///
 /// # Errors
 /// When nothing accepts the connection or it sends no banner.
@@ -170,7 +171,8 @@ pub fn ssh_banner(host: &str, port: u16) -> io::Result<String> {
     let mut sock = connect(host, port, TIMEOUT)?;
     let bytes = read_some(&mut sock, 255)?;
     let text = String::from_utf8_lossy(&bytes);
-    Ok(text.lines().next().unwrap_or_default().trim().to_owned())
+    // Sent before any host key is checked: anyone on the path may have written it.
+    Ok(quote(text.lines().next().unwrap_or_default().trim()))
 }
 
 /// A MySQL port: the greeting, then `SSLRequest` and a TLS handshake when TLS is offered.
@@ -231,11 +233,9 @@ impl Greeting {
         let caps_at = nul + 1 + 4 + 8 + 1;
         let low = rest.get(caps_at..caps_at + 2)?;
         let caps = u32::from(u16::from_le_bytes([low[0], low[1]]));
-        // MariaDB prefixes its version with `5.5.5-` for old clients.
-        let version = version
-            .strip_prefix("5.5.5-")
-            .map(str::to_owned)
-            .unwrap_or(version);
+        // MariaDB prefixes its version with `5.5.5-` for old clients. The rest is the server's
+        // word, up to 64 kB of it, quoted in reports and notes.
+        let version = quote(version.strip_prefix("5.5.5-").unwrap_or(&version));
         Some(Self {
             version,
             tls: caps & CLIENT_SSL != 0,

@@ -4,13 +4,16 @@
 //! Resolution asks `ssh -G` when the `ssh` binary exists, so `Include`, `Match`, `HostName`,
 //! `User`, `Port`, `IdentityFile` and `UserKnownHostsFile` mean exactly what they mean to ssh.
 //! Without it, russh-config reads `~/.ssh/config` (no `Include`, no `Match`). No network here.
+//! `RevokedHostKeys` and `HashKnownHosts` are asked of `ssh -G` again for each connection
+//! ([`host_key_settings`]).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 use crate::error::Error;
 use crate::fsutil;
 use crate::ssh::destination::Destination;
+use crate::ssh::known_hosts::HostKeyConfig;
 
 /// A destination resolved the way OpenSSH would: where to dial, as whom, with which keys.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,6 +53,26 @@ impl Target {
     pub fn host_key_name(&self) -> &str {
         self.host_key_alias.as_deref().unwrap_or(&self.host)
     }
+
+    /// What the host key check takes: this target's known_hosts files and `settings`.
+    pub fn host_key_config<'a>(&'a self, settings: &'a HostKeySettings) -> HostKeyConfig<'a> {
+        HostKeyConfig {
+            user_files: &self.known_hosts,
+            global_files: &self.global_known_hosts,
+            revoked_host_keys: &settings.revoked_host_keys,
+            hash_known_hosts: settings.hash_known_hosts,
+        }
+    }
+}
+
+/// What the effective ssh config says about host keys besides the known_hosts files.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HostKeySettings {
+    /// `RevokedHostKeys`: key lists or KRLs whose keys are refused (OpenSSH 10.3 takes
+    /// several; earlier versions one).
+    pub revoked_host_keys: Vec<PathBuf>,
+    /// `HashKnownHosts yes`: new hosts are learned under a hashed name.
+    pub hash_known_hosts: bool,
 }
 
 /// Environment facts resolution depends on, gathered once so the logic stays testable.
@@ -182,28 +205,9 @@ fn resolve_jumps(
 fn resolve_one(dest: &Destination, env: &Env) -> Result<Target, Error> {
     let mut target = match &env.ssh {
         Some(ssh) => {
-            let mut cmd = Command::new(ssh);
-            cmd.arg("-G");
-            if let Some(u) = &dest.user {
-                cmd.arg("-l").arg(u);
-            }
-            if let Some(p) = dest.port {
-                cmd.arg("-p").arg(p.to_string());
-            }
-            cmd.arg("--").arg(&dest.host);
+            let mut cmd = ssh_g(ssh, dest);
             tracing::debug!(?cmd, "resolving the destination with ssh -G");
-            let out = cmd.output().map_err(|e| Error::SshConfig {
-                destination: dest.to_string(),
-                why: e.to_string(),
-            })?;
-            if !out.status.success() {
-                let err = String::from_utf8_lossy(&out.stderr);
-                return Err(Error::SshConfig {
-                    destination: dest.to_string(),
-                    why: first_line(&err).unwrap_or("no output").to_owned(),
-                });
-            }
-            parse_ssh_g(&String::from_utf8_lossy(&out.stdout), dest, env)
+            parse_ssh_g(&ssh_g_output(dest, cmd.output())?, dest, env)
         }
         None => resolve_with_russh_config(dest, env)?,
     };
@@ -211,6 +215,54 @@ fn resolve_one(dest: &Destination, env: &Env) -> Result<Target, Error> {
         target.known_hosts = vec![kh.clone()];
     }
     Ok(target)
+}
+
+/// `RevokedHostKeys` and `HashKnownHosts` for `dest`, from `ssh -G` as in [`resolve`]. Asked
+/// for each connection rather than kept in [`Target`], so that every connection is held to
+/// them however its target was built: resolved here, rebuilt from a profile, or a jump host.
+/// Without ssh (see [`Env::from_process`]) neither applies, as in the russh-config fallback.
+///
+/// # Errors
+/// [`Error::NoHome`], or [`Error::SshConfig`] when `ssh -G` fails.
+pub async fn host_key_settings(dest: &Destination) -> Result<HostKeySettings, Error> {
+    let env = Env::from_process(crate::profile::home()?, None);
+    let Some(ssh) = &env.ssh else {
+        return Ok(HostKeySettings::default());
+    };
+    let cmd = ssh_g(ssh, dest);
+    tracing::debug!(?cmd, "asking ssh -G how to check the host key");
+    let out = tokio::process::Command::from(cmd).output().await;
+    Ok(parse_host_key_settings(&ssh_g_output(dest, out)?))
+}
+
+/// `ssh -G` for `dest`.
+fn ssh_g(ssh: &Path, dest: &Destination) -> Command {
+    let mut cmd = Command::new(ssh);
+    cmd.arg("-G");
+    if let Some(u) = &dest.user {
+        cmd.arg("-l").arg(u);
+    }
+    if let Some(p) = dest.port {
+        cmd.arg("-p").arg(p.to_string());
+    }
+    cmd.arg("--").arg(&dest.host);
+    cmd
+}
+
+/// The text `ssh -G` printed, or its complaint.
+fn ssh_g_output(dest: &Destination, out: std::io::Result<Output>) -> Result<String, Error> {
+    let out = out.map_err(|e| Error::SshConfig {
+        destination: dest.to_string(),
+        why: e.to_string(),
+    })?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        return Err(Error::SshConfig {
+            destination: dest.to_string(),
+            why: first_line(&err).unwrap_or("no output").to_owned(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 fn first_line(s: &str) -> Option<&str> {
@@ -308,6 +360,24 @@ fn parse_ssh_g(text: &str, dest: &Destination, env: &Env) -> Target {
         jumps: Vec::new(),
         resolved_by: "ssh -G",
     }
+}
+
+/// Reads the host key settings from `ssh -G` output. `RevokedHostKeys` paths are taken as
+/// printed, never expanded here: since OpenSSH 9.4 ssh expands `~`, `%h` and `${VAR}` before it
+/// prints them, and before 9.4 it opened the path literally (`~/x` relative to the current
+/// folder, which is ours too). It is absent or `none` when unset.
+fn parse_host_key_settings(text: &str) -> HostKeySettings {
+    let mut settings = HostKeySettings::default();
+    for line in text.lines() {
+        match line.split_once(' ').map(|(k, v)| (k, v.trim())) {
+            Some(("revokedhostkeys", v)) if v != "none" => {
+                settings.revoked_host_keys = v.split_whitespace().map(PathBuf::from).collect();
+            }
+            Some(("hashknownhosts", v)) => settings.hash_known_hosts = v == "yes",
+            _ => {}
+        }
+    }
+    settings
 }
 
 fn identity_list(
@@ -580,6 +650,28 @@ mod tests {
         );
         assert!(t.identities_only && t.proxy_command.is_none() && t.proxy_jump.is_none());
         assert_eq!(t.known_hosts[0], Path::new("/home/saige/.ssh/known_hosts"));
+        assert_eq!(parse_host_key_settings(out), HostKeySettings::default());
+    }
+
+    #[test]
+    fn reads_revoked_host_keys_and_hash_known_hosts() {
+        // As OpenSSH 9.2 prints them: the path unexpanded (and so opened by ssh).
+        let out = "hostname 10.231.0.1\nhashknownhosts yes\nrevokedhostkeys ~/.ssh/revoked_%h\n";
+        let s = parse_host_key_settings(out);
+        assert_eq!(s.revoked_host_keys, [Path::new("~/.ssh/revoked_%h")]);
+        assert!(s.hash_known_hosts);
+        let t = parse_ssh_g(out, &dest("vm"), &env());
+        let c = t.host_key_config(&s);
+        assert_eq!(c.revoked_host_keys, s.revoked_host_keys);
+        assert!(c.hash_known_hosts && c.user_files == t.known_hosts);
+        // OpenSSH 10.3 takes several files, prints them on one line, and `none` when unset.
+        let s = parse_host_key_settings("revokedhostkeys /etc/ssh/revoked /home/a/krl\n");
+        assert_eq!(
+            s.revoked_host_keys,
+            ["/etc/ssh/revoked", "/home/a/krl"].map(PathBuf::from)
+        );
+        let s = parse_host_key_settings("hashknownhosts no\nrevokedhostkeys none\n");
+        assert_eq!(s, HostKeySettings::default());
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! known_hosts files read as OpenSSH reads them (its `hostfile.c` and `match.c`), pure and
-//! without I/O so that it can be tested against `ssh-keygen -F` and fuzzed.
+//! known_hosts files read as OpenSSH reads them (its `hostfile.c` and `match.c`), and hashed
+//! names made as it makes them; pure and without I/O so that it can be tested against
+//! `ssh-keygen -F` and fuzzed.
 //!
 //! A line is `[@marker] patterns keytype base64 [comment]`, fields split by spaces or tabs.
 //! Patterns are comma-separated, with `*` and `?` wildcards, `!` negation (a matching negated
@@ -173,6 +174,24 @@ fn host_matches(patterns: &str, name: &str) -> bool {
     positive
 }
 
+/// The salt length of a hashed name: OpenSSH's `host_hash` uses one SHA-1 digest's worth.
+pub const SALT_LEN: usize = 20;
+
+/// `name` hashed as OpenSSH writes it under `HashKnownHosts yes` (its `host_hash`):
+/// `|1|` + base64(salt) + `|` + base64(HMAC-SHA1(salt, name)). `name` is spelled as
+/// [`host_name`] spells it and lowercased, as ssh looks names up. `None` only if HMAC refused
+/// the key, which it does for no length.
+pub fn hashed_name(name: &str, salt: &[u8; SALT_LEN]) -> Option<String> {
+    let mut mac = hmac::Hmac::<sha1::Sha1>::new_from_slice(salt).ok()?;
+    mac.update(name.to_ascii_lowercase().as_bytes());
+    let hash = mac.finalize().into_bytes();
+    Some(format!(
+        "|1|{}|{}",
+        STANDARD.encode(salt),
+        STANDARD.encode(hash)
+    ))
+}
+
 /// `|1|` + base64(salt) + `|` + base64(HMAC-SHA1(salt, name)), as `ssh-keygen -H` writes.
 fn hashed_matches(hashed: &str, name: &str) -> bool {
     let Some((salt, hash)) = hashed.split_once('|') else {
@@ -243,5 +262,22 @@ mod tests {
         ] {
             assert_eq!(host_matches(pat, name), want, "{pat} vs {name}");
         }
+    }
+
+    #[test]
+    fn hashes_names_as_ssh_keygen_h() {
+        // The `ssh-keygen -H` entry for `example.com` from russh's own known_hosts tests.
+        let want = "|1|O33ESRMWPVkMYIwJ1Uw+n877jTo=|nuuC5vEqXlEZ/8BXQR7m619W6Ak=";
+        let salt: [u8; SALT_LEN] = STANDARD
+            .decode("O33ESRMWPVkMYIwJ1Uw+n877jTo=")
+            .expect("base64")
+            .try_into()
+            .expect("20 bytes");
+        assert_eq!(hashed_name("example.com", &salt).as_deref(), Some(want));
+        // ssh looks names up lowercased, so that is what is hashed.
+        assert_eq!(hashed_name("Example.COM", &salt).as_deref(), Some(want));
+        let port = hashed_name("[example.com]:2222", &salt).expect("hashed");
+        assert!(host_matches(&port, "[example.com]:2222"));
+        assert!(!host_matches(&port, "example.com"));
     }
 }

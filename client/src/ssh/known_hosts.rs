@@ -1,6 +1,7 @@
 //! Host-key checking against known_hosts, as OpenSSH does it: known → go on; unknown → ask or
 //! refuse; changed or revoked → refuse loudly. Reading the files and matching hosts is
-//! [`hostfile`]'s. Never prompts: the command decides what to ask.
+//! [`hostfile`]'s, `RevokedHostKeys` is [`revoked`]'s. Never prompts: the command decides what
+//! to ask.
 
 use std::path::{Path, PathBuf};
 
@@ -8,6 +9,7 @@ use russh::keys::ssh_key::{HashAlg, PublicKey};
 
 use crate::error::Error;
 use crate::ssh::hostfile::{self, Verdict};
+use crate::ssh::revoked;
 
 /// What to do with a host key that is not in known_hosts.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -18,6 +20,20 @@ pub enum HostKeyPolicy {
     AcceptNew,
     /// Learn this key only (the fingerprint the user confirmed); refuse any other.
     AcceptKey(String),
+}
+
+/// What the effective ssh config says about host keys, as
+/// [`super::config::Target::host_key_config`] gathers it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HostKeyConfig<'a> {
+    /// `UserKnownHostsFile`: looked in first; new keys are learned into the first one.
+    pub user_files: &'a [PathBuf],
+    /// `GlobalKnownHostsFile` (read only).
+    pub global_files: &'a [PathBuf],
+    /// `RevokedHostKeys`: files of keys refused whatever the known_hosts files say.
+    pub revoked_host_keys: &'a [PathBuf],
+    /// `HashKnownHosts`: learn new hosts under a hashed name.
+    pub hash_known_hosts: bool,
 }
 
 /// What the check found.
@@ -61,26 +77,31 @@ fn read(file: &Path) -> Result<String, Error> {
     }
 }
 
-/// Checks `key` for `host:port` in `user_files` then `global_files`, learning it into the first
-/// user file when `policy` allows. At least as strict as OpenSSH with `StrictHostKeyChecking`:
-/// a `@revoked` line for the key wins over every file; a host known with any other key (of
-/// any type) is *changed*, never learned; a host vouched for only by a `@cert-authority` line
-/// is refused (this client does not check host certificates).
+/// Checks `key` for `host:port` in the user then the global known_hosts files, learning it
+/// into the first user file when `policy` allows. At least as strict as OpenSSH with
+/// `StrictHostKeyChecking`: `RevokedHostKeys` is asked first, as ssh does, and a file it cannot
+/// use refuses every host; a `@revoked` line for the key wins over every file; a host known
+/// with any other key (of any type) is *changed*, never learned; a host vouched for only by a
+/// `@cert-authority` line is refused (this client does not check host certificates).
 ///
 /// # Errors
+/// [`Error::HostKeyRevokedByFile`], [`Error::RevokedHostKeysUnusable`],
 /// [`Error::HostKeyRevoked`], [`Error::HostKeyChanged`], [`Error::HostCertAuthority`], or
 /// [`Error::HostKeyUnknown`] when no file knows it and the policy does not accept it.
 pub fn check(
     host: &str,
     port: u16,
     key: &PublicKey,
-    user_files: &[PathBuf],
-    global_files: &[PathBuf],
+    config: &HostKeyConfig<'_>,
     policy: &HostKeyPolicy,
 ) -> Result<HostKeyOutcome, Error> {
     let fp = fingerprint(key);
     let algorithm = key.algorithm().to_string();
     let name = known_hosts_name(host, port);
+    for file in config.revoked_host_keys {
+        revoked::check(file, &name, key)?;
+    }
+    let (user_files, global_files) = (config.user_files, config.global_files);
     let mut verdicts = Vec::new();
     for file in user_files.iter().chain(global_files) {
         let text = read(file)?;
@@ -148,14 +169,15 @@ pub fn check(
     {
         crate::fsutil::create_private_dir(dir)?;
     }
-    append_entry(&learn_into, &name, key)?;
+    append_entry(&learn_into, &name, key, config.hash_known_hosts)?;
     tracing::debug!(file = %learn_into.display(), fingerprint = %fp, "learned host key");
     Ok(HostKeyOutcome::Learned(learn_into))
 }
 
 /// Appends `name key` to a known_hosts file, as ssh does (append, not rewrite: other ssh
-/// processes may be appending too). russh's own learner starts a new file with a blank line.
-fn append_entry(path: &Path, name: &str, key: &PublicKey) -> Result<(), Error> {
+/// processes may be appending too), with `name` hashed when `hash` (`HashKnownHosts yes`).
+/// russh's own learner starts a new file with a blank line and cannot hash.
+fn append_entry(path: &Path, name: &str, key: &PublicKey, hash: bool) -> Result<(), Error> {
     use std::io::{Read, Seek, SeekFrom, Write};
     let io_err = |source| Error::Io {
         action: "add the host key to",
@@ -166,6 +188,15 @@ fn append_entry(path: &Path, name: &str, key: &PublicKey) -> Result<(), Error> {
         path: path.to_path_buf(),
         source: e.into(),
     })?;
+    let name = if hash {
+        hashed(name).ok_or_else(|| {
+            io_err(std::io::Error::other(
+                "no random salt to hash the host name with",
+            ))
+        })?
+    } else {
+        name.to_owned()
+    };
     let mut f = std::fs::OpenOptions::new()
         .read(true)
         .append(true)
@@ -183,6 +214,17 @@ fn append_entry(path: &Path, name: &str, key: &PublicKey) -> Result<(), Error> {
     line.push_str(&format!("{name} {openssh}\n"));
     f.write_all(line.as_bytes()).map_err(io_err)?;
     f.sync_all().map_err(io_err)
+}
+
+/// `name` hashed under a fresh random salt, as ssh writes it with `HashKnownHosts yes`. The
+/// salt comes from AWS-LC's generator, which rustls already links in.
+fn hashed(name: &str) -> Option<String> {
+    let mut salt = [0u8; hostfile::SALT_LEN];
+    rustls::crypto::aws_lc_rs::default_provider()
+        .secure_random
+        .fill(&mut salt)
+        .ok()?;
+    hostfile::hashed_name(name, &salt)
 }
 
 /// The key algorithms recorded for the host, so the handshake can prefer them (as OpenSSH
@@ -219,6 +261,14 @@ mod tests {
         russh::keys::parse_public_key_base64(b64).expect("test key")
     }
 
+    /// Only user known_hosts files: no global ones, no `RevokedHostKeys`, names in the clear.
+    fn user(files: &[PathBuf]) -> HostKeyConfig<'_> {
+        HostKeyConfig {
+            user_files: files,
+            ..HostKeyConfig::default()
+        }
+    }
+
     #[test]
     fn known_unknown_changed_and_learned() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -226,22 +276,22 @@ mod tests {
         let files = [kh.clone()];
         let a = key(KEY_A);
 
-        let err = check("h", 2222, &a, &files, &[], &HostKeyPolicy::Strict).expect_err("unknown");
+        let err = check("h", 2222, &a, &user(&files), &HostKeyPolicy::Strict).expect_err("unknown");
         assert!(matches!(err, Error::HostKeyUnknown { ref host, .. } if host == "[h]:2222"));
 
         // A different confirmed fingerprint does not let another key in.
         let other = HostKeyPolicy::AcceptKey(fingerprint(&key(KEY_B)));
-        assert!(check("h", 2222, &a, &files, &[], &other).is_err());
+        assert!(check("h", 2222, &a, &user(&files), &other).is_err());
 
         let confirmed = HostKeyPolicy::AcceptKey(fingerprint(&a));
         assert_eq!(
-            check("h", 2222, &a, &files, &[], &confirmed).expect("learned"),
+            check("h", 2222, &a, &user(&files), &confirmed).expect("learned"),
             HostKeyOutcome::Learned(kh.clone())
         );
         let text = std::fs::read_to_string(&kh).expect("read");
         assert!(text.starts_with("[h]:2222 ssh-ed25519 "), "{text}");
         assert_eq!(
-            check("h", 2222, &a, &files, &[], &HostKeyPolicy::Strict).expect("known"),
+            check("h", 2222, &a, &user(&files), &HostKeyPolicy::Strict).expect("known"),
             HostKeyOutcome::Known(kh.clone())
         );
         assert_eq!(recorded_algorithms("h", 2222, &files).len(), 1);
@@ -250,8 +300,7 @@ mod tests {
             "h",
             2222,
             &key(KEY_B),
-            &files,
-            &[],
+            &user(&files),
             &HostKeyPolicy::AcceptNew,
         )
         .expect_err("changed");
@@ -276,8 +325,7 @@ mod tests {
             "h",
             22,
             &key(KEY_B),
-            std::slice::from_ref(&kh),
-            &[],
+            &user(std::slice::from_ref(&kh)),
             &HostKeyPolicy::Strict,
         )
         .expect_err("changed");
@@ -290,8 +338,7 @@ mod tests {
             "new",
             22,
             &key(KEY_A),
-            std::slice::from_ref(&kh),
-            &[],
+            &user(std::slice::from_ref(&kh)),
             &HostKeyPolicy::AcceptNew,
         )
         .expect("learn");
@@ -314,7 +361,80 @@ mod tests {
         )
         .expect("write");
         let k = key("AAAAC3NzaC1lZDI1NTE5AAAAILIG2T/B0l0gaqj3puu510tu9N1OkQ4znY3LYuEm5zCF");
-        let out = check("example.com", 22, &k, &[kh], &[], &HostKeyPolicy::Strict);
+        let out = check("example.com", 22, &k, &user(&[kh]), &HostKeyPolicy::Strict);
         assert!(matches!(out, Ok(HostKeyOutcome::Known(_))), "{out:?}");
+    }
+
+    #[test]
+    fn revoked_host_keys_win_over_known_hosts_and_an_unusable_file_refuses() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kh = dir.path().join("known_hosts");
+        let revoked = dir.path().join("revoked_keys");
+        let text = format!("h ssh-ed25519 {KEY_A}\n");
+        crate::fsutil::write_private(&kh, text.as_bytes()).expect("write");
+        let files = [kh];
+        let config = HostKeyConfig {
+            revoked_host_keys: std::slice::from_ref(&revoked),
+            ..user(&files)
+        };
+        let a = key(KEY_A);
+        // Missing: ssh refuses every host, known or not.
+        let err = check("h", 22, &a, &config, &HostKeyPolicy::Strict).expect_err("missing");
+        assert!(
+            matches!(err, Error::RevokedHostKeysUnusable { .. }),
+            "{err}"
+        );
+        let list = format!("# revoked\nssh-ed25519 {KEY_A} old key\n");
+        crate::fsutil::write_private(&revoked, list.as_bytes()).expect("write");
+        let err = check("h", 22, &a, &config, &HostKeyPolicy::AcceptNew).expect_err("revoked");
+        assert!(
+            matches!(err, Error::HostKeyRevokedByFile { line: Some(2), ref host, .. } if host == "h"),
+            "{err}"
+        );
+        // Not learned either.
+        let err = check("new", 22, &a, &config, &HostKeyPolicy::AcceptNew).expect_err("revoked");
+        assert!(matches!(err, Error::HostKeyRevokedByFile { .. }), "{err}");
+        assert!(
+            !std::fs::read_to_string(&files[0])
+                .expect("read")
+                .contains("new")
+        );
+        let b = key(KEY_B);
+        assert!(check("new", 22, &b, &config, &HostKeyPolicy::AcceptNew).is_ok());
+    }
+
+    #[test]
+    fn learns_hashed_names_when_the_config_says_so() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kh = dir.path().join("known_hosts");
+        let files = [kh.clone()];
+        let config = HostKeyConfig {
+            hash_known_hosts: true,
+            ..user(&files)
+        };
+        let a = key(KEY_A);
+        for (host, port) in [("Example.com", 22), ("h", 2222)] {
+            let out = check(host, port, &a, &config, &HostKeyPolicy::AcceptNew);
+            assert!(matches!(out, Ok(HostKeyOutcome::Learned(_))), "{out:?}");
+            // Found again, whatever the case of the name.
+            let out = check(
+                &host.to_uppercase(),
+                port,
+                &a,
+                &config,
+                &HostKeyPolicy::Strict,
+            );
+            assert!(matches!(out, Ok(HostKeyOutcome::Known(_))), "{out:?}");
+        }
+        let text = std::fs::read_to_string(&kh).expect("read");
+        let names: Vec<&str> = text.lines().filter_map(|l| l.split(' ').next()).collect();
+        assert_eq!(names.len(), 2, "{text}");
+        assert!(
+            names.iter().all(|n| n.starts_with("|1|") && n.len() == 60),
+            "{text}"
+        );
+        assert!(!text.contains("xample") && !text.contains("2222"), "{text}");
+        // A fresh salt each time: the same name never hashes the same way twice.
+        assert_ne!(hashed("h"), hashed("h"));
     }
 }

@@ -9,6 +9,7 @@ pub mod destination;
 pub mod hostfile;
 pub mod include;
 pub mod known_hosts;
+pub mod revoked;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,7 +20,7 @@ use russh::keys::PublicKeyOrCertificate;
 
 use crate::error::Error;
 use auth::{AuthOutcome, Passphrase};
-use config::Target;
+use config::{HostKeySettings, Target};
 use known_hosts::{HostKeyOutcome, HostKeyPolicy};
 
 /// How long the TCP connect plus SSH handshake may take.
@@ -28,6 +29,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 /// The russh handler: checks the host key and remembers the verdict for [`Session::connect`].
 pub struct Client {
     target: Target,
+    /// `RevokedHostKeys` and `HashKnownHosts`, asked of the ssh config just before connecting.
+    host_keys: HostKeySettings,
     policy: HostKeyPolicy,
     verdict: Arc<Mutex<Option<Result<HostKeyOutcome, Error>>>>,
 }
@@ -48,8 +51,7 @@ impl client::Handler for Client {
             t.host_key_name(),
             t.port,
             key,
-            &t.known_hosts,
-            &t.global_known_hosts,
+            &t.host_key_config(&self.host_keys),
             &self.policy,
         );
         let ok = outcome.is_ok();
@@ -90,8 +92,8 @@ impl Session {
     ///
     /// # Errors
     /// [`Error::HostKeyUnknown`] (the caller may ask and retry with
-    /// [`HostKeyPolicy::AcceptKey`]), [`Error::HostKeyChanged`], [`Error::Connect`],
-    /// [`Error::AuthFailed`], [`Error::Timeout`].
+    /// [`HostKeyPolicy::AcceptKey`]), [`Error::HostKeyChanged`], a revoked host key (see
+    /// [`known_hosts::check`]), [`Error::Connect`], [`Error::AuthFailed`], [`Error::Timeout`].
     #[tracing::instrument(skip_all, fields(host = %target.host, port = target.port, user = %target.user))]
     pub async fn connect(
         target: &Target,
@@ -240,6 +242,7 @@ async fn open(
     let verdict = Arc::new(Mutex::new(None));
     let handler = Client {
         target: target.clone(),
+        host_keys: config::host_key_settings(&target.destination).await?,
         policy: policy.clone(),
         verdict: verdict.clone(),
     };

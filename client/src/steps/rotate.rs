@@ -167,7 +167,7 @@ async fn rotate_with(
         .is_ok();
         return Err(Error::NewCertRefused {
             service: refused.service.clone(),
-            why: refused.check.detail.clone(),
+            why: refused.check.detail.to_string(),
             serial: new.certificate.serial.to_string(),
             revoked_new,
         });

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::probe::{self, Outcome, ProfileTls};
 use crate::profile::{ForwardRecord, Profile};
+use crate::text::Escaped;
 use crate::tunnel::state::{Phase, State};
 use crate::tunnel::{launch, process};
 
@@ -32,6 +33,8 @@ struct ForwardStatus {
     handshake: Outcome,
 }
 
+/// The background process, as its state file tells. `server` and `error` are [`Escaped`]: the
+/// error quotes the SSH server and the agent's stderr.
 #[derive(Serialize)]
 struct Running {
     /// `shiqi-connect` or `openssh`.
@@ -43,9 +46,24 @@ struct Running {
     #[serde(skip_serializing_if = "Option::is_none")]
     since: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    server: Option<String>,
+    server: Option<Escaped>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<String>,
+    error: Option<Escaped>,
+}
+
+impl Running {
+    /// Our background process `pid`, with its state file if that is about the same process.
+    fn ours(pid: u32, st: Option<State>) -> Self {
+        let st = st.filter(|st| st.pid == pid);
+        Self {
+            kind: "shiqi-connect",
+            pid: Some(pid),
+            phase: st.as_ref().map(|st| st.phase),
+            since: st.as_ref().map(|st| rfc3339(st.since)),
+            server: st.as_ref().map(|st| Escaped::from(&st.server)),
+            error: st.and_then(|st| st.error).map(Escaped::from),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -63,15 +81,7 @@ struct StatusReport {
 pub async fn status(s: &Settings) -> anyhow::Result<ExitCode> {
     let profile = Profile::load(&s.paths.dir)?;
     let tunnel = if let Some(pid) = process::running(&s.paths.pid, &s.root, &s.name) {
-        let st = State::read(&s.paths.state).filter(|st| st.pid == pid);
-        Some(Running {
-            kind: "shiqi-connect",
-            pid: Some(pid),
-            phase: st.as_ref().map(|st| st.phase),
-            since: st.as_ref().map(|st| rfc3339(st.since)),
-            server: st.as_ref().map(|st| st.server.clone()),
-            error: st.and_then(|st| st.error),
-        })
+        Some(Running::ours(pid, State::read(&s.paths.state)))
     } else if launch::openssh_alive(&s.paths, &profile.tunnel_host) {
         Some(Running {
             kind: "openssh",
@@ -195,4 +205,88 @@ fn status_text(r: &StatusReport) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "#[tokio::test] builds its own runtime"
+)]
+mod tests {
+    use super::*;
+    use crate::text::{HOSTILE, HOSTILE_SHOWN, has_raw_controls};
+
+    #[tokio::test]
+    async fn the_state_files_error_and_a_servers_words_are_shown_escaped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // The background process wrote what the agent's stderr said.
+        let path = dir.path().join("tunnel.state.json");
+        State {
+            pid: 42,
+            phase: Phase::Reconnecting,
+            since: time::macros::datetime!(2026-10-10 08:00 UTC),
+            server: format!("u@{HOSTILE}:22"),
+            generation: 1,
+            forwards: vec![],
+            error: Some(format!("agent: {HOSTILE}")),
+            hint: None,
+            problems: vec![],
+        }
+        .write(&path)
+        .expect("write");
+        // A MySQL that refuses us in its own words.
+        let port = crate::probe::fake_server(probe::mysql::err_packet(HOSTILE), 1);
+        let handshake =
+            probe::mysql::login(port, "localhost", "saige", dir.path(), PROBE_TIMEOUT).await;
+        let report = StatusReport {
+            profile: "saige".to_owned(),
+            tunnel: Some(Running::ours(42, State::read(&path))),
+            forwards: vec![ForwardStatus {
+                forward: ForwardRecord {
+                    local_port: port,
+                    remote_host: "127.0.0.1".parse().expect("host"),
+                    remote_port: shiqi_ca::Port::try_from(3306).expect("port"),
+                    purpose: "MySQL".to_owned(),
+                },
+                kind: Kind::Mysql,
+                listening: true,
+                handshake,
+            }],
+            ok: false,
+        };
+        let text = status_text(&report);
+        assert!(!has_raw_controls(&text), "{text:?}");
+        assert_eq!(text.lines().count(), 2, "{text}");
+        assert!(
+            text.contains(&format!("(last error: agent: {HOSTILE_SHOWN})")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("through u@{HOSTILE_SHOWN}:22")),
+            "{text}"
+        );
+        assert!(
+            text.lines()
+                .nth(1)
+                .is_some_and(|l| l.contains(HOSTILE_SHOWN)),
+            "{text}"
+        );
+
+        let json = serde_json::to_string_pretty(&report).expect("json");
+        assert!(
+            !has_raw_controls(&json) && !json.contains("\\u001b"),
+            "{json}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&json).expect("json");
+        for shown in [
+            &v["tunnel"]["error"],
+            &v["forwards"][0]["handshake"]["detail"],
+        ] {
+            let shown = shown.as_str().unwrap_or_default();
+            assert!(
+                shown.contains(HOSTILE_SHOWN) && !has_raw_controls(shown),
+                "{shown:?}"
+            );
+        }
+    }
 }
