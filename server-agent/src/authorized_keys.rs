@@ -207,14 +207,17 @@ fn targets(ctx: &Context) -> Result<Vec<String>, AgentError> {
         return Ok(ctx.config.permit_open(&[]));
     }
     let ca = ctx.ca()?;
-    let facts = crate::kafka::brokers(&crate::kafka::Admin::connect(ctx, &ca)?).map_err(|e| {
-        AgentError::Request {
-            why: format!(
-                "{e}: enroll allows forwards to exactly the brokers the cluster advertises; \
-                 start the brokers, or list the targets in `[access] permit_open`"
-            ),
-        }
-    })?;
+    let facts =
+        crate::kafka::brokers(&crate::kafka::Admin::connect(ctx, &ca)?).map_err(|e| match e {
+            AgentError::Kafka { bootstrap, why } => AgentError::Kafka {
+                bootstrap,
+                why: format!(
+                    "{why} (enroll allows forwards to exactly the brokers the cluster advertises; \
+                     or list the targets in `[access] permit_open`)"
+                ),
+            },
+            other => other,
+        })?;
     let brokers: Vec<(String, u16)> = facts
         .brokers
         .iter()
