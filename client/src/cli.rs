@@ -300,7 +300,21 @@ pub enum TunnelAction {
     Status(TunnelNameArgs),
     /// Run the tunnel in the foreground (what `up` starts in the background).
     #[command(hide = true)]
-    Run(TunnelNameArgs),
+    Run(TunnelRunArgs),
+}
+
+/// How often a running tunnel asks the cluster for its brokers (and at every reconnect).
+const CHECK_EVERY_HELP: &str = "Seconds between the running tunnel's looks at the cluster's \
+                                brokers (it also looks after every reconnect); 0: only then";
+
+/// `tunnel run NAME` (hidden).
+#[derive(Debug, Args)]
+pub struct TunnelRunArgs {
+    /// The profile.
+    #[arg(env = "SHIQI_PROFILE")]
+    pub name: Option<String>,
+    #[arg(long, env = "SHIQI_TUNNEL_CHECK_EVERY", default_value_t = 60, value_name = "SECS", help = CHECK_EVERY_HELP)]
+    pub check_every: u64,
 }
 
 /// `tunnel up [NAME] [--openssh]`.
@@ -313,6 +327,8 @@ pub struct TunnelUpArgs {
     /// client.
     #[arg(long, env = "SHIQI_TUNNEL_OPENSSH", value_parser = FalseyValueParser::new())]
     pub openssh: bool,
+    #[arg(long, env = "SHIQI_TUNNEL_CHECK_EVERY", default_value_t = 60, value_name = "SECS", help = CHECK_EVERY_HELP)]
+    pub check_every: u64,
 }
 
 /// `tunnel down|status [NAME]`.

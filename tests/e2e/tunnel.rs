@@ -517,3 +517,145 @@ fn up_openssh_runs_ssh_with_the_written_config_and_down_stops_it() {
         );
     }
 }
+
+/// `scripts/stack kafka-node down|up N`; `Stopped` starts the node again when dropped.
+fn kafka_node(s: &Stack, action: &str, n: &str) {
+    let out = std::process::Command::new(s.script())
+        .args(["kafka-node", action, n])
+        .output()
+        .expect("scripts/stack runs");
+    assert!(
+        out.status.success(),
+        "kafka-node {action} {n} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+struct Stopped<'a>(&'a Stack, &'static str);
+
+impl Drop for Stopped<'_> {
+    fn drop(&mut self) {
+        kafka_node(self.0, "up", self.1);
+    }
+}
+
+/// Waits (up to 90 s, the bound) until `tunnel status` lists a forward on `port`.
+fn forwarded_within_90s(tunnel: &Tunnel<'_>, port: u64) -> Value {
+    let mut last = Value::Null;
+    let found = crate::lifecycle::within(Duration::from_secs(90), || {
+        last = tunnel.status().1;
+        forwards(&last)
+            .iter()
+            .any(|f| f["local_port"].as_u64() == Some(port) && f["handshake"]["ok"] == true)
+    });
+    assert!(found.is_some(), "no forward {port} after 90 s: {last:#}");
+    last
+}
+
+#[test]
+fn a_broker_that_returns_or_joins_gets_its_forward_with_no_command_typed() {
+    let s = stack();
+    let home = Home::new(s, "follow");
+    let name = unique_name("follow");
+
+    // A rolling restart caught half-way: broker 2 is down while the profile is made.
+    kafka_node(s, "down", "2");
+    let stopped = Stopped(s, "2");
+    let setup = home.setup(s, &name, &[]).ok();
+    assert!(
+        setup
+            .stderr
+            .contains("broker 2 (localhost:29094) is registered but not serving now"),
+        "setup says nothing of broker 2:\n{}",
+        setup.stderr
+    );
+    let ssh_config = std::fs::read_to_string(home.profile(&name).join("ssh_config")).unwrap();
+    assert!(!ssh_config.contains("29094"), "{ssh_config}");
+
+    let (tunnel, up) = Tunnel::up(s, &home, &name, &["--check-every", "20"]);
+    let up = up.ok();
+    assert!(
+        up.stderr
+            .contains("broker 2 (localhost:29094) is registered"),
+        "{}",
+        up.stderr
+    );
+    let (_, before) = tunnel.status();
+    let noted = before["tunnel"]["brokers"]["not_serving"].to_string();
+    assert!(noted.contains("broker 2"), "{before:#}");
+
+    // Broker 2 comes back; nobody types anything.
+    drop(stopped);
+    let status = forwarded_within_90s(&tunnel, 29094);
+    let change = status["tunnel"]["brokers"]["last_change"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        change.contains("new forward 127.0.0.1:29094"),
+        "status does not show the change: {status:#}"
+    );
+    let after = std::fs::read_to_string(home.profile(&name).join("ssh_config")).unwrap();
+    assert!(
+        after.contains("LocalForward 127.0.0.1:29094 localhost:29094"),
+        "{after}"
+    );
+
+    // A partition led by broker 2, written and read back through the tunnel.
+    let topic = format!("app.{name}");
+    s.kafka_tool(
+        "org.apache.kafka.tools.TopicCommand",
+        &[
+            "--bootstrap-server",
+            s.info("kafka_bootstrap"),
+            "--command-config",
+            s.info("kafka_admin_properties"),
+            "--create",
+            "--topic",
+            &topic,
+            "--replica-assignment",
+            "2",
+        ],
+    )
+    .ok();
+    let profile = home.profile(&name);
+    crate::lifecycle::produce(s, &profile, &topic, "led-by-two\n").ok();
+    let props = profile.join("client.properties").display().to_string();
+    let group = format!("app.{name}");
+    let read = crate::setup::laptop_kafka_tool(
+        s,
+        "org.apache.kafka.tools.consumer.ConsoleConsumer",
+        &[
+            "--bootstrap-server",
+            "localhost:19094",
+            "--consumer.config",
+            &props,
+            "--topic",
+            &topic,
+            "--group",
+            &group,
+            "--from-beginning",
+            "--max-messages",
+            "1",
+            "--timeout-ms",
+            "30000",
+        ],
+        None,
+    );
+    assert!(read.stdout.contains("led-by-two"), "{}", read.all());
+
+    // A broker that joins the running cluster is followed the same way.
+    let _four = FourthBroker::start(s);
+    let status = forwarded_within_90s(&tunnel, 49094);
+    assert!(
+        status["tunnel"]["brokers"]["last_change"]
+            .as_str()
+            .is_some_and(|c| c.contains("new forward 127.0.0.1:49094")),
+        "{status:#}"
+    );
+    let log = std::fs::read_to_string(profile.join("tunnel.log")).unwrap_or_default();
+    assert!(
+        log.contains("the cluster's brokers changed"),
+        "the change is not logged:\n{log}"
+    );
+}

@@ -4,7 +4,9 @@
 //! completes, so only a reply proves the broker accepted it.
 //!
 //! - [`api_versions`] through one local port (`tunnel status`, rotate's verification);
-//! - [`metadata`] from a bootstrap address (doctor): the brokers the cluster advertises.
+//! - [`metadata`] from a bootstrap address (doctor): the brokers the cluster advertises;
+//! - [`registered`] through one local port (setup, `tunnel up`, the tunnel daemon): every broker
+//!   registered with the cluster, fenced ones (stopped, restarting) included.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
@@ -14,7 +16,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::probe::Outcome;
-use crate::probe::kafka_wire::{self, AdvertisedBroker};
+use crate::probe::kafka_wire::{self, AdvertisedBroker, RegisteredBroker};
 use crate::probe::tls::ProfileTls;
 
 /// How long a TCP connect to a local port may take.
@@ -71,6 +73,31 @@ pub async fn api_versions(
             timeout.as_secs()
         )),
     }
+}
+
+/// Every broker registered with the cluster (`DescribeCluster` v2 with fenced brokers), asked
+/// through `127.0.0.1:port` over TLS with the profile's certificate, checked as `server_name`.
+///
+/// # Errors
+/// The connect, handshake or protocol failure (a Kafka older than 4.0 refuses v2).
+pub async fn registered(
+    port: u16,
+    server_name: &str,
+    tls: &ProfileTls,
+    timeout: Duration,
+) -> Result<Vec<RegisteredBroker>, String> {
+    let run = async {
+        let tcp = TcpStream::connect(loopback(port))
+            .await
+            .map_err(|e| format!("cannot connect: {e}"))?;
+        let request = kafka_wire::describe_cluster_request(CORRELATION_ID);
+        let (version, body) = exchange(tcp, server_name, tls, &request).await?;
+        kafka_wire::read_describe_cluster(&body, CORRELATION_ID)
+            .map_err(|why| format!("{version} handshake done, but {why}"))
+    };
+    tokio::time::timeout(timeout, run)
+        .await
+        .unwrap_or_else(|_| Err(format!("no answer within {}s", timeout.as_secs())))
 }
 
 /// The brokers the cluster advertises, asked of `host:port` (every address it resolves to, in

@@ -1,6 +1,8 @@
 //! The few Kafka protocol messages the laptop sends, encoded once: `ApiVersions` v0 (every broker
-//! answers it, before any authorization) and `Metadata` v4 for no topics (the brokers the
-//! cluster advertises; needs no ACL). Request header v1, response header v0, big-endian
+//! answers it, before any authorization), `Metadata` v4 for no topics (the brokers the cluster
+//! advertises; needs no ACL) and `DescribeCluster` v2 with fenced brokers (every registered
+//! broker, serving or not; KIP-1073, Kafka 4.0+; needs no ACL either). Request header v1 (v2 for
+//! the flexible DescribeCluster), response header v0 (v1), big-endian
 //! (kafka.apache.org/protocol). No I/O here.
 
 /// `ApiVersions`.
@@ -8,6 +10,11 @@ const API_VERSIONS: i16 = 18;
 /// `Metadata`; v4 is the oldest Kafka 4 still serves (KIP-896) and has been served since 1.0.
 const METADATA: i16 = 3;
 const METADATA_VERSION: i16 = 4;
+/// `DescribeCluster`; v2 adds `IncludeFencedBrokers`.
+const DESCRIBE_CLUSTER: i16 = 60;
+const DESCRIBE_CLUSTER_VERSION: i16 = 2;
+/// `DescribeCluster`'s `EndpointType`: the brokers' listeners (not the controllers').
+const ENDPOINT_BROKERS: u8 = 1;
 /// The broker's reply when it wants another ApiVersions version; still a Kafka answer.
 const UNSUPPORTED_VERSION: i16 = 35;
 /// Our client id in requests (brokers log it).
@@ -43,6 +50,86 @@ pub fn metadata_request(correlation: i32) -> Vec<u8> {
     let mut body = 0i32.to_be_bytes().to_vec();
     body.push(0);
     request(METADATA, METADATA_VERSION, correlation, &body)
+}
+
+/// `DescribeCluster` v2 asking for fenced brokers too. A flexible request: header v2 (the
+/// classic client id, then no tagged fields), a compact body.
+pub fn describe_cluster_request(correlation: i32) -> Vec<u8> {
+    let body = [
+        0, // header tagged fields
+        0, // IncludeClusterAuthorizedOperations: false
+        ENDPOINT_BROKERS,
+        1, // IncludeFencedBrokers: true
+        0, // body tagged fields
+    ];
+    request(
+        DESCRIBE_CLUSTER,
+        DESCRIBE_CLUSTER_VERSION,
+        correlation,
+        &body,
+    )
+}
+
+/// One broker registered with the cluster, as `DescribeCluster` lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RegisteredBroker {
+    /// `node.id`.
+    pub id: i32,
+    /// The advertised host.
+    pub host: String,
+    /// The advertised port.
+    pub port: i32,
+    /// Registered but not serving: stopped, restarting, or cut off from the controllers. The
+    /// brokers leave it out of `Metadata` until it is back.
+    pub fenced: bool,
+}
+
+/// Reads a `DescribeCluster` v2 response body (after the length): every registered broker.
+///
+/// # Errors
+/// A reply to another request, the broker's error (with its message), or a malformed body.
+pub fn read_describe_cluster(
+    body: &[u8],
+    correlation: i32,
+) -> Result<Vec<RegisteredBroker>, String> {
+    let mut r = Reader::after_header(body, correlation)?;
+    r.skip_tagged_fields()?;
+    let _throttle_ms = r.i32()?;
+    let error = r.i16()?;
+    let message = r.compact_string()?;
+    if error != 0 {
+        return Err(format!(
+            "the broker answered DescribeCluster with error code {error}{}",
+            message.map(|m| format!(": {m}")).unwrap_or_default()
+        ));
+    }
+    let _endpoint_type = r.take(1)?;
+    let _cluster_id = r.compact_string()?;
+    let _controller = r.i32()?;
+    let count = r.compact_len()?.ok_or("a null broker list")?;
+    // Each broker takes at least 12 bytes: a count beyond the body is a lie, not an allocation.
+    if count > body.len() / 12 {
+        return Err(format!(
+            "a broker count of {count} in a {}-byte reply",
+            body.len()
+        ));
+    }
+    let mut brokers = Vec::with_capacity(count);
+    for _ in 0..count {
+        let id = r.i32()?;
+        let host = r.compact_string()?.ok_or("a broker without a host")?;
+        let port = r.i32()?;
+        let _rack = r.compact_string()?;
+        let fenced = r.take(1)?[0] != 0;
+        r.skip_tagged_fields()?;
+        brokers.push(RegisteredBroker {
+            id,
+            host,
+            port,
+            fenced,
+        });
+    }
+    Ok(brokers)
 }
 
 /// What a Java client makes of a reply's first four bytes: the size it will allocate
@@ -145,6 +232,43 @@ impl<'a> Reader<'a> {
         Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
     }
 
+    /// An unsigned varint (flexible versions' lengths and tags), at most 32 bits.
+    fn uvarint(&mut self) -> Result<u32, String> {
+        let mut value = 0u32;
+        for shift in (0..35).step_by(7) {
+            let b = self.take(1)?[0];
+            value |= u32::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err("a varint longer than 5 bytes".to_owned())
+    }
+
+    /// A compact length: the varint is length + 1, 0 for null.
+    fn compact_len(&mut self) -> Result<Option<usize>, String> {
+        let n = self.uvarint()?;
+        Ok(n.checked_sub(1).map(|n| n as usize))
+    }
+
+    /// A compact (nullable) string.
+    fn compact_string(&mut self) -> Result<Option<String>, String> {
+        match self.compact_len()? {
+            None => Ok(None),
+            Some(len) => Ok(Some(String::from_utf8_lossy(self.take(len)?).into_owned())),
+        }
+    }
+
+    /// Tagged fields we do not read: a count, then each tag's id and sized bytes.
+    fn skip_tagged_fields(&mut self) -> Result<(), String> {
+        for _ in 0..self.uvarint()? {
+            let _tag = self.uvarint()?;
+            let size = self.uvarint()? as usize;
+            self.take(size)?;
+        }
+        Ok(())
+    }
+
     /// A (nullable) string: i16 length, -1 for null.
     fn string(&mut self) -> Result<Option<String>, String> {
         let len = self.i16()?;
@@ -240,6 +364,97 @@ mod tests {
         let mut lying = reply.clone();
         lying[8..12].copy_from_slice(&i32::MAX.to_be_bytes());
         assert!(read_metadata(&lying, 3).is_err());
+    }
+
+    #[test]
+    fn encodes_describe_cluster_v2_with_fenced_brokers() {
+        let r = describe_cluster_request(7);
+        assert_eq!(frame_size(&r), Some(r.len() as u32 - 4));
+        assert_eq!(&r[4..12], &[0, 60, 0, 2, 0, 0, 0, 7]);
+        // Header tags, no authorized operations, broker endpoints, fenced too, body tags.
+        assert_eq!(&r[r.len() - 5..], &[0, 0, 1, 1, 0]);
+    }
+
+    fn compact(b: &mut Vec<u8>, s: Option<&str>) {
+        match s {
+            None => b.push(0),
+            Some(s) => {
+                b.push(s.len() as u8 + 1);
+                b.extend_from_slice(s.as_bytes());
+            }
+        }
+    }
+
+    fn describe_cluster_reply(
+        correlation: i32,
+        error: i16,
+        brokers: &[(i32, &str, i32, bool)],
+    ) -> Vec<u8> {
+        let mut b = correlation.to_be_bytes().to_vec();
+        b.push(0); // header tags
+        b.extend_from_slice(&0i32.to_be_bytes()); // throttle
+        b.extend_from_slice(&error.to_be_bytes());
+        compact(&mut b, (error != 0).then_some("no"));
+        b.push(ENDPOINT_BROKERS);
+        compact(&mut b, Some("cluster-id"));
+        b.extend_from_slice(&1i32.to_be_bytes()); // controller
+        b.push(brokers.len() as u8 + 1);
+        for (id, host, port, fenced) in brokers {
+            b.extend_from_slice(&id.to_be_bytes());
+            compact(&mut b, Some(host));
+            b.extend_from_slice(&port.to_be_bytes());
+            compact(&mut b, None); // rack
+            b.push(u8::from(*fenced));
+            // One tagged field of 2 bytes, which a reader must skip.
+            b.extend_from_slice(&[1, 9, 2, 0xaa, 0xbb]);
+        }
+        b.extend_from_slice(&i32::MIN.to_be_bytes()); // authorized operations
+        b.push(0);
+        b
+    }
+
+    #[test]
+    fn reads_registered_brokers_fenced_or_not() {
+        let reply = describe_cluster_reply(
+            5,
+            0,
+            &[
+                (1, "localhost", 19094, false),
+                (2, "broker-2.kafka.internal", 9093, true),
+            ],
+        );
+        let brokers = read_describe_cluster(&reply, 5).expect("brokers");
+        assert_eq!(
+            brokers,
+            [
+                RegisteredBroker {
+                    id: 1,
+                    host: "localhost".into(),
+                    port: 19094,
+                    fenced: false
+                },
+                RegisteredBroker {
+                    id: 2,
+                    host: "broker-2.kafka.internal".into(),
+                    port: 9093,
+                    fenced: true
+                },
+            ]
+        );
+        for cut in 4..reply.len() - 5 {
+            assert!(
+                read_describe_cluster(&reply[..cut], 5).is_err(),
+                "cut at {cut}"
+            );
+        }
+        assert!(read_describe_cluster(&reply, 6).is_err());
+        let refused = describe_cluster_reply(5, 35, &[]);
+        let why = read_describe_cluster(&refused, 5).expect_err("an error code");
+        assert!(why.contains("error code 35: no"), "{why}");
+        // A varint that never ends is an error, not a loop.
+        let mut endless = 5i32.to_be_bytes().to_vec();
+        endless.extend_from_slice(&[0xff; 8]);
+        assert!(read_describe_cluster(&endless, 5).is_err());
     }
 
     #[test]

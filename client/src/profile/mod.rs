@@ -140,7 +140,7 @@ pub struct Certificate {
 }
 
 /// One `LocalForward` of the tunnel.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ForwardRecord {
     /// Port on the laptop's 127.0.0.1.
     pub local_port: u16,

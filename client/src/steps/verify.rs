@@ -1,5 +1,6 @@
 //! Proving that a certificate logs in, before anything depends on it: `rotate` checks the new
 //! certificate here before it replaces the old profile and before the old serial is revoked.
+//! Setup and `tunnel up` ask the same way which brokers are registered but not serving.
 //!
 //! The checks run through the SSH session the command already holds, not through the tunnel:
 //! each one binds an ephemeral port on this machine's 127.0.0.1, and the one connection made to
@@ -16,6 +17,9 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::net::TcpListener;
 
+use shiqi_ca::protocol::Broker;
+
+use crate::probe::kafka_wire::RegisteredBroker;
 use crate::probe::{self, Outcome, ProfileTls};
 use crate::profile::Profile;
 use crate::ssh::Session;
@@ -78,6 +82,34 @@ pub async fn logins(session: &Session, identity_dir: &Path, profile: &Profile) -
     out
 }
 
+/// Every broker registered with the cluster (`DescribeCluster`, fenced ones included), asked
+/// with the certificate in `identity_dir` of the first of `brokers` that answers, through
+/// `session`.
+///
+/// # Errors
+/// Why no broker answered (the last one's reason).
+pub async fn registered(
+    session: &Session,
+    identity_dir: &Path,
+    brokers: &[Broker],
+) -> Result<Vec<RegisteredBroker>, String> {
+    let tls = ProfileTls::from_profile(identity_dir);
+    let mut last = "no broker to ask".to_owned();
+    for b in brokers {
+        let asked = carried(session, b.host.as_str(), b.port.get(), |port| {
+            let tls = tls.clone();
+            let host = b.host.clone();
+            async move { probe::kafka::registered(port, host.as_str(), &tls, PROBE_TIMEOUT).await }
+        })
+        .await;
+        match asked {
+            Ok(Ok(list)) => return Ok(list),
+            Ok(Err(why)) | Err(why) => last = format!("broker {}: {why}", b.id),
+        }
+    }
+    Err(last)
+}
+
 /// Runs `probe(port)` against a local port whose one connection is carried to `host:port` on
 /// the server. Returns the check and whether the server could not reach the service.
 async fn through_ssh<F, Fut>(session: &Session, host: &str, port: u16, probe: F) -> (Outcome, bool)
@@ -85,15 +117,26 @@ where
     F: FnOnce(u16) -> Fut,
     Fut: std::future::Future<Output = Outcome>,
 {
-    let no_verdict = |why: String| (Outcome::fail(why), true);
-    let listener = match TcpListener::bind(("127.0.0.1", 0)).await {
-        Ok(l) => l,
-        Err(e) => return no_verdict(format!("cannot listen on 127.0.0.1: {e}")),
-    };
-    let local = match listener.local_addr() {
-        Ok(a) => a.port(),
-        Err(e) => return no_verdict(format!("cannot listen on 127.0.0.1: {e}")),
-    };
+    match carried(session, host, port, probe).await {
+        Ok(check) => (check, false),
+        Err(why) => (Outcome::fail(why), true),
+    }
+}
+
+/// Runs `probe(port)` against a local port whose one connection is carried to `host:port` on
+/// the server: the probe's answer, or why the server could not reach the service.
+async fn carried<F, Fut, T>(session: &Session, host: &str, port: u16, probe: F) -> Result<T, String>
+where
+    F: FnOnce(u16) -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    let listener = TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .map_err(|e| format!("cannot listen on 127.0.0.1: {e}"))?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| format!("cannot listen on 127.0.0.1: {e}"))?
+        .port();
     let channel_error = std::sync::Mutex::new(None::<String>);
     let serve = async {
         let Ok((mut tcp, _)) = listener.accept().await else {
@@ -118,14 +161,14 @@ where
         drop(tcp);
         std::future::pending::<()>().await
     };
-    let check = tokio::select! {
-        check = probe(local) => check,
+    let answer = tokio::select! {
+        answer = probe(local) => answer,
         () = serve => unreachable!("serve never completes"),
     };
     match channel_error.lock().ok().and_then(|mut e| e.take()) {
-        Some(why) => no_verdict(format!(
+        Some(why) => Err(format!(
             "the server cannot reach `{host}:{port}` (SSH direct-tcpip: {why})"
         )),
-        None => (check, false),
+        None => Ok(answer),
     }
 }

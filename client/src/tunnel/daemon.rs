@@ -4,6 +4,12 @@
 //! connection is back within seconds and clients only retry. SIGHUP re-reads `profile.json`
 //! (added or removed brokers); SIGTERM closes the connection and exits.
 //!
+//! It follows the cluster while it runs: after every (re)connect and every `check_every`, it
+//! asks the cluster which brokers are registered (`DescribeCluster`, through its own forwards
+//! with the profile's certificate: no agent request), binds a forward for each serving broker
+//! that has none, rewrites `profile.json` and `ssh_config`, and logs the change. Forwards of
+//! brokers that left stay until the next start: clients may still dial what they were told.
+//!
 //! It reports through `tunnel.state.json` and logs through `tracing` to its stderr, which is
 //! `tunnel.log`: connects, disconnects and errors, never key material or passwords.
 
@@ -19,11 +25,13 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
 use crate::error::Error;
+use crate::probe::{self, ProfileTls};
 use crate::profile::{ForwardRecord, Profile};
 use crate::ssh::Session;
 use crate::tunnel::forward::{self, Link, Shared};
 use crate::tunnel::login::Targets;
-use crate::tunnel::state::{self, Phase, State};
+use crate::tunnel::refresh::{self, Registered};
+use crate::tunnel::state::{self, BrokersCheck, Phase, State};
 use crate::tunnel::{Paths, ports, process};
 
 /// The first pause before reconnecting, doubled after each failure.
@@ -33,6 +41,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// How often the connection is checked for having closed (a forward that finds it dead pokes
 /// the supervisor at once).
 const CHECK_EVERY: Duration = Duration::from_millis(250);
+/// How long one look at the cluster's brokers may take.
+const BROKERS_TIMEOUT: Duration = Duration::from_secs(6);
 
 /// What the background process needs, settled by the command.
 #[derive(Clone, Debug)]
@@ -43,6 +53,8 @@ pub struct Options {
     pub home: PathBuf,
     /// The profile.
     pub name: ProfileName,
+    /// How often to ask the cluster for its brokers besides after each connect; zero: only then.
+    pub check_every: Duration,
 }
 
 /// Runs the tunnel until SIGTERM or SIGINT.
@@ -85,6 +97,7 @@ pub async fn run(opts: &Options) -> Result<(), Error> {
         error: None,
         hint: None,
         problems: vec![],
+        brokers: None,
     };
     st.write(&paths.state)?;
     let session = targets.connect().await?;
@@ -124,11 +137,13 @@ pub async fn run(opts: &Options) -> Result<(), Error> {
         listeners,
         generation: 1,
         signals,
+        check_every: opts.check_every,
     };
     d.state.phase = Phase::Up;
     d.state.since = OffsetDateTime::now_utc();
     d.save();
     tracing::info!("tunnel up");
+    d.check_brokers().await;
     d.supervise().await;
     d.stop().await;
     Ok(())
@@ -154,6 +169,7 @@ enum Event {
     Stop,
     Reload,
     Lost,
+    CheckBrokers,
 }
 
 struct Daemon {
@@ -165,6 +181,7 @@ struct Daemon {
     listeners: BTreeMap<u16, (ForwardRecord, JoinHandle<()>)>,
     generation: u64,
     signals: Signals,
+    check_every: Duration,
 }
 
 impl Daemon {
@@ -172,20 +189,24 @@ impl Daemon {
         loop {
             let link = self.tx.borrow().clone();
             let lost = self.shared.lost.clone();
+            let every = self.check_every;
             let s = &mut self.signals;
             let event = tokio::select! {
                 _ = s.term.recv() => Event::Stop,
                 _ = s.int.recv() => Event::Stop,
                 _ = s.hup.recv() => Event::Reload,
                 () = until_lost(link, lost) => Event::Lost,
+                () = tokio::time::sleep(every), if !every.is_zero() => Event::CheckBrokers,
             };
             match event {
                 Event::Stop => return,
                 Event::Reload => self.reload().await,
+                Event::CheckBrokers => self.check_brokers().await,
                 Event::Lost => {
                     if !self.reconnect().await {
                         return;
                     }
+                    self.check_brokers().await;
                 }
             }
         }
@@ -303,6 +324,108 @@ impl Daemon {
         self.state.problems = problems;
         self.state.generation += 1;
         self.save();
+    }
+
+    /// Asks the cluster which brokers are registered, through the first broker forward that
+    /// answers, with the profile's certificate (read afresh: a renewal replaces it); gives each
+    /// serving broker without a forward one, and records what it found in the state file.
+    async fn check_brokers(&mut self) {
+        let now = OffsetDateTime::now_utc();
+        let last_change = self
+            .state
+            .brokers
+            .as_ref()
+            .and_then(|b| b.last_change.clone());
+        let mut check = BrokersCheck {
+            checked: now,
+            error: None,
+            not_serving: Vec::new(),
+            last_change,
+        };
+        match self.ask_registered().await {
+            Err(why) => {
+                tracing::warn!("cannot ask the cluster for its brokers: {why}");
+                check.error = Some(why);
+            }
+            Ok((profile, registered)) => {
+                check.not_serving = registered.not_serving();
+                let was = self.state.brokers.as_ref().map(|b| &b.not_serving);
+                if was != Some(&check.not_serving) {
+                    for line in &check.not_serving {
+                        tracing::warn!("{line}");
+                    }
+                }
+                match self.follow(&profile, registered.serving) {
+                    Ok(Some(what)) => {
+                        tracing::info!("the cluster's brokers changed: {what}");
+                        check.last_change = Some(format!("{}: {what}", shiqi_ca::text::utc(now)));
+                        self.state.brokers = Some(check);
+                        // Binds the new forwards from the rewritten profile, and saves.
+                        self.reload().await;
+                        return;
+                    }
+                    Ok(None) => {}
+                    Err(why) => {
+                        tracing::warn!("cannot follow the cluster's brokers: {why}");
+                        check.error = Some(why);
+                    }
+                }
+            }
+        }
+        self.state.brokers = Some(check);
+        self.save();
+    }
+
+    /// `DescribeCluster` through the tunnel's own listener of each broker in turn.
+    async fn ask_registered(&self) -> Result<(Profile, Registered), String> {
+        let profile = Profile::load(&self.paths.dir).map_err(|e| one_line(&e))?;
+        let tls = ProfileTls::from_profile(&self.paths.dir);
+        let mut last = "the profile forwards no broker".to_owned();
+        for b in &profile.brokers {
+            let forward = profile
+                .forwards
+                .iter()
+                .find(|f| f.remote_host == b.host && f.remote_port == b.port)
+                .filter(|f| self.listeners.contains_key(&f.local_port));
+            let Some(f) = forward else { continue };
+            let asked =
+                probe::kafka::registered(f.local_port, b.host.as_str(), &tls, BROKERS_TIMEOUT)
+                    .await
+                    .and_then(Registered::parse);
+            match asked {
+                Ok(registered) => return Ok((profile, registered)),
+                Err(why) => last = format!("broker {}: {why}", b.id),
+            }
+        }
+        Err(last)
+    }
+
+    /// Rewrites the profile for `serving` when it changes anything; what changed, in words.
+    fn follow(
+        &self,
+        profile: &Profile,
+        serving: Vec<shiqi_ca::protocol::Broker>,
+    ) -> Result<Option<String>, String> {
+        let plan = refresh::plan_keeping(profile, serving).map_err(|e| one_line(&e))?;
+        if !plan.changed(profile) {
+            return Ok(None);
+        }
+        let alias = self.targets.first.host_key_alias.as_deref();
+        refresh::write(&plan, &self.paths.dir, alias).map_err(|e| one_line(&e))?;
+        let list = |v: &[ForwardRecord]| {
+            v.iter()
+                .map(|f| format!("127.0.0.1:{} ({})", f.local_port, f.purpose))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut what = format!("{} brokers serving", plan.profile.brokers.len());
+        if !plan.added.is_empty() {
+            what.push_str(&format!("; new forward {}", list(&plan.added)));
+        }
+        if !plan.removed.is_empty() {
+            what.push_str(&format!("; replaced {}", list(&plan.removed)));
+        }
+        Ok(Some(what))
     }
 
     async fn stop(&mut self) {

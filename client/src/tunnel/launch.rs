@@ -32,6 +32,7 @@ pub async fn start_daemon(
     root: &Path,
     name: &ProfileName,
     verbose: u8,
+    check_every: u64,
 ) -> Result<State, Error> {
     state::remove(&paths.state);
     let log = open_log(&paths.log)?;
@@ -56,7 +57,8 @@ pub async fn start_daemon(
         // Its own process group: a Ctrl-C or hang-up aimed at this terminal does not reach it.
         .process_group(0)
         // The log is a file, not a terminal.
-        .env("NO_COLOR", "1");
+        .env("NO_COLOR", "1")
+        .env("SHIQI_TUNNEL_CHECK_EVERY", check_every.to_string());
     if verbose == 0 && std::env::var_os("RUST_LOG").is_none() {
         // Connects, disconnects and errors; `-v` asks for more.
         cmd.env("RUST_LOG", "warn,shiqi_connect=info");

@@ -1,6 +1,9 @@
-//! Before the tunnel listens: the server's current broker list ([`crate::agent::brokers`]), so a broker added to the cluster gets its forward with no file edited, and the
-//! profile's `ssh_config` and `profile.json` rewritten to match (each atomically, through
-//! `fsutil`). The forward list itself is `steps::render::forwards`, the same as setup's.
+//! The cluster's current brokers, and the profile made to match: before the tunnel listens
+//! (`tunnel up` asks the agent, [`crate::agent::brokers`]) and while it runs (the daemon asks
+//! the cluster itself through its own forwards, [`crate::probe::kafka::registered`]), so a broker
+//! that returns or joins gets its forward with no file edited. `ssh_config` and `profile.json`
+//! are rewritten to match (each atomically, through `fsutil`). The forward list itself is
+//! `steps::render::forwards`, the same as setup's.
 
 use std::path::Path;
 
@@ -11,6 +14,7 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::error::Error;
 use crate::fsutil;
+use crate::probe::kafka_wire::RegisteredBroker;
 use crate::profile::{ForwardRecord, Profile, files};
 use crate::steps::render::{self, Forward, RenderInput};
 
@@ -30,10 +34,107 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Whether anything differs from the profile on disk.
+    /// Whether anything differs from the profile on disk (in any order).
     pub fn changed(&self, old: &Profile) -> bool {
-        self.profile.brokers != old.brokers || self.profile.forwards != old.forwards
+        fn sorted<T: Clone + Ord>(v: &[T]) -> Vec<T> {
+            let mut v = v.to_vec();
+            v.sort();
+            v
+        }
+        sorted(&self.profile.brokers) != sorted(&old.brokers)
+            || sorted(&self.profile.forwards) != sorted(&old.forwards)
     }
+}
+
+/// What the cluster's registrations say about its brokers (`DescribeCluster` with fenced
+/// brokers), each parsed into the strict types a config file may hold.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Registered {
+    /// Serving now: what a client's metadata names.
+    pub serving: Vec<Broker>,
+    /// Registered but fenced (stopped, restarting, cut off from the controllers): back in the
+    /// metadata when they return.
+    pub fenced: Vec<Broker>,
+}
+
+impl Registered {
+    /// Parses the cluster's answer, sorted by id.
+    ///
+    /// # Errors
+    /// The broker whose advertised host or port is not one (nothing of the answer is used).
+    pub fn parse(list: Vec<RegisteredBroker>) -> Result<Self, String> {
+        let mut out = Self::default();
+        for b in list {
+            let host = b
+                .host
+                .parse()
+                .map_err(|e| format!("broker {} advertises an unusable host: {e}", b.id))?;
+            let port = u16::try_from(b.port)
+                .ok()
+                .and_then(|p| shiqi_ca::Port::try_from(p).ok())
+                .ok_or_else(|| format!("broker {} advertises port {}", b.id, b.port))?;
+            let broker = Broker {
+                id: b.id,
+                host,
+                port,
+            };
+            if b.fenced {
+                out.fenced.push(broker);
+            } else {
+                out.serving.push(broker);
+            }
+        }
+        out.serving.sort_by_key(|b| b.id);
+        out.fenced.sort_by_key(|b| b.id);
+        Ok(out)
+    }
+
+    /// One line per registered broker that is not serving, for setup, `tunnel up` and the
+    /// tunnel's log.
+    pub fn not_serving(&self) -> Vec<String> {
+        self.fenced
+            .iter()
+            .map(|b| {
+                format!(
+                    "broker {} ({}:{}) is registered but not serving now; `shiqi-connect tunnel \
+                     up` adds its forward when it returns",
+                    b.id, b.host, b.port
+                )
+            })
+            .collect()
+    }
+}
+
+/// [`plan`] for a running tunnel: forwards of brokers the cluster no longer lists stay, since
+/// clients that fetched metadata a moment ago may still dial them (the next `tunnel up` drops
+/// them); a port whose target changed gets the new target.
+///
+/// # Errors
+/// As [`plan`].
+pub fn plan_keeping(old: &Profile, brokers: Vec<Broker>) -> Result<Plan, Error> {
+    let mut p = plan(old, brokers)?;
+    let kept: Vec<ForwardRecord> = p
+        .removed
+        .iter()
+        .filter(|f| {
+            !p.profile
+                .forwards
+                .iter()
+                .any(|n| n.local_port == f.local_port)
+        })
+        .cloned()
+        .collect();
+    for f in &kept {
+        p.forwards.push(Forward {
+            local_port: f.local_port,
+            remote_host: f.remote_host.clone(),
+            remote_port: f.remote_port,
+            purpose: f.purpose.clone(),
+        });
+        p.profile.forwards.push(f.clone());
+    }
+    p.removed.retain(|f| !kept.contains(f));
+    Ok(p)
 }
 
 /// Plans the profile for `brokers` (pure).
@@ -158,6 +259,58 @@ mod tests {
         let gone = plan(&old, old.brokers[..2].to_vec()).expect("plan");
         assert_eq!(gone.removed.len(), 1);
         assert_eq!(gone.removed[0].local_port, 39094);
+    }
+
+    #[test]
+    fn a_running_tunnel_keeps_forwards_of_brokers_that_left() {
+        let old = with_forwards(sample());
+        let two = plan_keeping(&old, old.brokers[..2].to_vec()).expect("plan");
+        assert!(two.removed.is_empty() && two.added.is_empty());
+        assert_eq!(two.profile.forwards.len(), old.forwards.len());
+        assert_eq!(two.profile.brokers.len(), 2);
+        // Forwards unchanged, in whatever order: only the broker list differs.
+        assert!(two.changed(&old));
+        let back = plan_keeping(&two.profile, old.brokers.clone()).expect("plan");
+        assert!(!back.changed(&old), "{:?}", back.profile.forwards);
+        // The same port, a new target: replaced, not kept.
+        let mut moved = old.brokers.clone();
+        moved[0].host = "broker-1.kafka.internal".parse().expect("host");
+        let m = plan_keeping(&old, moved).expect("plan");
+        assert_eq!(m.removed.len(), 1);
+        assert_eq!(m.added.len(), 1);
+        assert_eq!(m.profile.forwards.len(), old.forwards.len());
+    }
+
+    #[test]
+    fn registrations_split_serving_from_fenced_and_refuse_bad_hosts() {
+        let reg = |id, host: &str, fenced| RegisteredBroker {
+            id,
+            host: host.to_owned(),
+            port: 9093,
+            fenced,
+        };
+        let r = Registered::parse(vec![
+            reg(3, "localhost", false),
+            reg(2, "broker-2.kafka.internal", true),
+            reg(1, "localhost", false),
+        ])
+        .expect("valid");
+        assert_eq!(r.serving.iter().map(|b| b.id).collect::<Vec<_>>(), [1, 3]);
+        assert_eq!(
+            r.not_serving(),
+            [
+                "broker 2 (broker-2.kafka.internal:9093) is registered but not serving now; \
+              `shiqi-connect tunnel up` adds its forward when it returns"
+            ]
+        );
+        let bad = Registered::parse(vec![reg(4, "evil\n1.2.3.4 bank", false)]).expect_err("bad");
+        assert!(
+            bad.starts_with("broker 4 advertises an unusable host"),
+            "{bad}"
+        );
+        let mut zero = reg(5, "localhost", false);
+        zero.port = 0;
+        assert!(Registered::parse(vec![zero]).is_err());
     }
 
     #[test]

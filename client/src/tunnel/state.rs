@@ -61,6 +61,26 @@ pub struct State {
     /// Forwards the last reload could not add (a taken port), one line each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<String>,
+    /// What the tunnel last learned of the cluster's brokers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub brokers: Option<BrokersCheck>,
+}
+
+/// The daemon's last look at the cluster's brokers (on every reconnect and periodically).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokersCheck {
+    /// When it last asked.
+    #[serde(with = "time::serde::rfc3339")]
+    pub checked: OffsetDateTime,
+    /// Why the last question got no answer, if it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Registered brokers that are not serving, one line each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_serving: Vec<String>,
+    /// The last change it made, with its time (`2026-12-04 19:30:05 UTC: new forward …`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_change: Option<String>,
 }
 
 impl State {
@@ -111,6 +131,7 @@ mod tests {
             error: Some("cannot connect".into()),
             hint: None,
             problems: vec![],
+            brokers: None,
         };
         s.write(&path).expect("write");
         assert_eq!(State::read(&path), Some(s));

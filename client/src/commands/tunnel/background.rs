@@ -13,11 +13,15 @@ use super::Settings;
 
 /// `tunnel run NAME`: the tunnel in the foreground. A start-up failure is written to the state
 /// file for the waiting `up`, then reported (to stderr, the log) with exit 2.
-pub(super) async fn run_daemon(s: &Settings) -> anyhow::Result<ExitCode> {
+pub(super) async fn run_daemon(
+    s: &Settings,
+    check_every: std::time::Duration,
+) -> anyhow::Result<ExitCode> {
     let opts = daemon::Options {
         root: s.root.clone(),
         home: s.home.clone(),
         name: s.name.clone(),
+        check_every,
     };
     match daemon::run(&opts).await {
         Ok(()) => Ok(ExitCode::SUCCESS),
@@ -41,6 +45,7 @@ pub(super) async fn run_daemon(s: &Settings) -> anyhow::Result<ExitCode> {
                 error: Some(one_line(&e)),
                 hint: e.hint(),
                 problems: vec![],
+                brokers: None,
             };
             if let Err(w) = st.write(&s.paths.state) {
                 tracing::warn!("cannot write the state file: {}", one_line(&w));

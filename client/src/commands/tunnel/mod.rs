@@ -83,7 +83,7 @@ pub async fn run(
     match &args.action {
         TunnelAction::Up(a) => {
             let s = Settings::resolve(a.name.as_deref(), "tunnel up", global)?;
-            up(&s, a.openssh, printer).await
+            up(&s, a.openssh, a.check_every, printer).await
         }
         TunnelAction::Down(a) => {
             down(
@@ -101,7 +101,8 @@ pub async fn run(
             .await
         }
         TunnelAction::Run(a) => {
-            run_daemon(&Settings::resolve(a.name.as_deref(), "tunnel run", global)?).await
+            let s = Settings::resolve(a.name.as_deref(), "tunnel run", global)?;
+            run_daemon(&s, std::time::Duration::from_secs(a.check_every)).await
         }
     }
 }

@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::probe::{self, Outcome, ProfileTls};
 use crate::profile::{ForwardRecord, Profile};
 use crate::text::Escaped;
-use crate::tunnel::state::{Phase, State};
+use crate::tunnel::state::{BrokersCheck, Phase, State};
 use crate::tunnel::{launch, process};
 
 use super::{Settings, arrow, rfc3339};
@@ -49,6 +49,32 @@ struct Running {
     server: Option<Escaped>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<Escaped>,
+    /// The daemon's last look at the cluster's brokers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    brokers: Option<BrokersShown>,
+}
+
+/// [`BrokersCheck`] for the terminal: its lines quote the cluster's answers.
+#[derive(Serialize)]
+struct BrokersShown {
+    checked: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<Escaped>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    not_serving: Vec<Escaped>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_change: Option<Escaped>,
+}
+
+impl From<BrokersCheck> for BrokersShown {
+    fn from(b: BrokersCheck) -> Self {
+        Self {
+            checked: rfc3339(b.checked),
+            error: b.error.map(Escaped::from),
+            not_serving: b.not_serving.into_iter().map(Escaped::from).collect(),
+            last_change: b.last_change.map(Escaped::from),
+        }
+    }
 }
 
 impl Running {
@@ -61,6 +87,10 @@ impl Running {
             phase: st.as_ref().map(|st| st.phase),
             since: st.as_ref().map(|st| rfc3339(st.since)),
             server: st.as_ref().map(|st| Escaped::from(&st.server)),
+            brokers: st
+                .as_ref()
+                .and_then(|st| st.brokers.clone())
+                .map(BrokersShown::from),
             error: st.and_then(|st| st.error).map(Escaped::from),
         }
     }
@@ -90,6 +120,7 @@ pub async fn status(s: &Settings) -> anyhow::Result<ExitCode> {
             since: None,
             server: None,
             error: None,
+            brokers: None,
         })
     } else {
         None
@@ -182,6 +213,19 @@ fn status_text(r: &StatusReport) -> String {
                 line.push_str(&format!(" (last error: {e})"));
             }
             line.push('\n');
+            if let Some(b) = &t.brokers {
+                line.push_str(&format!("brokers checked {}", b.checked));
+                if let Some(e) = &b.error {
+                    line.push_str(&format!(" (no answer: {e})"));
+                }
+                line.push('\n');
+                if let Some(change) = &b.last_change {
+                    line.push_str(&format!("last change {change}\n"));
+                }
+                for n in &b.not_serving {
+                    line.push_str(&format!("note: {n}\n"));
+                }
+            }
             line
         }
     };
@@ -231,6 +275,7 @@ mod tests {
             error: Some(format!("agent: {HOSTILE}")),
             hint: None,
             problems: vec![],
+            brokers: None,
         }
         .write(&path)
         .expect("write");

@@ -39,7 +39,12 @@ struct UpReport<'a> {
 ///
 /// # Errors
 /// No login, a taken port, or the background process's own one-line error.
-pub async fn up(s: &Settings, openssh: bool, printer: &Printer) -> anyhow::Result<ExitCode> {
+pub async fn up(
+    s: &Settings,
+    openssh: bool,
+    check_every: u64,
+    printer: &Printer,
+) -> anyhow::Result<ExitCode> {
     let mut profile = Profile::load(&s.paths.dir)?;
     if launch::openssh_alive(&s.paths, &profile.tunnel_host) {
         printer.info(&format!(
@@ -56,7 +61,7 @@ pub async fn up(s: &Settings, openssh: bool, printer: &Printer) -> anyhow::Resul
     // the cluster as it is now (a broker added since setup gets its forward).
     let mut added = Vec::new();
     let mut removed = Vec::new();
-    match refresh_profile(s, &profile, printer).await {
+    match refresh_profile(s, &profile, openssh, printer).await {
         Ok(Some(plan)) => {
             added = plan.added;
             removed = plan.removed;
@@ -132,7 +137,7 @@ pub async fn up(s: &Settings, openssh: bool, printer: &Printer) -> anyhow::Resul
         return Ok(ExitCode::SUCCESS);
     }
     let step = printer.step("start the tunnel");
-    let st = launch::start_daemon(&s.paths, &s.root, &s.name, s.verbose).await?;
+    let st = launch::start_daemon(&s.paths, &s.root, &s.name, s.verbose, check_every).await?;
     step.done(&format!(
         "pid {}, through {}, log `{}`",
         st.pid,
@@ -157,6 +162,7 @@ pub async fn up(s: &Settings, openssh: bool, printer: &Printer) -> anyhow::Resul
 async fn refresh_profile(
     s: &Settings,
     profile: &Profile,
+    openssh: bool,
     printer: &Printer,
 ) -> anyhow::Result<Option<refresh::Plan>> {
     let step = printer.step(&format!("connect to {}", profile.server.host));
@@ -177,6 +183,17 @@ async fn refresh_profile(
     let step = printer.step("ask the server for its brokers");
     let agent = AgentCommand::new(&profile.server.agent_command)?;
     let listed = agent::brokers(&session, &agent).await;
+    if let Ok(brokers) = &listed {
+        let missing =
+            crate::commands::setup::warn_not_serving(&session, &s.paths.dir, brokers, printer)
+                .await;
+        if openssh && missing > 0 {
+            printer.warn(
+                "OpenSSH's forwards cannot change while it runs: run `shiqi-connect tunnel up` \
+                 without --openssh to have a returning broker's forward added by itself",
+            );
+        }
+    }
     session.close().await;
     let brokers = match listed {
         Ok(b) => b,
