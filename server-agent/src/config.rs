@@ -33,14 +33,15 @@ pub struct Config {
 ///
 /// ```toml
 /// [limits]
-/// certificates_per_name = 20   # valid + revoked-but-unexpired client certificates per name
+/// certificates_per_name = 20   # valid + revoked-unexpired certificates per name (user keys)
 /// requests_per_minute = 60     # per enrolled key, refused ones included
 /// ```
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LimitsConfig {
-    /// Unexpired client certificates (valid or revoked) one name may hold; a `sign` past it is
-    /// refused. A revoked certificate counts until it expires because it stays in the CRL.
+    /// Unexpired client certificates (valid or revoked) a `user` key's name may hold; a `sign`
+    /// past it is refused. A revoked certificate counts until it expires because it stays in
+    /// the CRL. Admin keys are not capped (they may revoke and sign any name).
     pub certificates_per_name: u32,
     /// Requests one enrolled key may send per minute, refused ones included.
     pub requests_per_minute: u32,

@@ -1,7 +1,7 @@
 //! `[limits]`: what one enrolled key can make the server do. Every request of a key is charged
 //! before it is parsed (a refused request still costs an audit line), and a `sign` past the
-//! name's certificate cap is refused before anything is signed. Local callers are the CA's
-//! operator and are not limited.
+//! name's certificate cap is refused before anything is signed (for `user` keys). Local callers
+//! are the CA's operator and are not limited.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
@@ -9,6 +9,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use shiqi_ca::ProfileName;
+use shiqi_ca::inventory::access::Role;
 use shiqi_ca::inventory::{CertKind, Inventory};
 
 use crate::access::Caller;
@@ -105,8 +106,10 @@ fn with_locked(path: &Path, f: impl FnOnce(&mut Vec<u64>) -> bool) -> Result<boo
     Ok(admitted)
 }
 
-/// Refuses a new certificate for `name` when it already holds `[limits] certificates_per_name`
-/// unexpired ones. Called under the name's lock, so concurrent signs cannot both pass.
+/// Refuses a new certificate for `name` when a `user` key asks and the name already holds
+/// `[limits] certificates_per_name` unexpired ones. Admins and local callers are not capped:
+/// they may revoke and sign any name anyway, and an operator's repair loop must not lock itself
+/// out. Called under the name's lock, so concurrent signs cannot both pass.
 ///
 /// # Errors
 /// [`AgentError::TooManyCertificates`], or the inventory's error.
@@ -115,7 +118,7 @@ pub fn check_certificate_cap(
     inventory: &Inventory,
     name: &ProfileName,
 ) -> Result<(), AgentError> {
-    if matches!(ctx.caller, Caller::Local { .. }) {
+    if ctx.caller.role() != Some(Role::User) {
         return Ok(());
     }
     let cap = ctx.config.limits.certificates_per_name;

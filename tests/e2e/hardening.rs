@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::lifecycle::within;
 use crate::stack::{Out, Stack, stack, unique_name};
-use crate::teams::{bob_ssh, saige_ssh};
+use crate::teams::bob_ssh;
 
 /// `timeout 15 ssh -N … (bob's key)`: a forward sshd accepted would keep ssh running until the
 /// timeout (exit 124); a refused one ends it at once (`ExitOnForwardFailure`).
@@ -370,12 +370,35 @@ fn a_huge_request_grows_the_audit_log_by_less_than_a_kilobyte() {
 }
 
 #[test]
-fn a_key_gets_no_more_certificates_for_a_name_than_the_cap() {
+fn a_user_key_gets_no_more_certificates_for_its_name_than_the_cap() {
     let s = stack();
+    // A colleague of our own, enrolled as a `user` (the cap is for user keys), so the count
+    // starts at zero and no other test's name fills up.
     let name = unique_name("cap");
-    let dir = s.scratch();
-    let key = dir.path().join("k.pem");
-    let csr = dir.path().join("k.csr");
+    let home = crate::setup::Home::new(s, "cap");
+    let key = home.dir.join("id_ed25519");
+    let key_text = key.display().to_string();
+    s.laptop(
+        &[
+            "ssh-keygen",
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "",
+            "-f",
+            &key_text,
+        ],
+        &[],
+        None,
+    )
+    .ok();
+    let public = std::fs::read(format!("{key_text}.pub")).expect("public key");
+    s.agent(
+        &["enroll", &name, "--ssh-key", "-", "--role", "user"],
+        Some(&public),
+    )
+    .ok();
     let made = std::process::Command::new("openssl")
         .args([
             "req",
@@ -387,29 +410,43 @@ fn a_key_gets_no_more_certificates_for_a_name_than_the_cap() {
             "-nodes",
         ])
         .arg("-keyout")
-        .arg(&key)
+        .arg(home.dir.join("k.pem"))
         .arg("-out")
-        .arg(&csr)
+        .arg(home.dir.join("k.csr"))
         .args(["-subj", &format!("/CN={name}")])
         .output()
         .expect("openssl runs");
     assert!(made.status.success(), "{made:?}");
-    let csr = std::fs::read(&csr).expect("csr");
+    let csr = std::fs::read(home.dir.join("k.csr")).expect("csr");
+    let sign = || {
+        s.laptop(
+            &[
+                "ssh",
+                "-T",
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                "IdentitiesOnly=yes",
+                "-i",
+                &key_text,
+                s.info("ssh_destination"),
+                "shiqi-ca-agent",
+                "sign",
+                "--name",
+                &name,
+                "--no-kafka",
+            ],
+            &[],
+            Some(&csr),
+        )
+    };
     // The stack's agent runs with the default cap.
     const CAP: usize = 20;
     for i in 0..CAP {
-        let out = saige_ssh(
-            s,
-            &["shiqi-ca-agent", "sign", "--name", &name, "--no-kafka"],
-            Some(&csr),
-        );
+        let out = sign();
         assert!(out.success(), "sign {} of {CAP}: {}", i + 1, out.all());
     }
-    let out = saige_ssh(
-        s,
-        &["shiqi-ca-agent", "sign", "--name", &name, "--no-kafka"],
-        Some(&csr),
-    );
+    let out = sign();
     assert!(
         !out.success()
             && out.stderr.contains(&format!(
@@ -428,6 +465,19 @@ fn a_key_gets_no_more_certificates_for_a_name_than_the_cap() {
     );
     s.agent(&["revoke", "--name", &name], None);
     s.agent(&["unblock", &name], None);
+    let fingerprint = s
+        .laptop(
+            &["ssh-keygen", "-lf", &format!("{key_text}.pub")],
+            &[],
+            None,
+        )
+        .ok()
+        .stdout
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_default()
+        .to_owned();
+    s.agent(&["enroll", "--remove", &fingerprint], None).ok();
 }
 
 /// On the laptop's loopback: a MySQL server whose greeting, and an SSH server whose banner,

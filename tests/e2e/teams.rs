@@ -71,7 +71,7 @@ pub(crate) fn bob_ssh(s: &Stack, extra: &[&str], request: &[&str]) -> Out {
 }
 
 /// `ssh shiqi-ca@server REQUEST` with saige's (the laptop user's default) key.
-pub(crate) fn saige_ssh(s: &Stack, request: &[&str], stdin: Option<&[u8]>) -> Out {
+fn saige_ssh(s: &Stack, request: &[&str], stdin: Option<&[u8]>) -> Out {
     let mut full = vec![
         "ssh",
         "-T",

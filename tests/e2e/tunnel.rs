@@ -584,6 +584,15 @@ fn a_broker_that_returns_or_joins_gets_its_forward_with_no_command_typed() {
     let (_, before) = tunnel.status();
     let noted = before["tunnel"]["brokers"]["not_serving"].to_string();
     assert!(noted.contains("broker 2"), "{before:#}");
+    let doctor = home.connect(s, &["doctor", &name]);
+    assert!(
+        doctor
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("warn") && l.contains("login.kafka") && l.contains("broker 2")),
+        "doctor says nothing of broker 2:\n{}",
+        doctor.all()
+    );
 
     // Broker 2 comes back; nobody types anything.
     drop(stopped);

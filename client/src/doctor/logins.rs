@@ -96,7 +96,9 @@ async fn kafka(ctx: &Context, st: &Findings) -> Finding {
                 return match brokers(advertised) {
                     Ok(mut got) => {
                         got.sort();
-                        compare_brokers(ctx, &profile.brokers, &got, profile.name.as_str())
+                        let found =
+                            compare_brokers(ctx, &profile.brokers, &got, profile.name.as_str());
+                        note_not_serving(found, &profile.brokers, &tls).await
                     }
                     Err(why) => Finding::fail(
                         id,
@@ -166,6 +168,33 @@ fn brokers(advertised: Vec<AdvertisedBroker>) -> Result<Vec<Broker>, String> {
             })
         })
         .collect()
+}
+
+/// An `ok` metadata check turned into a warning naming each broker that is registered but not
+/// serving (`DescribeCluster` through the tunnel): the metadata leaves it out, so nothing else
+/// says a rolling restart is under way or a broker died. A cluster that cannot tell (Kafka
+/// before 4.0) keeps the finding as it is.
+async fn note_not_serving(found: Finding, brokers: &[Broker], tls: &ProfileTls) -> Finding {
+    if found.status != Status::Ok {
+        return found;
+    }
+    for b in brokers {
+        let asked = probe::kafka::registered(b.port.get(), b.host.as_str(), tls, TIMEOUT)
+            .await
+            .and_then(crate::tunnel::refresh::Registered::parse);
+        let Ok(registered) = asked else { continue };
+        let lines = registered.not_serving();
+        if lines.is_empty() {
+            return found;
+        }
+        return Finding::warn(
+            CheckId::LoginKafka,
+            format!("{}; but {}", found.found, lines.join("; ")),
+            "start it again (a client that needs its partitions waits until then); OpenSSH's \
+             tunnel (`tunnel up --openssh`) cannot add its forward while it runs",
+        );
+    }
+    found
 }
 
 fn compare_brokers(ctx: &Context, want: &[Broker], got: &[Broker], name: &str) -> Finding {
