@@ -31,7 +31,9 @@ impl<'a> Cluster<'a> {
         let profile = home.profile(&name);
         let tunnel = OpenSshTunnel::open(s, &profile);
         // One more forward, to node 1's PLAINTEXT listener, in its own ssh (the laptop user's
-        // key and known_hosts; the profile's config would repeat its forwards).
+        // key and known_hosts; the profile's config would repeat its forwards). Through the
+        // operator's shell account: enrolled keys may reach only the brokers' TLS listeners and
+        // MySQL (their `permitopen`), which a test elsewhere checks.
         let plain_port = port_of(s.info("kafka_plaintext"));
         let forward = format!("127.0.0.1:{plain_port}:localhost:{plain_port}");
         let plain = Background::start(
@@ -39,7 +41,7 @@ impl<'a> Cluster<'a> {
             home.dir.join("plain-forward.log"),
             &format!(
                 "ssh -N -o BatchMode=yes -o ExitOnForwardFailure=yes -L {forward} {}",
-                s.info("ssh_destination")
+                s.info("shell_destination")
             ),
         );
         let open = || {

@@ -276,6 +276,7 @@ impl Daemon {
     async fn reload(&mut self) {
         tracing::info!("reloading the profile");
         let mut problems = Vec::new();
+        let mut added = false;
         match Profile::load(&self.paths.dir) {
             Err(e) => problems.push(one_line(&e)),
             Ok(profile) => {
@@ -300,6 +301,7 @@ impl Daemon {
                     }
                     match ports::bind(f.local_port) {
                         Ok(l) => {
+                            added = true;
                             tracing::info!(
                                 "forwarding 127.0.0.1:{} -> {}:{} ({})",
                                 f.local_port,
@@ -324,6 +326,36 @@ impl Daemon {
         self.state.problems = problems;
         self.state.generation += 1;
         self.save();
+        if added {
+            self.renew_link().await;
+        }
+    }
+
+    /// A fresh login beside the current connection, which new channels then use: sshd applies
+    /// an `authorized_keys` line's `permitopen` when a key logs in, so a target the server
+    /// allowed since (`enroll --sync` after a broker joined) is reachable only on a new
+    /// connection. The old one serves its open channels until they end, so nothing is cut.
+    async fn renew_link(&mut self) {
+        if self.tx.borrow().is_none() {
+            // Reconnecting already: the next connection is a fresh login anyway.
+            return;
+        }
+        match self.targets.connect().await {
+            Ok(session) => {
+                log_connected(&session, &self.state.server);
+                self.generation += 1;
+                self.tx.send_replace(Some(Link {
+                    generation: self.generation,
+                    session: Arc::new(session),
+                }));
+                tracing::info!("logged in again for the new forwards");
+            }
+            Err(e) => tracing::warn!(
+                "cannot log in again for the new forwards (they work after the next \
+                 reconnect): {}",
+                one_line(&e)
+            ),
+        }
     }
 
     /// Asks the cluster which brokers are registered, through the first broker forward that
