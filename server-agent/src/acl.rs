@@ -1,6 +1,6 @@
 //! What a Kafka ACL is, as the agent's config and answers spell it: resource and pattern types,
-//! operations, permissions, bindings and filters. Plain data with no FFI, so `config.rs` can
-//! validate grants without touching librdkafka; [`crate::kafka_acl`] turns them into requests.
+//! operations, permissions, bindings and filters, and their codes on the wire
+//! (`org.apache.kafka.common.acl` / `resource`); [`crate::kafka`] sends them.
 
 use std::fmt;
 
@@ -65,7 +65,7 @@ pub enum Operation {
     AlterConfigs,
     /// Idempotent production (cluster; implied by topic WRITE since Kafka 3.0).
     IdempotentWrite,
-    /// Read back from the cluster only (e.g. `create-tokens`, which librdkafka does not name).
+    /// Read back from the cluster only (e.g. `create-tokens`, which this build does not name).
     #[serde(skip_deserializing)]
     Unknown,
 }
@@ -120,6 +120,46 @@ pub struct AclFilter {
     /// The permission.
     pub permission: Option<Permission>,
 }
+
+/// Each enum's wire code (Kafka's `code()`), and back; `Unknown` is 0, which no request sends.
+macro_rules! wire_codes {
+    ($t:ty { $($variant:ident = $code:literal),* $(,)? }) => {
+        impl $t {
+            /// The code Kafka's requests carry (0 for `Unknown`).
+            pub fn wire(self) -> i8 {
+                match self {
+                    $(Self::$variant => $code,)*
+                    Self::Unknown => 0,
+                }
+            }
+
+            /// What a reply's code means; a code this build does not know is `Unknown`.
+            pub fn from_wire(code: i8) -> Self {
+                match code {
+                    $($code => Self::$variant,)*
+                    _ => Self::Unknown,
+                }
+            }
+        }
+    };
+}
+
+wire_codes!(ResourceType { Topic = 2, Group = 3, Cluster = 4, TransactionalId = 5 });
+wire_codes!(PatternType { Literal = 3, Prefixed = 4 });
+wire_codes!(Operation {
+    All = 2,
+    Read = 3,
+    Write = 4,
+    Create = 5,
+    Delete = 6,
+    Alter = 7,
+    Describe = 8,
+    ClusterAction = 9,
+    DescribeConfigs = 10,
+    AlterConfigs = 11,
+    IdempotentWrite = 12,
+});
+wire_codes!(Permission { Deny = 2, Allow = 3 });
 
 impl ResourceType {
     /// Every type a config or a request may name.

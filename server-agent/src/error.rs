@@ -117,7 +117,7 @@ pub enum AgentError {
     Kafka {
         /// The bootstrap address.
         bootstrap: String,
-        /// librdkafka's message.
+        /// What went wrong: the connection, the TLS handshake or the reply.
         why: String,
     },
     /// A Kafka ACL could not be built (a NUL byte in a name, an unknown type); nothing was sent.
@@ -131,9 +131,9 @@ pub enum AgentError {
     KafkaAcl {
         /// `CreateAcls`, `DescribeAcls` or `DeleteAcls`.
         request: &'static str,
-        /// librdkafka's error name, e.g. `CLUSTER_AUTHORIZATION_FAILED`, `_TIMED_OUT`.
+        /// Kafka's error name, e.g. `CLUSTER_AUTHORIZATION_FAILED`, or `_TIMED_OUT` / `_TRANSPORT`.
         code: String,
-        /// librdkafka's or the broker's message.
+        /// The broker's message, or what failed on the way.
         why: String,
     },
     /// `sign --replaces SERIAL` named a certificate that is not the name's.

@@ -3,10 +3,8 @@
 //! `sign`), answers with one JSON document on stdout, and writes nothing to stdout otherwise.
 //!
 //! X.509 work is `shiqi-ca`'s; this crate brings the state directory, the config, MySQL
-//! (mysql_async) and Kafka (rdkafka).
-//!
-//! No `unsafe` except in [`kafka_acl`], which owns librdkafka's ACL FFI.
-#![deny(unsafe_code)]
+//! (mysql_async) and Kafka (`kafka-protocol` over rustls). No `unsafe`, no C Kafka library.
+#![forbid(unsafe_code)]
 
 pub mod access;
 pub mod acl;
@@ -19,8 +17,6 @@ pub mod crl;
 pub mod error;
 pub mod fsutil;
 pub mod kafka;
-#[allow(unsafe_code, reason = "librdkafka's ACL API; see the module docs")]
-pub mod kafka_acl;
 pub mod limits;
 pub mod logging;
 pub mod mysql;

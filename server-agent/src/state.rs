@@ -3,7 +3,7 @@
 //!
 //! The agent is synchronous except where a driver is async (mysql_async): those few calls go
 //! through [`Context::block_on`] on one current-thread runtime made per process, so no command
-//! builds its own and nothing spawns threads it does not need. (rdkafka runs its own threads.)
+//! builds its own and nothing spawns threads it does not need.
 
 use std::path::{Path, PathBuf};
 

@@ -4,6 +4,12 @@
 //! broker, serving or not; KIP-1073, Kafka 4.0+; needs no ACL either). Request header v1 (v2 for
 //! the flexible DescribeCluster), response header v0 (v1), big-endian
 //! (kafka.apache.org/protocol). No I/O here.
+//!
+//! The agent speaks Kafka through `kafka-protocol` to its own brokers; the laptop keeps these
+//! few decoders because it reads any server a config names (`doctor --bootstrap`), and
+//! `kafka-protocol` 0.18 sizes each array with `Vec::with_capacity` of the count the server
+//! sends (up to 2^31 entries), which a hostile server could use to abort the process. Here a
+//! count beyond what the reply's bytes can hold is refused before anything is allocated.
 
 /// `ApiVersions`.
 const API_VERSIONS: i16 = 18;

@@ -19,7 +19,6 @@ use crate::audit;
 use crate::cli::KafkaUserArgs;
 use crate::error::AgentError;
 use crate::kafka::Admin;
-use crate::kafka_acl;
 use crate::name_lock;
 use crate::state::Context;
 
@@ -58,14 +57,15 @@ fn grant(ctx: &Context, args: &KafkaUserArgs) -> anyhow::Result<KafkaUserRespons
         .ok_or_else(|| AgentError::NoCertificate {
             name: name.to_string(),
         })?;
-    grant_acls(ctx, &Admin::connect(ctx, &ctx.ca()?)?, &name)
+    let ca = ctx.ca()?;
+    grant_acls(ctx, &Admin::connect(ctx, &ca)?, &name)
 }
 
 /// Creates the `[kafka] grants` ACLs `User:NAME` lacks, over `admin` (the caller has checked
 /// that NAME has a valid certificate), and records the outcome in the audit log.
 pub(crate) fn grant_recorded(
     ctx: &Context,
-    admin: &Admin,
+    admin: &Admin<'_>,
     name: &ProfileName,
 ) -> anyhow::Result<KafkaUserResponse> {
     let result = grant_acls(ctx, admin, name);
@@ -75,7 +75,7 @@ pub(crate) fn grant_recorded(
 
 fn grant_acls(
     ctx: &Context,
-    admin: &Admin,
+    admin: &Admin<'_>,
     name: &ProfileName,
 ) -> anyhow::Result<KafkaUserResponse> {
     let principal = principal(name);
@@ -87,25 +87,20 @@ fn grant_acls(
         .flat_map(|g| g.bindings(name))
         .collect();
     let bootstrap = &admin.bootstrap;
-    let held: BTreeSet<AclBinding> = kafka_acl::describe_acls(
-        &admin.client,
-        &AclFilter::principal(&principal),
-        admin.timeout,
-    )
-    .with_context(|| format!("Kafka at `{bootstrap}`"))?
-    .into_iter()
-    .collect();
+    let held: BTreeSet<AclBinding> = admin
+        .describe_acls(&AclFilter::principal(&principal), None, admin.timeout)
+        .with_context(|| format!("Kafka at `{bootstrap}`"))?
+        .into_iter()
+        .collect();
     let missing: Vec<AclBinding> = wanted.difference(&held).cloned().collect();
-    kafka_acl::create_acls(&admin.client, &missing, admin.timeout)
+    admin
+        .create_acls(&missing)
         .with_context(|| format!("Kafka at `{bootstrap}`"))?;
     if let Err(gone) = name_lock::still_entitled(ctx, name) {
         // Revoked or blocked while we granted: take back everything the principal holds.
-        kafka_acl::delete_acls(
-            &admin.client,
-            &[AclFilter::principal(&principal)],
-            admin.timeout,
-        )
-        .with_context(|| format!("Kafka at `{bootstrap}`: rolling back after `{gone}`"))?;
+        admin
+            .delete_acls(&[AclFilter::principal(&principal)])
+            .with_context(|| format!("Kafka at `{bootstrap}`: rolling back after `{gone}`"))?;
         return Err(gone.into());
     }
     tracing::debug!(%principal, created = missing.len(), held = held.len(), "kafka-user");
@@ -130,11 +125,12 @@ fn revoke(ctx: &Context, args: &KafkaUserArgs) -> anyhow::Result<KafkaUserRespon
 /// once no valid certificate is left for the name.
 pub(crate) fn revoke_acls(ctx: &Context, name: &ProfileName) -> anyhow::Result<KafkaUserResponse> {
     let principal = principal(name);
-    let admin = Admin::connect(ctx, &ctx.ca()?)?;
+    let ca = ctx.ca()?;
+    let admin = Admin::connect(ctx, &ca)?;
     let filter = AclFilter::principal(&principal);
-    let deleted =
-        kafka_acl::delete_acls(&admin.client, std::slice::from_ref(&filter), admin.timeout)
-            .with_context(|| format!("Kafka at `{}`", admin.bootstrap))?;
+    let deleted = admin
+        .delete_acls(std::slice::from_ref(&filter))
+        .with_context(|| format!("Kafka at `{}`", admin.bootstrap))?;
     let brokers = gone_everywhere(&admin, &filter)?;
     tracing::debug!(%principal, ?brokers, "no broker lists the principal's ACLs any more");
     Ok(KafkaUserResponse {
@@ -150,30 +146,26 @@ pub(crate) fn revoke_acls(ctx: &Context, name: &ProfileName) -> anyhow::Result<K
 /// returns their ids. The controller commits a deletion at once, but each broker authorizes
 /// from its own copy of the metadata and applies it a moment later: until then a consumer
 /// connected to a lagging partition leader still reads. Bounded by `timeout`.
-fn gone_everywhere(admin: &Admin, filter: &AclFilter) -> Result<Vec<i32>, AgentError> {
+fn gone_everywhere(admin: &Admin<'_>, filter: &AclFilter) -> Result<Vec<i32>, AgentError> {
     let timeout = admin.timeout;
     let deadline = std::time::Instant::now() + timeout;
-    let kafka = |why: String| admin.error(why);
-    let metadata = admin
-        .client
-        .inner()
-        .fetch_metadata(None, timeout)
-        .map_err(|e| kafka(e.to_string()))?;
-    let brokers: Vec<i32> = metadata.brokers().iter().map(|b| b.id()).collect();
-    let mut lagging = brokers.clone();
+    let nodes = admin.nodes()?;
+    let brokers: Vec<i32> = nodes.iter().map(|n| n.id).collect();
+    let mut lagging = nodes;
     loop {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         let per_request = left.clamp(Duration::from_secs(1), Duration::from_secs(5));
-        lagging.retain(|&id| {
-            kafka_acl::describe_acls_on(&admin.client, filter, per_request, Some(id))
+        lagging.retain(|node| {
+            admin
+                .describe_acls(filter, Some(node), per_request)
                 .map_or(true, |held| !held.is_empty())
         });
         if lagging.is_empty() {
             return Ok(brokers);
         }
         if left.is_zero() {
-            let ids: Vec<String> = lagging.iter().map(i32::to_string).collect();
-            return Err(kafka(format!(
+            let ids: Vec<String> = lagging.iter().map(|n| n.id.to_string()).collect();
+            return Err(admin.error(format!(
                 "broker(s) {} still list the deleted ACLs after {} s, so a client connected \
                  there may still be authorized",
                 ids.join(", "),

@@ -47,7 +47,7 @@ pub fn run(ctx: &Context, args: ProvisionArgs) -> anyhow::Result<()> {
 /// The steps after signing, each only for a service the answer's facts name.
 fn finish(
     ctx: &Context,
-    admin: Option<&Admin>,
+    admin: Option<&Admin<'_>>,
     name: &ProfileName,
     response: &mut ProvisionResponse,
 ) -> anyhow::Result<()> {

@@ -43,7 +43,7 @@ pub(crate) enum Brokers<'a> {
     NotAsked,
     /// Yes, over the admin connection in the cell, made there on first use (after the CSR has
     /// passed, so a refusal opens nothing): `provision` reuses it for the ACLs.
-    Ask(&'a OnceCell<Result<Admin, String>>),
+    Ask(&'a OnceCell<Result<Admin<'a>, String>>),
 }
 
 /// Reads one PEM CSR from stdin, refusing more than a CSR can be.
@@ -64,12 +64,12 @@ pub(crate) fn read_csr() -> anyhow::Result<Vec<u8>> {
 
 /// Signs `csr` for `name` and records the outcome in the audit log (and, with `replaces`, the
 /// rotation).
-pub(crate) fn sign_recorded(
-    ctx: &Context,
+pub(crate) fn sign_recorded<'a>(
+    ctx: &'a Context,
     name: &str,
     csr: &[u8],
     replaces: Option<&str>,
-    brokers: Brokers<'_>,
+    brokers: Brokers<'a>,
 ) -> anyhow::Result<SignResponse> {
     let result = sign(ctx, name, csr, replaces, brokers);
     let (serial, outcome, reason) = match &result {
@@ -121,12 +121,12 @@ pub(crate) fn refresh_crl(ctx: &Context) {
     }
 }
 
-fn sign(
-    ctx: &Context,
+fn sign<'a>(
+    ctx: &'a Context,
     name: &str,
     csr: &[u8],
     replaces: Option<&str>,
-    brokers: Brokers<'_>,
+    brokers: Brokers<'a>,
 ) -> anyhow::Result<SignResponse> {
     let name: ProfileName = name.parse()?;
     if ctx.config.reserved_names().contains(&name.as_str()) {
@@ -201,11 +201,11 @@ fn check_replaces(
 }
 
 /// What the client needs to know; each fact that cannot be learned is listed with its reason.
-fn facts(
-    ctx: &Context,
+fn facts<'a>(
+    ctx: &'a Context,
     ca: &shiqi_ca::issue::Ca,
     name: &ProfileName,
-    brokers: Brokers<'_>,
+    brokers: Brokers<'a>,
 ) -> ServerFacts {
     let mut facts = ServerFacts::default();
     let mut missing = |reason: String| {
