@@ -3,7 +3,7 @@
 //! `REQUIRE SUBJECT` / `REQUIRE ISSUER` are compared against OpenSSL's `X509_NAME_oneline`
 //! form (`/CN=saige`, RDNs in certificate order). OpenSSL 1.1+ prints names differently
 //! (`CN = saige`) and `-nameopt compat` does not restore the old form
-//! (https://github.com/openssl/openssl/issues/5605), so the string is built here from the DER.
+//! (<https://github.com/openssl/openssl/issues/5605>), so the string is built here from the DER.
 
 use time::OffsetDateTime;
 use x509_parser::certificate::X509Certificate;

@@ -1,5 +1,8 @@
 //! The command line (clap derive only). Each doc comment is the help text; every flag has an
 //! environment variable. Values are settled into `commands::*::Settings` before anything runs.
+// The doc comments below are `--help` text, which clap prints as written: `[default: …]` and
+// `<state-dir>` are for people, not rustdoc links or HTML.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
 use std::path::PathBuf;
 

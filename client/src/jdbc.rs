@@ -3,12 +3,12 @@
 //!
 //! - MySQL Connector/J 8/9 takes the certificate only from Java keystores, named by URL
 //!   (`clientCertificateKeyStoreUrl=file:…`), and percent-decodes every option value.
-//!   https://dev.mysql.com/doc/connector-j/en/connector-j-connp-props-security.html
+//!   <https://dev.mysql.com/doc/connector-j/en/connector-j-connp-props-security.html>
 //! - MariaDB Connector/J 3.x has its own names (`sslMode=verify-full`, `serverSslCert`,
 //!   `keyStore` as a plain path), takes values verbatim (no percent-decoding: checked against
 //!   3.5.11's `Configuration.parse`) and silently ignores names it does not know, so a
 //!   Connector/J name on it would send no certificate and report nothing.
-//!   https://mariadb.com/docs/connectors/mariadb-connector-j/about-mariadb-connector-j/connection-parameters
+//!   <https://mariadb.com/docs/connectors/mariadb-connector-j/about-mariadb-connector-j/connection-parameters>
 //!
 //! Neither driver can read a password from a file, so both URLs hold the keystore password
 //! (PKCS#12 needs one). The URL is a [`Secret`]: printed on stdout when asked for, never logged.

@@ -59,7 +59,7 @@ impl Printer {
         escape_controls(text)
     }
 
-    /// Starts a step; finish it with [`Step::done`] or [`Step::failed`].
+    /// Starts a step; finish it with [`Step::done`], or drop it to mark it failed.
     pub fn step(&self, label: &str) -> Step<'_> {
         if self.progress {
             let mut err = std::io::stderr().lock();

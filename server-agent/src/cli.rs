@@ -1,4 +1,7 @@
 //! The command line (clap derive only). Each doc comment is the help text.
+// The doc comments below are `--help` text, which clap prints as written: `[default: …]` and
+// `<state-dir>` are for people, not rustdoc links or HTML.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
 use std::path::PathBuf;
 

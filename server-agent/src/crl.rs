@@ -63,7 +63,7 @@ impl Updated {
 
 /// Regenerates (or, with [`When::IfDue`], checks) the CRL and publishes it.
 ///
-/// `IfDue` is on every `sign`'s path, so it answers from [`Summary`] (`crl.json`, a few
+/// `IfDue` is on every `sign`'s path, so it answers from `Summary` (`crl.json`, a few
 /// bytes) and the inventory's index when it can: at 100,000 certificates, reading every
 /// revoked row or parsing a megabyte CRL per signature is what made `sign` slow. The full
 /// check (parse the CRL, compare its serials) runs only when the summary is missing or does not

@@ -36,7 +36,7 @@ struct Component {
     attrs: &'static [(&'static str, &'static str)],
 }
 
-/// What [`write`] did to each file.
+/// What [`write()`] did to each file.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Written {
     /// The files, shared first.

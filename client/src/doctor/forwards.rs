@@ -5,8 +5,6 @@
 
 use std::time::Duration;
 
-use clap::CommandFactory;
-
 use crate::doctor::{CheckId, Context, Finding, Findings};
 use crate::probe::speaks as probe;
 use crate::profile::files as pf;
@@ -54,12 +52,10 @@ pub fn services(ctx: &Context) -> Vec<Service> {
     out
 }
 
-/// `shiqi-connect tunnel up NAME`, when this build has that command.
+/// `shiqi-connect tunnel up NAME`, when there is a profile.
 fn tunnel_up(ctx: &Context) -> Option<String> {
     let name = ctx.profile.as_ref().ok()?.name.to_string();
-    crate::cli::Cli::command()
-        .find_subcommand("tunnel")
-        .map(|_| format!("shiqi-connect tunnel up {name}"))
+    Some(format!("shiqi-connect tunnel up {name}"))
 }
 
 /// How to (re)start the tunnel.

@@ -312,18 +312,12 @@ impl Context {
         }
     }
 
-    /// How to get a new key and certificate: `shiqi-connect rotate NAME` when this build has
-    /// it, else setup again.
+    /// How to get a new key and certificate: `shiqi-connect rotate NAME`, or setup again when
+    /// there is no profile to rotate.
     pub fn renew_command(&self) -> String {
-        let has_rotate = {
-            use clap::CommandFactory as _;
-            crate::cli::Cli::command()
-                .find_subcommand("rotate")
-                .is_some()
-        };
         match &self.profile {
-            Ok(p) if has_rotate => format!("shiqi-connect rotate {}", p.name),
-            _ => self.setup_again(),
+            Ok(p) => format!("shiqi-connect rotate {}", p.name),
+            Err(_) => self.setup_again(),
         }
     }
 

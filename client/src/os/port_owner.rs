@@ -1,6 +1,6 @@
 //! Who holds a local TCP port, asked of the OS without connecting to it.
 //!
-//! - Linux: `/proc` (no external tool), see [`procfs`];
+//! - Linux: `/proc` (no external tool), see `procfs`;
 //! - macOS and the BSDs: `lsof -nP -iTCP:PORT -sTCP:LISTEN` (shipped with macOS);
 //! - elsewhere (Windows): the owner is not named, and "taken" is learnt by connecting.
 

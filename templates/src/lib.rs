@@ -1,5 +1,5 @@
 //! `shiqi-render`: every config file shiqi-connect writes, as minijinja templates embedded from
-//! this crate's `templates/`, and the one environment both sides render them with — the laptop
+//! this crate's folder (`templates/*.j2` at the top of the repository), and the one environment both sides render them with — the laptop
 //! (Kafka client configs, my.cnf, ssh_config, DATAGRIP.md) and the agent (broker and MariaDB TLS
 //! fragments).
 //!
@@ -17,22 +17,16 @@ use serde::Serialize;
 
 /// Every template, by the name callers render it with.
 const TEMPLATES: &[(&str, &str)] = &[
-    (
-        "client.properties",
-        include_str!("../templates/client.properties.j2"),
-    ),
-    (
-        "librdkafka.conf",
-        include_str!("../templates/librdkafka.conf.j2"),
-    ),
-    ("my.cnf", include_str!("../templates/my.cnf.j2")),
-    ("ssh_config", include_str!("../templates/ssh_config.j2")),
-    ("DATAGRIP.md", include_str!("../templates/DATAGRIP.md.j2")),
+    ("client.properties", include_str!("../client.properties.j2")),
+    ("librdkafka.conf", include_str!("../librdkafka.conf.j2")),
+    ("my.cnf", include_str!("../my.cnf.j2")),
+    ("ssh_config", include_str!("../ssh_config.j2")),
+    ("DATAGRIP.md", include_str!("../DATAGRIP.md.j2")),
     (
         "kafka-server.properties",
-        include_str!("../templates/kafka-server.properties.j2"),
+        include_str!("../kafka-server.properties.j2"),
     ),
-    ("mysqld.cnf", include_str!("../templates/mysqld.cnf.j2")),
+    ("mysqld.cnf", include_str!("../mysqld.cnf.j2")),
 ];
 
 /// Renders template `name` (e.g. `"my.cnf"`) with `ctx`.
