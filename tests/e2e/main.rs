@@ -22,6 +22,7 @@ mod jdbc;
 mod kafka;
 mod known_hosts;
 mod lifecycle;
+mod logins;
 mod readme;
 mod server;
 mod setup;

@@ -98,6 +98,7 @@ pub async fn check(ctx: &Context, st: &mut Findings, passphrase: &dyn Passphrase
         identity_files: tunnel_keys(cfg, &ctx.home),
         identities_only: cfg.is_some_and(|c| c.identities_only),
         use_agent: true,
+        identity_agent: None,
         known_hosts: known_hosts.clone(),
         global_known_hosts: vec![PathBuf::from("/etc/ssh/ssh_known_hosts")],
         host_key_alias: None,

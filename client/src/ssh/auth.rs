@@ -1,5 +1,5 @@
-//! Public-key authentication the way OpenSSH tries it: ssh-agent first (when `SSH_AUTH_SOCK` is
-//! set), then the identity files in order, skipping missing ones. Remembers which key worked so
+//! Public-key authentication the way OpenSSH tries it: ssh-agent first (the `IdentityAgent`
+//! socket, else `SSH_AUTH_SOCK`), then the identity files in order, skipping missing ones. Remembers which key worked so
 //! the generated `ssh_config` names the same one. Never prompts itself: a passphrase comes from
 //! the caller's [`Passphrase`] source.
 
@@ -105,8 +105,12 @@ pub async fn authenticate<H: Handler>(
         source,
     };
 
-    if target.use_agent && std::env::var_os("SSH_AUTH_SOCK").is_some() {
-        match agent_auth(handle, target, &mut offered, &mut tried).await {
+    let socket = target
+        .identity_agent
+        .clone()
+        .or_else(|| std::env::var_os("SSH_AUTH_SOCK").map(PathBuf::from));
+    if let Some(socket) = socket.filter(|_| target.use_agent) {
+        match agent_auth(handle, target, &socket, &mut offered, &mut tried).await {
             Ok(Some(used)) => return Ok(AuthOutcome { used, notes }),
             Ok(None) => {}
             Err(AgentTrouble::Agent(why)) => notes.push(format!("ssh-agent not used: {why}")),
@@ -173,12 +177,13 @@ enum AgentTrouble {
 async fn agent_auth<H: Handler>(
     handle: &mut Handle<H>,
     target: &Target,
+    socket: &Path,
     offered: &mut Vec<KeyData>,
     tried: &mut Vec<String>,
 ) -> Result<Option<KeyUsed>, AgentTrouble> {
-    let mut agent = AgentClient::connect_env()
+    let mut agent = AgentClient::connect_uds(socket)
         .await
-        .map_err(|e| AgentTrouble::Agent(e.to_string()))?;
+        .map_err(|e| AgentTrouble::Agent(format!("`{}`: {e}", socket.display())))?;
     let identities = agent
         .request_identities()
         .await

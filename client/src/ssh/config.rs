@@ -32,6 +32,9 @@ pub struct Target {
     pub identities_only: bool,
     /// `IdentityAgent none` turns the agent off.
     pub use_agent: bool,
+    /// `IdentityAgent PATH` (1Password, Secretive, a socket of one's own), expanded as ssh does;
+    /// `None` means `SSH_AUTH_SOCK`, as when it is unset or says `SSH_AUTH_SOCK`.
+    pub identity_agent: Option<PathBuf>,
     /// Files to look the host key up in; the first one is where new keys are learned.
     pub known_hosts: Vec<PathBuf>,
     /// System-wide known_hosts files (read only).
@@ -293,6 +296,7 @@ fn parse_ssh_g(text: &str, dest: &Destination, env: &Env) -> Target {
     let mut global_known_hosts = Vec::new();
     let mut identities_only = false;
     let mut use_agent = true;
+    let mut identity_agent_raw = None;
     let mut host_key_alias = None;
     let (mut proxy_command, mut proxy_jump) = (None, None);
     for line in text.lines() {
@@ -306,7 +310,10 @@ fn parse_ssh_g(text: &str, dest: &Destination, env: &Env) -> Target {
             "port" => port = value.parse().unwrap_or(22),
             "identityfile" => identity_raw.push(value.to_owned()),
             "identitiesonly" => identities_only = value == "yes",
-            "identityagent" => use_agent = value != "none",
+            "identityagent" => {
+                use_agent = value != "none";
+                identity_agent_raw = Some(value.to_owned());
+            }
             "userknownhostsfile" => known_hosts.extend(
                 value
                     .split_whitespace()
@@ -337,6 +344,9 @@ fn parse_ssh_g(text: &str, dest: &Destination, env: &Env) -> Target {
         remote_user: &user,
         host: &host,
     };
+    let identity_agent = identity_agent_raw
+        .as_deref()
+        .and_then(|raw| identity_agent(raw, &tokens, &|v| std::env::var_os(v)));
     Target {
         destination: dest.clone(),
         identity_files: identity_list(&configured, identities_only, &tokens),
@@ -354,12 +364,36 @@ fn parse_ssh_g(text: &str, dest: &Destination, env: &Env) -> Target {
         user,
         identities_only,
         use_agent,
+        identity_agent,
         host_key_alias,
         proxy_command,
         proxy_jump,
         jumps: Vec::new(),
         resolved_by: "ssh -G",
     }
+}
+
+/// The socket an `IdentityAgent` value names, as ssh reads it (ssh_config(5)): `none` and
+/// `SSH_AUTH_SOCK` name no socket of their own (the agent is off, or the environment's); `$VAR`
+/// or `${VAR}` is that environment variable's value; anything else is a path with `~` and
+/// `%d`/`%u`/`%r`/`%h` expanded (`ssh -G` prints it unexpanded).
+fn identity_agent(
+    raw: &str,
+    tokens: &Tokens<'_>,
+    env: &dyn Fn(&str) -> Option<std::ffi::OsString>,
+) -> Option<PathBuf> {
+    let raw = raw.trim_matches('"');
+    if raw == "none" || raw == "SSH_AUTH_SOCK" {
+        return None;
+    }
+    if let Some(var) = raw.strip_prefix('$') {
+        let var = var
+            .strip_prefix('{')
+            .and_then(|v| v.strip_suffix('}'))
+            .unwrap_or(var);
+        return env(var).map(PathBuf::from);
+    }
+    Some(tokens.expand(raw))
 }
 
 /// Reads the host key settings from `ssh -G` output. `RevokedHostKeys` paths are taken as
@@ -496,6 +530,7 @@ fn resolve_with_russh_config(dest: &Destination, env: &Env) -> Result<Target, Er
         user,
         identities_only: false,
         use_agent: true,
+        identity_agent: None,
         host_key_alias: None,
         proxy_command: set(&hc.proxy_command),
         proxy_jump: set(&hc.proxy_jump),
@@ -672,6 +707,47 @@ mod tests {
         );
         let s = parse_host_key_settings("hashknownhosts no\nrevokedhostkeys none\n");
         assert_eq!(s, HostKeySettings::default());
+    }
+
+    #[test]
+    fn identity_agent_names_a_socket_as_ssh_reads_it() {
+        let t = |line: &str| parse_ssh_g(&format!("hostname h\n{line}\n"), &dest("h"), &env());
+        // 1Password's and Secretive's sockets, as people write them in ~/.ssh/config.
+        let op =
+            t("identityagent \"~/Library/Group Containers/2BUA8C4S2C.com.1password/t/agent.sock\"");
+        assert_eq!(
+            op.identity_agent.as_deref(),
+            Some(Path::new(
+                "/home/saige/Library/Group Containers/2BUA8C4S2C.com.1password/t/agent.sock"
+            ))
+        );
+        assert!(op.use_agent);
+        let tokens = t("identityagent %d/agents/%u-%h.sock");
+        assert_eq!(
+            tokens.identity_agent.as_deref(),
+            Some(Path::new("/home/saige/agents/saige-h.sock"))
+        );
+        for env_meaning in ["identityagent SSH_AUTH_SOCK", "user x"] {
+            let e = t(env_meaning);
+            assert!(e.use_agent && e.identity_agent.is_none(), "{env_meaning}");
+        }
+        let off = t("identityagent none");
+        assert!(!off.use_agent && off.identity_agent.is_none());
+        // `$VAR` / `${VAR}`: that variable's value, nothing when it is unset.
+        let tokens = Tokens {
+            home: Path::new("/home/saige"),
+            local_user: "saige",
+            remote_user: "x",
+            host: "h",
+        };
+        let env = |v: &str| (v == "MY_AGENT").then(|| "/run/a.sock".into());
+        for raw in ["$MY_AGENT", "${MY_AGENT}"] {
+            assert_eq!(
+                identity_agent(raw, &tokens, &env).as_deref(),
+                Some(Path::new("/run/a.sock"))
+            );
+        }
+        assert_eq!(identity_agent("$UNSET", &tokens, &env), None);
     }
 
     #[test]

@@ -107,6 +107,7 @@ mod tests {
             ],
             identities_only: false,
             use_agent: true,
+            identity_agent: None,
             known_hosts: vec!["/home/saige/.ssh/known_hosts2".into()],
             global_known_hosts: vec![],
             host_key_alias: None,
