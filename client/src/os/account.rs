@@ -4,6 +4,8 @@
 
 use std::path::PathBuf;
 
+use crate::error::Error;
+
 /// A user account.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Account {
@@ -28,7 +30,7 @@ pub fn current() -> Option<Account> {
 pub fn current() -> Option<Account> {
     Some(Account {
         name: std::env::var("USERNAME").ok()?,
-        home: crate::profile::home().ok()?,
+        home: home().ok()?,
     })
 }
 
@@ -37,6 +39,21 @@ pub fn current() -> Option<Account> {
 pub fn name_of(uid: u32) -> Option<String> {
     let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)).ok()??;
     Some(user.name)
+}
+
+/// The user's home folder: `$HOME` when set, else the account's home from the OS user database
+/// (`getpwuid_r` on Unix, the profile folder on Windows), as OpenSSH finds it.
+///
+/// # Errors
+/// [`Error::NoHome`] when neither gives one.
+#[expect(clippy::disallowed_methods, reason = "this is the one home lookup")]
+pub fn home() -> Result<PathBuf, Error> {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .or_else(std::env::home_dir)
+        .filter(|h| !h.as_os_str().is_empty())
+        .ok_or(Error::NoHome)
 }
 
 #[cfg(all(test, unix))]

@@ -11,11 +11,11 @@ use shiqi_ca::{Host, Port, ProfileName, Serial};
 use time::OffsetDateTime;
 
 use crate::error::Error;
-use crate::ssh::auth::KeyUsed;
 
 pub mod roots;
 
-pub use roots::{Roots, home, tilde};
+pub use crate::os::account::home;
+pub use roots::{Roots, tilde};
 
 /// The `profile.json` format version this build writes and reads.
 pub const PROFILE_VERSION: u32 = 1;
@@ -184,6 +184,48 @@ impl Profile {
         let mut s = serde_json::to_string_pretty(self).unwrap_or_default();
         s.push('\n');
         s
+    }
+}
+
+/// The key the server accepted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum KeyUsed {
+    /// A private key file.
+    File {
+        /// Its path.
+        path: PathBuf,
+        /// `SHA256:…` of its public key.
+        fingerprint: String,
+    },
+    /// A key held by ssh-agent.
+    Agent {
+        /// The agent's comment for it (often the file it came from).
+        comment: String,
+        /// `SHA256:…`.
+        fingerprint: String,
+        /// The identity file whose `.pub` is this key, if any: the tunnel's ssh_config names it,
+        /// so ssh finds the key with or without the agent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        file: Option<PathBuf>,
+    },
+}
+
+impl std::fmt::Display for KeyUsed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::File { path, .. } => write!(f, "`{}`", path.display()),
+            Self::Agent {
+                comment,
+                fingerprint,
+                ..
+            } if comment.is_empty() => write!(f, "agent: {fingerprint}"),
+            Self::Agent {
+                comment,
+                fingerprint,
+                ..
+            } => write!(f, "agent: {comment} ({fingerprint})"),
+        }
     }
 }
 

@@ -23,7 +23,7 @@ impl Roots {
     /// # Errors
     /// [`Error::NoHome`].
     pub fn resolve(shiqi_home: Option<&Path>) -> Result<Self, Error> {
-        let home = home()?;
+        let home = crate::os::account::home()?;
         let root = shiqi_home.map_or_else(|| home.join(".shiqi"), Path::to_path_buf);
         let root = std::path::absolute(&root).unwrap_or(root);
         Ok(Self { root, home })
@@ -92,21 +92,6 @@ impl Roots {
     pub fn show(&self, path: &Path) -> String {
         tilde(path, &self.home)
     }
-}
-
-/// The user's home folder: `$HOME` when set, else the account's home from the OS user database
-/// (`getpwuid_r` on Unix, the profile folder on Windows), as OpenSSH finds it.
-///
-/// # Errors
-/// [`Error::NoHome`] when neither gives one.
-#[expect(clippy::disallowed_methods, reason = "this is the one home lookup")]
-pub fn home() -> Result<PathBuf, Error> {
-    std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from)
-        .or_else(std::env::home_dir)
-        .filter(|h| !h.as_os_str().is_empty())
-        .ok_or(Error::NoHome)
 }
 
 /// `path` with the home folder shown as `~`, for messages and commands a user retypes.

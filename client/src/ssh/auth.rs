@@ -11,10 +11,10 @@ use russh::keys::agent::AgentIdentity;
 use russh::keys::agent::client::AgentClient;
 use russh::keys::ssh_key::public::KeyData;
 use russh::keys::{HashAlg, PrivateKeyWithHashAlg, PublicKey};
-use serde::{Deserialize, Serialize};
 use shiqi_ca::Secret;
 
 use crate::error::Error;
+use crate::profile::KeyUsed;
 use crate::ssh::config::Target;
 use crate::ssh::known_hosts::fingerprint;
 
@@ -30,48 +30,6 @@ pub struct NoPassphrase;
 impl Passphrase for NoPassphrase {
     fn passphrase(&self, _: &Path, _: bool) -> Option<Secret<String>> {
         None
-    }
-}
-
-/// The key the server accepted.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase")]
-pub enum KeyUsed {
-    /// A private key file.
-    File {
-        /// Its path.
-        path: PathBuf,
-        /// `SHA256:…` of its public key.
-        fingerprint: String,
-    },
-    /// A key held by ssh-agent.
-    Agent {
-        /// The agent's comment for it (often the file it came from).
-        comment: String,
-        /// `SHA256:…`.
-        fingerprint: String,
-        /// The identity file whose `.pub` is this key, if any: the tunnel's ssh_config names it,
-        /// so ssh finds the key with or without the agent.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        file: Option<PathBuf>,
-    },
-}
-
-impl std::fmt::Display for KeyUsed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::File { path, .. } => write!(f, "`{}`", path.display()),
-            Self::Agent {
-                comment,
-                fingerprint,
-                ..
-            } if comment.is_empty() => write!(f, "agent: {fingerprint}"),
-            Self::Agent {
-                comment,
-                fingerprint,
-                ..
-            } => write!(f, "agent: {comment} ({fingerprint})"),
-        }
     }
 }
 

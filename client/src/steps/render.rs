@@ -11,8 +11,8 @@ use shiqi_ca::protocol::{Broker, MysqlFacts};
 use shiqi_ca::{Host, Port, ProfileName, Secret};
 
 use crate::error::Error;
+use crate::profile::KeyUsed;
 use crate::profile::{ForwardRecord, JumpHost, files};
-use crate::ssh::auth::KeyUsed;
 
 /// One `LocalForward 127.0.0.1:local remote_host:remote_port`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

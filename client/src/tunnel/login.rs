@@ -6,9 +6,10 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::Error;
+use crate::profile::KeyUsed;
 use crate::profile::Profile;
 use crate::ssh::Session;
-use crate::ssh::auth::{KeyUsed, NoPassphrase};
+use crate::ssh::auth::NoPassphrase;
 use crate::ssh::config::{self, Env, Target};
 use crate::ssh::destination::Destination;
 use crate::ssh::known_hosts::HostKeyPolicy;

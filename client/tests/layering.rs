@@ -1,0 +1,118 @@
+//! The laptop crate's layers (docs/design.md, "Layout"), checked against the code: a module may
+//! use its own row and the rows below it, never a row above. A new upward `crate::…` path fails
+//! here, naming the file, so the table and the imports cannot drift apart again.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// Top to bottom, as design.md's table lists them; a row's modules may use each other.
+const LAYERS: &[&[&str]] = &[
+    &["main", "lib"],
+    &["commands", "cli"],
+    &["printer", "prompt"],
+    &["doctor", "datagrip", "mysql_source"],
+    &["tunnel"],
+    &["steps"],
+    &["agent"],
+    &["probe"],
+    &["ssh"],
+    &["profile"],
+    &["jdbc"],
+    &["text", "fsutil", "error", "os"],
+];
+
+fn layer_of(module: &str) -> Option<usize> {
+    LAYERS.iter().position(|row| row.contains(&module))
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The top-level modules a file's non-test code names as `crate::X`. Tests sit at the end of
+/// each file behind `#[cfg(test)]` and may reach anywhere; comments (doc links) do not count.
+fn uses(text: &str) -> BTreeSet<String> {
+    let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+    let mut found = BTreeSet::new();
+    for line in code.lines() {
+        let line = line.split("//").next().unwrap_or_default();
+        let mut rest = line;
+        while let Some(at) = rest.find("crate::") {
+            rest = &rest[at + "crate::".len()..];
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                found.insert(name);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_module_uses_a_layer_above_its_own() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    assert!(
+        files.len() > 50,
+        "found only {} files under src",
+        files.len()
+    );
+    let mut upward = Vec::new();
+    for file in &files {
+        let relative = file.strip_prefix(&src).unwrap_or(file);
+        let top = relative
+            .components()
+            .next()
+            .and_then(|c| c.as_os_str().to_str())
+            .unwrap_or_default()
+            .trim_end_matches(".rs")
+            .to_owned();
+        let Some(own) = layer_of(&top) else {
+            upward.push(format!(
+                "{}: module `{top}` is in no layer",
+                relative.display()
+            ));
+            continue;
+        };
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        for used in uses(&text) {
+            match layer_of(&used) {
+                Some(layer) if layer >= own => {}
+                Some(_) => upward.push(format!(
+                    "{}: `{top}` uses `crate::{used}`, a layer above it",
+                    relative.display()
+                )),
+                None => upward.push(format!(
+                    "{}: `crate::{used}` is in no layer",
+                    relative.display()
+                )),
+            }
+        }
+    }
+    assert!(
+        upward.is_empty(),
+        "imports against docs/design.md's layers:\n{}",
+        upward.join("\n")
+    );
+}
+
+#[test]
+fn the_scan_sees_paths_and_skips_tests_and_comments() {
+    let text = "use crate::ssh::auth;\nlet x = crate::probe::kafka::x();\n\
+                /// [`crate::commands`] prints it.\n#[cfg(test)]\nmod tests { use crate::cli; }\n";
+    assert_eq!(uses(text).into_iter().collect::<Vec<_>>(), ["probe", "ssh"]);
+}
