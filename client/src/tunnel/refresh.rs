@@ -96,8 +96,9 @@ impl Registered {
             .iter()
             .map(|b| {
                 format!(
-                    "broker {} ({}:{}) is registered but not serving now; `shiqi-connect tunnel \
-                     up` adds its forward when it returns",
+                    "broker {0} ({1}:{2}) is registered but not serving now; `shiqi-connect \
+                     tunnel up` adds its forward when it returns (a broker removed for good is \
+                     unregistered: `kafka-cluster.sh unregister --id {0}`)",
                     b.id, b.host, b.port
                 )
             })
@@ -300,7 +301,8 @@ mod tests {
             r.not_serving(),
             [
                 "broker 2 (broker-2.kafka.internal:9093) is registered but not serving now; \
-              `shiqi-connect tunnel up` adds its forward when it returns"
+              `shiqi-connect tunnel up` adds its forward when it returns (a broker removed for \
+              good is unregistered: `kafka-cluster.sh unregister --id 2`)"
             ]
         );
         let bad = Registered::parse(vec![reg(4, "evil\n1.2.3.4 bank", false)]).expect_err("bad");
