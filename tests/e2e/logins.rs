@@ -109,5 +109,21 @@ fn a_key_only_in_an_identity_agent_logs_in_like_ssh() {
     let profile =
         std::fs::read_to_string(home.profile(&name).join("profile.json")).expect("profile.json");
     assert!(profile.contains("\"kind\": \"agent\""), "{profile}");
+    assert!(
+        profile.contains(&socket),
+        "the profile does not record the socket:\n{profile}"
+    );
+    // The tunnel's ssh_config names the same agent, so OpenSSH (and DataGrip's "OpenSSH config"
+    // mode) ask it too; the OpenSSH tunnel comes up and every forward logs in.
+    let config =
+        std::fs::read_to_string(home.profile(&name).join("ssh_config")).expect("ssh_config");
+    assert!(
+        config.contains(&format!("    IdentityAgent {socket}\n")),
+        "{config}"
+    );
+    home.connect(s, &["tunnel", "up", &name, "--openssh"]).ok();
+    let status = home.connect(s, &["tunnel", "status", &name]);
+    home.connect(s, &["tunnel", "down", &name]).ok();
+    assert!(status.success(), "{}", status.all());
     drop(agent);
 }

@@ -209,8 +209,20 @@ fn shown_key(ctx: &Context, k: &KeyUsed) -> String {
     match k {
         KeyUsed::File { path, .. } => format!("`{}`", ctx.show(path)),
         KeyUsed::Agent {
-            file: Some(path), ..
-        } => format!("`{}` (through ssh-agent)", ctx.show(path)),
+            file: Some(path),
+            socket,
+            ..
+        } => match socket {
+            Some(s) => format!(
+                "`{}` (through the agent at `{}`)",
+                ctx.show(path),
+                ctx.show(s)
+            ),
+            None => format!("`{}` (through ssh-agent)", ctx.show(path)),
+        },
+        KeyUsed::Agent {
+            socket: Some(s), ..
+        } => format!("{k} (the agent at `{}`)", ctx.show(s)),
         other => other.to_string(),
     }
 }

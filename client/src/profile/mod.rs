@@ -208,6 +208,11 @@ pub enum KeyUsed {
         /// so ssh finds the key with or without the agent.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         file: Option<PathBuf>,
+        /// The agent's socket when `IdentityAgent` named one (1Password, Secretive); `None`:
+        /// `SSH_AUTH_SOCK`. The tunnel's ssh_config names it, so OpenSSH and DataGrip ask the
+        /// same agent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        socket: Option<PathBuf>,
     },
 }
 

@@ -184,6 +184,7 @@ async fn agent_auth<H: Handler>(
                     comment,
                     fingerprint: fp,
                     file,
+                    socket: target.identity_agent.clone(),
                 }));
             }
             Ok(_) => {}

@@ -247,11 +247,15 @@ fn check_input(i: &RenderInput<'_>) -> Result<(), Error> {
             comment,
             fingerprint,
             file,
+            socket,
         } => {
             checked("ssh-agent key comment", comment, Shape::Comment)?;
             checked("ssh-agent key fingerprint", fingerprint, Shape::Word)?;
             if let Some(p) = file {
                 checked("IdentityFile", &p.display().to_string(), Shape::Path)?;
+            }
+            if let Some(p) = socket {
+                checked("IdentityAgent", &p.display().to_string(), Shape::Path)?;
             }
         }
     }
@@ -294,15 +298,17 @@ pub fn render(input: &RenderInput<'_>) -> Result<Rendered, Error> {
             .collect::<Vec<_>>()
             .join(",")
     });
-    let (key_file, agent_key) = match input.key_used {
-        KeyUsed::File { path, .. } => (Some(path.display().to_string()), None),
+    let (key_file, agent_key, identity_agent) = match input.key_used {
+        KeyUsed::File { path, .. } => (Some(path.display().to_string()), None, None),
         KeyUsed::Agent {
             comment,
             fingerprint,
             file,
+            socket,
         } => (
             file.as_ref().map(|p| p.display().to_string()),
             Some(format!("{comment} {fingerprint}").trim().to_owned()),
+            socket.as_ref().map(|p| p.display().to_string()),
         ),
     };
     let tunnel_cmd = format!(
@@ -321,6 +327,7 @@ pub fn render(input: &RenderInput<'_>) -> Result<Rendered, Error> {
         known_hosts => input.known_hosts.display().to_string(),
         key_file => key_file,
         agent_key => agent_key,
+        identity_agent => identity_agent,
         tunnel_host => input.tunnel_host,
         jumps => jumps,
         proxy_jump => proxy_jump,
@@ -534,6 +541,7 @@ mod tests {
             comment: "saige@laptop\nMatch exec x".into(),
             fingerprint: "SHA256:x".into(),
             file: None,
+            socket: None,
         };
         let i = input(&name, &b, Some(&m), &f, &agent_key, &pw, &dir);
         assert!(render(&i).is_err(), "agent key comment with a newline");
@@ -620,6 +628,7 @@ mod tests {
             comment: "bob@laptop".into(),
             fingerprint: "SHA256:y".into(),
             file: None,
+            socket: Some(PathBuf::from("/home/bob/Library/Secretive/socket.ssh")),
         };
         let pw = Secret::new("pw".to_owned());
         let dir = PathBuf::from("/home/bob/my profiles/bob");
@@ -627,6 +636,13 @@ mod tests {
         assert!(r.client_properties.is_none() && r.librdkafka_conf.is_none());
         assert!(!r.ssh_config.contains("IdentityFile"));
         assert!(r.ssh_config.contains("ssh-agent"));
+        // The agent ~/.ssh/config named, so OpenSSH (and DataGrip) ask the same one.
+        assert!(
+            r.ssh_config
+                .contains("    IdentityAgent /home/bob/Library/Secretive/socket.ssh\n"),
+            "{}",
+            r.ssh_config
+        );
         assert!(
             r.ssh_config
                 .contains("ControlPath \"/home/bob/my profiles/bob/tunnel.sock\"")
@@ -648,6 +664,7 @@ mod tests {
             comment: "saige@laptop".into(),
             fingerprint: "SHA256:x".into(),
             file: Some(PathBuf::from("/home/saige/.ssh/id_ed25519")),
+            socket: None,
         };
         let pw = Secret::new("pw123".to_owned());
         let dir = PathBuf::from("/home/saige/.shiqi/saige");

@@ -78,11 +78,15 @@ fn plan(profile: &Profile, mut full: Target) -> Targets {
             first.identity_files = vec![path.clone()];
             first.use_agent = false;
         }
-        KeyUsed::Agent { file, .. } => {
+        KeyUsed::Agent { file, socket, .. } => {
             // IdentitiesOnly: the agent offers only the key whose `.pub` is that file.
             first.identity_files = file.iter().cloned().collect::<Vec<PathBuf>>();
             first.identities_only = file.is_some();
             first.use_agent = true;
+            // The agent that signed during setup, even if ~/.ssh/config no longer names it.
+            if socket.is_some() {
+                first.identity_agent.clone_from(socket);
+            }
         }
     }
     Targets {
@@ -144,8 +148,13 @@ mod tests {
             comment: "saige@laptop".into(),
             fingerprint: "SHA256:x".into(),
             file: None,
+            socket: Some("/home/saige/agent.sock".into()),
         };
         let t = plan(&agent, resolved());
         assert!(t.first.use_agent && t.first.identity_files.is_empty());
+        assert_eq!(
+            t.first.identity_agent.as_deref(),
+            Some(Path::new("/home/saige/agent.sock"))
+        );
     }
 }
