@@ -8,27 +8,13 @@ use crate::lifecycle::within;
 use crate::stack::{Out, Stack, stack, unique_name};
 use crate::teams::bob_ssh;
 
-/// `timeout 15 ssh -N … (bob's key)`: a forward sshd accepted would keep ssh running until the
-/// timeout (exit 124); a refused one ends it at once (`ExitOnForwardFailure`).
+/// Bob's key asking for `forward` and then for the agent's version: with
+/// `ExitOnForwardFailure`, a refused forward ends ssh with an error before anything runs; an
+/// accepted one lets the request run and ssh succeed.
 fn bob_forward(s: &Stack, forward: &[&str]) -> Out {
-    let mut extra = vec!["-N", "-o", "ExitOnForwardFailure=yes"];
+    let mut extra = vec!["-o", "ExitOnForwardFailure=yes"];
     extra.extend_from_slice(forward);
-    let key = format!("{}/.ssh/id_ed25519", s.info("bob_home"));
-    let mut full = vec![
-        "timeout",
-        "15",
-        "ssh",
-        "-T",
-        "-o",
-        "BatchMode=yes",
-        "-o",
-        "IdentitiesOnly=yes",
-        "-i",
-        &key,
-    ];
-    full.extend_from_slice(&extra);
-    full.push(s.info("ssh_destination"));
-    s.laptop(&full, &[], None)
+    bob_ssh(s, &extra, &["shiqi-ca-agent", "--version"])
 }
 
 #[test]
@@ -36,7 +22,7 @@ fn a_user_key_can_neither_listen_on_the_server_nor_reach_its_other_loopback_port
     let s = stack();
     // -R to a TCP port: sshd refuses the listener.
     let out = bob_forward(s, &["-R", "127.0.0.1:43307:127.0.0.1:9"]);
-    assert_ne!(out.code, Some(124), "sshd listened for bob:\n{}", out.all());
+    assert!(!out.success(), "sshd listened for bob:\n{}", out.all());
     assert!(
         out.stderr.contains("remote port forwarding failed"),
         "{}",
@@ -51,12 +37,7 @@ fn a_user_key_can_neither_listen_on_the_server_nor_reach_its_other_loopback_port
     let planted = format!("{}/planted.sock", s.info("agent_state_dir"));
     let forward = format!("{planted}:127.0.0.1:9");
     let out = bob_forward(s, &["-R", &forward]);
-    assert_ne!(
-        out.code,
-        Some(124),
-        "sshd made a socket for bob:\n{}",
-        out.all()
-    );
+    assert!(!out.success(), "sshd made a socket for bob:\n{}", out.all());
     assert!(
         out.stderr.contains("remote port forwarding failed"),
         "{}",
@@ -418,28 +399,8 @@ fn a_user_key_gets_no_more_certificates_for_its_name_than_the_cap() {
         .expect("openssl runs");
     assert!(made.status.success(), "{made:?}");
     let csr = std::fs::read(home.dir.join("k.csr")).expect("csr");
-    let sign = || {
-        s.laptop(
-            &[
-                "ssh",
-                "-T",
-                "-o",
-                "BatchMode=yes",
-                "-o",
-                "IdentitiesOnly=yes",
-                "-i",
-                &key_text,
-                s.info("ssh_destination"),
-                "shiqi-ca-agent",
-                "sign",
-                "--name",
-                &name,
-                "--no-kafka",
-            ],
-            &[],
-            Some(&csr),
-        )
-    };
+    let request = ["shiqi-ca-agent", "sign", "--name", &name, "--no-kafka"];
+    let sign = || crate::teams::ssh_with_key(s, &key_text, &[], &request, Some(&csr));
     // The stack's agent runs with the default cap.
     const CAP: usize = 20;
     for i in 0..CAP {

@@ -53,7 +53,17 @@ fn bob_setup(s: &Stack, home: &Home, name: &str, extra: &[&str]) -> Out {
 
 /// `ssh shiqi-ca@server REQUEST` with bob's key only, as a person would try it by hand.
 pub(crate) fn bob_ssh(s: &Stack, extra: &[&str], request: &[&str]) -> Out {
-    let key = bob_key(s);
+    ssh_with_key(s, &bob_key(s), extra, request, None)
+}
+
+/// `ssh shiqi-ca@server REQUEST` with `key` only, from the laptop.
+pub(crate) fn ssh_with_key(
+    s: &Stack,
+    key: &str,
+    extra: &[&str],
+    request: &[&str],
+    stdin: Option<&[u8]>,
+) -> Out {
     let mut full = vec![
         "ssh",
         "-T",
@@ -62,12 +72,12 @@ pub(crate) fn bob_ssh(s: &Stack, extra: &[&str], request: &[&str]) -> Out {
         "-o",
         "IdentitiesOnly=yes",
         "-i",
-        &key,
+        key,
     ];
     full.extend_from_slice(extra);
     full.push(s.info("ssh_destination"));
     full.extend_from_slice(request);
-    s.laptop(&full, &[], None)
+    s.laptop(&full, &[], stdin)
 }
 
 /// `ssh shiqi-ca@server REQUEST` with saige's (the laptop user's default) key.

@@ -458,40 +458,11 @@ async fn provision(
             Installed::Replaced(_) => "replaced the old profile",
         }
     ));
-    warn_not_serving(session, &dir, &profile.brokers, printer).await;
+    for line in crate::steps::verify::not_serving(session, &dir, &profile.brokers).await {
+        printer.warn(&line);
+    }
 
     Ok(profile)
-}
-
-/// Warns about each broker that is registered but not serving (stopped, mid-restart): the
-/// metadata the agent read leaves it out, so the profile has no forward for it yet. Asked of the
-/// cluster with the profile's certificate; a cluster that cannot tell (Kafka before 4.0) is not
-/// an error. Returns how many it warned about.
-pub(crate) async fn warn_not_serving(
-    session: &Session,
-    identity_dir: &std::path::Path,
-    brokers: &[shiqi_ca::protocol::Broker],
-    printer: &Printer,
-) -> usize {
-    if brokers.is_empty() {
-        return 0;
-    }
-    let listed = crate::steps::verify::registered(session, identity_dir, brokers)
-        .await
-        .and_then(crate::tunnel::refresh::Registered::parse);
-    match listed {
-        Ok(registered) => {
-            let lines = registered.not_serving();
-            for line in &lines {
-                printer.warn(line);
-            }
-            lines.len()
-        }
-        Err(why) => {
-            tracing::debug!("cannot ask which brokers are registered: {why}");
-            0
-        }
-    }
 }
 
 fn profile_files(

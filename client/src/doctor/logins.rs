@@ -181,7 +181,7 @@ async fn note_not_serving(found: Finding, brokers: &[Broker], tls: &ProfileTls) 
     for b in brokers {
         let asked = probe::kafka::registered(b.port.get(), b.host.as_str(), tls, TIMEOUT)
             .await
-            .and_then(crate::tunnel::refresh::Registered::parse);
+            .and_then(probe::kafka::Registered::parse);
         let Ok(registered) = asked else { continue };
         let lines = registered.not_serving();
         if lines.is_empty() {

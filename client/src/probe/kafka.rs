@@ -16,6 +16,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::probe::Outcome;
+use shiqi_ca::protocol::Broker;
+
 use crate::probe::kafka_wire::{self, AdvertisedBroker, RegisteredBroker};
 use crate::probe::tls::ProfileTls;
 
@@ -172,6 +174,66 @@ pub async fn metadata_at(
         .unwrap_or_else(|_| Err(format!("no answer within {}s", timeout.as_secs())))
 }
 
+/// What the cluster's registrations say about its brokers (`DescribeCluster` with fenced
+/// brokers), each parsed into the strict types a config file may hold.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Registered {
+    /// Serving now: what a client's metadata names.
+    pub serving: Vec<Broker>,
+    /// Registered but fenced (stopped, restarting, cut off from the controllers): back in the
+    /// metadata when they return.
+    pub fenced: Vec<Broker>,
+}
+
+impl Registered {
+    /// Parses the cluster's answer, sorted by id.
+    ///
+    /// # Errors
+    /// The broker whose advertised host or port is not one (nothing of the answer is used).
+    pub fn parse(list: Vec<RegisteredBroker>) -> Result<Self, String> {
+        let mut out = Self::default();
+        for b in list {
+            let host = b
+                .host
+                .parse()
+                .map_err(|e| format!("broker {} advertises an unusable host: {e}", b.id))?;
+            let port = u16::try_from(b.port)
+                .ok()
+                .and_then(|p| shiqi_ca::Port::try_from(p).ok())
+                .ok_or_else(|| format!("broker {} advertises port {}", b.id, b.port))?;
+            let broker = Broker {
+                id: b.id,
+                host,
+                port,
+            };
+            if b.fenced {
+                out.fenced.push(broker);
+            } else {
+                out.serving.push(broker);
+            }
+        }
+        out.serving.sort_by_key(|b| b.id);
+        out.fenced.sort_by_key(|b| b.id);
+        Ok(out)
+    }
+
+    /// One line per registered broker that is not serving, for setup, `tunnel up` and the
+    /// tunnel's log.
+    pub fn not_serving(&self) -> Vec<String> {
+        self.fenced
+            .iter()
+            .map(|b| {
+                format!(
+                    "broker {0} ({1}:{2}) is registered but not serving now; `shiqi-connect \
+                     tunnel up` adds its forward when it returns (a broker removed for good is \
+                     unregistered: `kafka-cluster.sh unregister --id {0}`)",
+                    b.id, b.host, b.port
+                )
+            })
+            .collect()
+    }
+}
+
 /// TLS over `tcp` as `server_name`, one request, one response body; returns the TLS version too.
 async fn exchange(
     tcp: TcpStream,
@@ -294,5 +356,38 @@ mod tests {
             .await
             .expect("answer");
         assert_eq!(body, [0, 0, 0, 9]);
+    }
+
+    #[test]
+    fn registrations_split_serving_from_fenced_and_refuse_bad_hosts() {
+        let reg = |id, host: &str, fenced| RegisteredBroker {
+            id,
+            host: host.to_owned(),
+            port: 9093,
+            fenced,
+        };
+        let r = Registered::parse(vec![
+            reg(3, "localhost", false),
+            reg(2, "broker-2.kafka.internal", true),
+            reg(1, "localhost", false),
+        ])
+        .expect("valid");
+        assert_eq!(r.serving.iter().map(|b| b.id).collect::<Vec<_>>(), [1, 3]);
+        assert_eq!(
+            r.not_serving(),
+            [
+                "broker 2 (broker-2.kafka.internal:9093) is registered but not serving now; \
+              `shiqi-connect tunnel up` adds its forward when it returns (a broker removed for \
+              good is unregistered: `kafka-cluster.sh unregister --id 2`)"
+            ]
+        );
+        let bad = Registered::parse(vec![reg(4, "evil\n1.2.3.4 bank", false)]).expect_err("bad");
+        assert!(
+            bad.starts_with("broker 4 advertises an unusable host"),
+            "{bad}"
+        );
+        let mut zero = reg(5, "localhost", false);
+        zero.port = 0;
+        assert!(Registered::parse(vec![zero]).is_err());
     }
 }

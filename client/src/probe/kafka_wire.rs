@@ -113,14 +113,7 @@ pub fn read_describe_cluster(
     let _cluster_id = r.compact_string()?;
     let _controller = r.i32()?;
     let count = r.compact_len()?.ok_or("a null broker list")?;
-    // Each broker takes at least 12 bytes: a count beyond the body is a lie, not an allocation.
-    if count > body.len() / 12 {
-        return Err(format!(
-            "a broker count of {count} in a {}-byte reply",
-            body.len()
-        ));
-    }
-    let mut brokers = Vec::with_capacity(count);
+    let mut brokers = Vec::with_capacity(broker_count(count, body, 12)?);
     for _ in 0..count {
         let id = r.i32()?;
         let host = r.compact_string()?.ok_or("a broker without a host")?;
@@ -186,14 +179,7 @@ pub fn read_metadata(body: &[u8], correlation: i32) -> Result<Vec<AdvertisedBrok
     let _throttle_ms = r.i32()?;
     let count = r.i32()?;
     let count = usize::try_from(count).map_err(|_| format!("a broker count of {count}"))?;
-    // Each broker takes at least 14 bytes: a count beyond the body is a lie, not an allocation.
-    if count > body.len() / 14 {
-        return Err(format!(
-            "a broker count of {count} in a {}-byte reply",
-            body.len()
-        ));
-    }
-    let mut brokers = Vec::with_capacity(count);
+    let mut brokers = Vec::with_capacity(broker_count(count, body, 14)?);
     for _ in 0..count {
         let id = r.i32()?;
         let host = r.string()?.ok_or("a broker without a host")?;
@@ -202,6 +188,18 @@ pub fn read_metadata(body: &[u8], correlation: i32) -> Result<Vec<AdvertisedBrok
         brokers.push(AdvertisedBroker { id, host, port });
     }
     Ok(brokers)
+}
+
+/// `count` brokers of at least `each` bytes must fit in `body`: a count beyond it is a lie, not
+/// an allocation.
+fn broker_count(count: usize, body: &[u8], each: usize) -> Result<usize, String> {
+    if count > body.len() / each {
+        return Err(format!(
+            "a broker count of {count} in a {}-byte reply",
+            body.len()
+        ));
+    }
+    Ok(count)
 }
 
 /// A cursor over a response body.

@@ -110,6 +110,29 @@ pub async fn registered(
     Err(last)
 }
 
+/// One line per broker that is registered but not serving (stopped, mid-restart), for setup
+/// and `tunnel up` to warn with: the metadata the agent read leaves it out, so the profile has
+/// no forward for it yet. A cluster that cannot tell (Kafka before 4.0) gives none.
+pub async fn not_serving(
+    session: &Session,
+    identity_dir: &Path,
+    brokers: &[Broker],
+) -> Vec<String> {
+    if brokers.is_empty() {
+        return Vec::new();
+    }
+    match registered(session, identity_dir, brokers)
+        .await
+        .and_then(probe::kafka::Registered::parse)
+    {
+        Ok(r) => r.not_serving(),
+        Err(why) => {
+            tracing::debug!("cannot ask which brokers are registered: {why}");
+            Vec::new()
+        }
+    }
+}
+
 /// Runs `probe(port)` against a local port whose one connection is carried to `host:port` on
 /// the server. Returns the check and whether the server could not reach the service.
 async fn through_ssh<F, Fut>(session: &Session, host: &str, port: u16, probe: F) -> (Outcome, bool)

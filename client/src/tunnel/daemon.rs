@@ -25,12 +25,13 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
 use crate::error::Error;
+use crate::probe::kafka::Registered;
 use crate::probe::{self, ProfileTls};
 use crate::profile::{ForwardRecord, Profile};
 use crate::ssh::Session;
 use crate::tunnel::forward::{self, Link, Shared};
 use crate::tunnel::login::Targets;
-use crate::tunnel::refresh::{self, Registered};
+use crate::tunnel::refresh;
 use crate::tunnel::state::{self, BrokersCheck, Phase, State};
 use crate::tunnel::{Paths, ports, process};
 
@@ -139,11 +140,12 @@ pub async fn run(opts: &Options) -> Result<(), Error> {
         signals,
         check_every: opts.check_every,
     };
+    // The first look at the cluster before `up` is told: `tunnel status` right after shows it.
+    d.check_brokers().await;
     d.state.phase = Phase::Up;
     d.state.since = OffsetDateTime::now_utc();
     d.save();
     tracing::info!("tunnel up");
-    d.check_brokers().await;
     d.supervise().await;
     d.stop().await;
     Ok(())
@@ -444,19 +446,11 @@ impl Daemon {
         }
         let alias = self.targets.first.host_key_alias.as_deref();
         refresh::write(&plan, &self.paths.dir, alias).map_err(|e| one_line(&e))?;
-        let list = |v: &[ForwardRecord]| {
-            v.iter()
-                .map(|f| format!("127.0.0.1:{} ({})", f.local_port, f.purpose))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let mut what = format!("{} brokers serving", plan.profile.brokers.len());
-        if !plan.added.is_empty() {
-            what.push_str(&format!("; new forward {}", list(&plan.added)));
-        }
-        if !plan.removed.is_empty() {
-            what.push_str(&format!("; replaced {}", list(&plan.removed)));
-        }
+        let what = format!(
+            "{} brokers serving{}",
+            plan.profile.brokers.len(),
+            plan.forward_changes()
+        );
         Ok(Some(what))
     }
 

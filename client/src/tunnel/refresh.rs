@@ -14,7 +14,6 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::error::Error;
 use crate::fsutil;
-use crate::probe::kafka_wire::RegisteredBroker;
 use crate::profile::{ForwardRecord, Profile, files};
 use crate::steps::render::{self, Forward, RenderInput};
 
@@ -46,63 +45,24 @@ impl Plan {
     }
 }
 
-/// What the cluster's registrations say about its brokers (`DescribeCluster` with fenced
-/// brokers), each parsed into the strict types a config file may hold.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Registered {
-    /// Serving now: what a client's metadata names.
-    pub serving: Vec<Broker>,
-    /// Registered but fenced (stopped, restarting, cut off from the controllers): back in the
-    /// metadata when they return.
-    pub fenced: Vec<Broker>,
-}
-
-impl Registered {
-    /// Parses the cluster's answer, sorted by id.
-    ///
-    /// # Errors
-    /// The broker whose advertised host or port is not one (nothing of the answer is used).
-    pub fn parse(list: Vec<RegisteredBroker>) -> Result<Self, String> {
-        let mut out = Self::default();
-        for b in list {
-            let host = b
-                .host
-                .parse()
-                .map_err(|e| format!("broker {} advertises an unusable host: {e}", b.id))?;
-            let port = u16::try_from(b.port)
-                .ok()
-                .and_then(|p| shiqi_ca::Port::try_from(p).ok())
-                .ok_or_else(|| format!("broker {} advertises port {}", b.id, b.port))?;
-            let broker = Broker {
-                id: b.id,
-                host,
-                port,
-            };
-            if b.fenced {
-                out.fenced.push(broker);
-            } else {
-                out.serving.push(broker);
-            }
+impl Plan {
+    /// The forwards it adds and drops, in words (`; new forward 127.0.0.1:49094 (Kafka broker
+    /// 4 …); dropped …`), empty when only the broker list changed.
+    pub fn forward_changes(&self) -> String {
+        let list = |v: &[ForwardRecord]| {
+            v.iter()
+                .map(|f| format!("127.0.0.1:{} ({})", f.local_port, f.purpose))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut out = String::new();
+        if !self.added.is_empty() {
+            out.push_str(&format!("; new forward {}", list(&self.added)));
         }
-        out.serving.sort_by_key(|b| b.id);
-        out.fenced.sort_by_key(|b| b.id);
-        Ok(out)
-    }
-
-    /// One line per registered broker that is not serving, for setup, `tunnel up` and the
-    /// tunnel's log.
-    pub fn not_serving(&self) -> Vec<String> {
-        self.fenced
-            .iter()
-            .map(|b| {
-                format!(
-                    "broker {0} ({1}:{2}) is registered but not serving now; `shiqi-connect \
-                     tunnel up` adds its forward when it returns (a broker removed for good is \
-                     unregistered: `kafka-cluster.sh unregister --id {0}`)",
-                    b.id, b.host, b.port
-                )
-            })
-            .collect()
+        if !self.removed.is_empty() {
+            out.push_str(&format!("; dropped {}", list(&self.removed)));
+        }
+        out
     }
 }
 
@@ -280,39 +240,6 @@ mod tests {
         assert_eq!(m.removed.len(), 1);
         assert_eq!(m.added.len(), 1);
         assert_eq!(m.profile.forwards.len(), old.forwards.len());
-    }
-
-    #[test]
-    fn registrations_split_serving_from_fenced_and_refuse_bad_hosts() {
-        let reg = |id, host: &str, fenced| RegisteredBroker {
-            id,
-            host: host.to_owned(),
-            port: 9093,
-            fenced,
-        };
-        let r = Registered::parse(vec![
-            reg(3, "localhost", false),
-            reg(2, "broker-2.kafka.internal", true),
-            reg(1, "localhost", false),
-        ])
-        .expect("valid");
-        assert_eq!(r.serving.iter().map(|b| b.id).collect::<Vec<_>>(), [1, 3]);
-        assert_eq!(
-            r.not_serving(),
-            [
-                "broker 2 (broker-2.kafka.internal:9093) is registered but not serving now; \
-              `shiqi-connect tunnel up` adds its forward when it returns (a broker removed for \
-              good is unregistered: `kafka-cluster.sh unregister --id 2`)"
-            ]
-        );
-        let bad = Registered::parse(vec![reg(4, "evil\n1.2.3.4 bank", false)]).expect_err("bad");
-        assert!(
-            bad.starts_with("broker 4 advertises an unusable host"),
-            "{bad}"
-        );
-        let mut zero = reg(5, "localhost", false);
-        zero.port = 0;
-        assert!(Registered::parse(vec![zero]).is_err());
     }
 
     #[test]

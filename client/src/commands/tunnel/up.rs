@@ -184,10 +184,11 @@ async fn refresh_profile(
     let agent = AgentCommand::new(&profile.server.agent_command)?;
     let listed = agent::brokers(&session, &agent).await;
     if let Ok(brokers) = &listed {
-        let missing =
-            crate::commands::setup::warn_not_serving(&session, &s.paths.dir, brokers, printer)
-                .await;
-        if openssh && missing > 0 {
+        let missing = crate::steps::verify::not_serving(&session, &s.paths.dir, brokers).await;
+        for line in &missing {
+            printer.warn(line);
+        }
+        if openssh && !missing.is_empty() {
             printer.warn(
                 "OpenSSH's forwards cannot change while it runs: run `shiqi-connect tunnel up` \
                  without --openssh to have a returning broker's forward added by itself",
@@ -231,19 +232,11 @@ async fn refresh_profile(
     }
     refresh::write(&plan, &s.paths.dir, targets.first.host_key_alias.as_deref())
         .with_context(|| format!("cannot update profile `{}`", s.name))?;
-    let list = |v: &[ForwardRecord]| {
-        v.iter()
-            .map(|f| format!("127.0.0.1:{} ({})", f.local_port, f.purpose))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let mut what = format!("{} brokers", plan.profile.brokers.len());
-    if !plan.added.is_empty() {
-        what.push_str(&format!("; new forward {}", list(&plan.added)));
-    }
-    if !plan.removed.is_empty() {
-        what.push_str(&format!("; dropped {}", list(&plan.removed)));
-    }
+    let mut what = format!(
+        "{} brokers{}",
+        plan.profile.brokers.len(),
+        plan.forward_changes()
+    );
     what.push_str("; `ssh_config` and `profile.json` rewritten");
     step.done(&what);
     Ok(Some(plan))
