@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use clap::builder::FalseyValueParser;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use clap_complete::Shell;
 use shiqi_ca::key::KeyType;
 
@@ -280,6 +280,45 @@ pub struct SetupArgs {
     /// `ssh -fN shiqi-tunnel` works.
     #[arg(long, env = "SHIQI_INSTALL_SSH_INCLUDE", value_parser = FalseyValueParser::new())]
     pub install_ssh_include: bool,
+    #[command(flatten)]
+    pub endpoint: EndpointArgs,
+}
+
+/// How Kafka clients reach the cluster (`setup`, `tunnel up`).
+#[derive(Debug, Args, Clone, Default)]
+pub struct EndpointArgs {
+    /// `local`: the tunnel speaks Kafka on 127.0.0.1 and does TLS for the clients (no keystores
+    /// in them; works whatever the brokers advertise). `direct`: clients do TLS themselves to
+    /// each broker's advertised `localhost:PORT`. `auto` (setup's default): direct when every
+    /// broker advertises a port of its own on localhost, local otherwise.
+    #[arg(long, env = "SHIQI_ENDPOINT", value_name = "MODE")]
+    pub endpoint: Option<EndpointMode>,
+    /// The local endpoint's bootstrap port; each broker gets one of the ports just above it.
+    #[arg(long, env = "SHIQI_ENDPOINT_PORT", value_name = "PORT")]
+    pub endpoint_port: Option<u16>,
+}
+
+impl EndpointArgs {
+    /// `local` as `Some(true)`, `direct` as `Some(false)`, auto or absent as `None`; the port.
+    pub fn wanted(&self) -> (Option<bool>, Option<u16>) {
+        let mode = match self.endpoint {
+            Some(EndpointMode::Local) => Some(true),
+            Some(EndpointMode::Direct) => Some(false),
+            Some(EndpointMode::Auto) | None => None,
+        };
+        (mode, self.endpoint_port)
+    }
+}
+
+/// `--endpoint`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum EndpointMode {
+    /// Direct when the cluster's shape allows it, local otherwise.
+    Auto,
+    /// The tunnel speaks Kafka for the clients.
+    Local,
+    /// Clients do TLS to each broker through its forward.
+    Direct,
 }
 
 /// `shiqi-connect tunnel up|down|status [NAME]`.
@@ -330,6 +369,10 @@ pub struct TunnelUpArgs {
     /// client.
     #[arg(long, env = "SHIQI_TUNNEL_OPENSSH", value_parser = FalseyValueParser::new())]
     pub openssh: bool,
+    /// Switch the profile's Kafka endpoint first (its client.properties, librdkafka.conf and
+    /// ssh_config are rewritten to match).
+    #[command(flatten)]
+    pub endpoint: EndpointArgs,
     #[arg(long, env = "SHIQI_TUNNEL_CHECK_EVERY", default_value_t = 60, value_name = "SECS", help = CHECK_EVERY_HELP)]
     pub check_every: u64,
 }

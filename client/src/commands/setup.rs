@@ -59,6 +59,8 @@ pub struct Settings {
     pub jump: Option<String>,
     /// `--json`: print `profile.json` on stdout instead of the profile path.
     pub json: bool,
+    /// `--endpoint` (`None`: auto) and `--endpoint-port`.
+    pub endpoint: (Option<bool>, Option<u16>),
 }
 
 impl Settings {
@@ -138,6 +140,7 @@ impl Settings {
             known_hosts: args.known_hosts.as_deref().map(absolute),
             jump: config::check_jump(args.jump.as_deref())?,
             json: global.json,
+            endpoint: args.endpoint.wanted(),
         })
     }
 
@@ -365,7 +368,18 @@ async fn provision(
         .as_ref()
         .map(|k| k.brokers.clone())
         .unwrap_or_default();
-    let (forwards, warnings) = render::forwards(&brokers, facts.mysql.as_ref())
+    let (endpoint, note) = render::choose_endpoint(
+        s.endpoint.0,
+        s.endpoint.1,
+        &profile::Endpoint::Direct,
+        &brokers,
+        facts.mysql.as_ref(),
+    )
+    .context("cannot plan the tunnel for this cluster")?;
+    if let Some(note) = note {
+        printer.note(&note);
+    }
+    let (forwards, warnings) = render::forwards(&brokers, facts.mysql.as_ref(), &endpoint)
         .context("cannot plan the tunnel for this cluster")?;
     for w in &warnings {
         printer.warn(w);
@@ -445,6 +459,7 @@ async fn provision(
         tunnel_host: s.tunnel_host.clone(),
         forwards: forwards.iter().map(render::Forward::record).collect(),
         p12_format: s.p12_format,
+        endpoint,
     };
     let files = profile_files(s, target, &generated.key, &signed, &profile, &forwards)
         .context("cannot build the profile files")?;

@@ -82,6 +82,90 @@ pub struct Profile {
     pub forwards: Vec<ForwardRecord>,
     /// Encryption of the PKCS#12 files.
     pub p12_format: P12Format,
+    /// How Kafka clients reach the cluster (profiles from before the local endpoint: direct).
+    #[serde(default, skip_serializing_if = "Endpoint::is_direct")]
+    pub endpoint: Endpoint,
+}
+
+/// How Kafka clients on the laptop reach the brokers.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "mode", rename_all = "lowercase")]
+pub enum Endpoint {
+    /// The client dials every broker's advertised address, forwarded on the same port, and does
+    /// TLS with the profile's keystore itself: needs brokers that advertise `localhost:P`, each
+    /// on a port of its own.
+    #[default]
+    Direct,
+    /// The tunnel speaks Kafka for the client: plaintext on 127.0.0.1, TLS to each broker with
+    /// the profile's certificate, broker addresses in answers rewritten to local ports. Works
+    /// whatever the brokers advertise.
+    Local {
+        /// The port clients bootstrap from.
+        bootstrap_port: u16,
+        /// The local port of each broker seen so far, by id.
+        brokers: Vec<LocalBroker>,
+    },
+}
+
+/// One broker's port on the local endpoint.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+pub struct LocalBroker {
+    /// The broker's node id.
+    pub id: i32,
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+}
+
+impl Endpoint {
+    /// The local endpoint's default bootstrap port: Kafka's own, as a local broker would have.
+    pub const DEFAULT_PORT: u16 = 9092;
+
+    /// Whether clients go to the brokers themselves.
+    pub fn is_direct(&self) -> bool {
+        matches!(self, Self::Direct)
+    }
+
+    /// `local` or `direct`, as `--endpoint` takes it.
+    pub fn mode(&self) -> &'static str {
+        match self {
+            Self::Direct => "direct",
+            Self::Local { .. } => "local",
+        }
+    }
+
+    /// A local endpoint on `bootstrap_port` with a port for each of `brokers` (kept from `self`
+    /// where it has one, else the next free one above the bootstrap port).
+    pub fn local(&self, bootstrap_port: u16, brokers: &[Broker]) -> Self {
+        let mut kept = match self {
+            Self::Local {
+                bootstrap_port: b,
+                brokers,
+            } if *b == bootstrap_port => brokers.clone(),
+            _ => Vec::new(),
+        };
+        let mut ids: Vec<i32> = brokers.iter().map(|b| b.id).collect();
+        ids.sort_unstable();
+        for id in ids {
+            if !kept.iter().any(|k| k.id == id) {
+                let port = next_port(bootstrap_port, &kept);
+                kept.push(LocalBroker { id, port });
+            }
+        }
+        kept.sort();
+        Self::Local {
+            bootstrap_port,
+            brokers: kept,
+        }
+    }
+}
+
+/// The lowest port above `bootstrap` that no broker in `taken` has.
+pub fn next_port(bootstrap: u16, taken: &[LocalBroker]) -> u16 {
+    let mut port = bootstrap.saturating_add(1);
+    while taken.iter().any(|t| t.port == port) && port < u16::MAX {
+        port += 1;
+    }
+    port
 }
 
 /// The SSH side of a profile.
@@ -278,6 +362,7 @@ pub(crate) mod tests {
             tunnel_host: "shiqi-tunnel".parse().expect("host"),
             forwards: vec![],
             p12_format: P12Format::Modern,
+            endpoint: Endpoint::Direct,
         }
     }
 

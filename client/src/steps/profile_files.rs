@@ -66,6 +66,7 @@ pub fn build(i: &Inputs<'_>) -> Result<Vec<ProfileFile>, Error> {
         brokers: &p.brokers,
         mysql: p.mysql.as_ref(),
         forwards: i.forwards,
+        endpoint: &p.endpoint,
         keystore_password: i.password,
         p12_format: &p.p12_format.to_string(),
         created: &created,

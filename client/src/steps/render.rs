@@ -12,7 +12,7 @@ use shiqi_ca::{Host, Port, ProfileName, Secret};
 
 use crate::error::Error;
 use crate::profile::KeyUsed;
-use crate::profile::{ForwardRecord, JumpHost, files};
+use crate::profile::{Endpoint, ForwardRecord, JumpHost, files};
 
 /// One `LocalForward 127.0.0.1:local remote_host:remote_port`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -39,9 +39,10 @@ impl Forward {
     }
 }
 
-/// The tunnel's forwards: one per advertised broker (after bootstrap a Kafka client dials every
-/// broker at its advertised address, so each needs its own local port), then MySQL.
-/// Warnings name brokers the laptop would not reach through the tunnel.
+/// The tunnel's forwards. Direct: one per advertised broker (after bootstrap a Kafka client
+/// dials every broker at its advertised address, so each needs its own local port), then MySQL;
+/// warnings name brokers the laptop would not reach through the tunnel. With the local endpoint
+/// Kafka needs no forward (the endpoint has its own ports): MySQL only.
 ///
 /// # Errors
 /// [`Error::DuplicatePort`] when two brokers (or a broker and MySQL) share a port.
@@ -49,7 +50,9 @@ impl Forward {
 pub fn forwards(
     brokers: &[Broker],
     mysql: Option<&MysqlFacts>,
+    endpoint: &Endpoint,
 ) -> Result<(Vec<Forward>, Vec<String>), Error> {
+    let brokers = if endpoint.is_direct() { brokers } else { &[] };
     let mut out: Vec<Forward> = Vec::new();
     let mut claimed: Vec<(u16, String, Host)> = Vec::new();
     let mut warnings = Vec::new();
@@ -76,8 +79,8 @@ pub fn forwards(
             warnings.push(format!(
                 "broker {} advertises `{}:{}`; the laptop resolves `{}` itself, so its \
                  connections will not use the tunnel unless that name points to 127.0.0.1 \
-                 (advertise `localhost:{}` instead)",
-                b.id, b.host, b.port, b.host, b.port
+                 (use the local endpoint: `shiqi-connect tunnel up NAME --endpoint local`)",
+                b.id, b.host, b.port, b.host
             ));
         }
         let who = format!("broker {}", b.id);
@@ -99,6 +102,54 @@ pub fn forwards(
         claim(f, "MySQL".to_owned())?;
     }
     Ok((out, warnings))
+}
+
+/// The endpoint a profile gets: `local` (`Some(true)`), `direct` (`Some(false)`), or for
+/// `None` ("auto") direct when every broker advertises `localhost` on a port of its own and
+/// local otherwise, with a note saying why. `port` moves the local bootstrap port (default
+/// [`Endpoint::DEFAULT_PORT`], or the one `current` has); brokers keep their ports.
+///
+/// # Errors
+/// As [`forwards`], for `direct` on a cluster with two brokers on one port (the error's hint
+/// names the local endpoint).
+pub fn choose_endpoint(
+    local: Option<bool>,
+    port: Option<u16>,
+    current: &Endpoint,
+    brokers: &[Broker],
+    mysql: Option<&MysqlFacts>,
+) -> Result<(Endpoint, Option<String>), Error> {
+    let bootstrap = port.unwrap_or(match current {
+        Endpoint::Local { bootstrap_port, .. } => *bootstrap_port,
+        Endpoint::Direct => Endpoint::DEFAULT_PORT,
+    });
+    let make_local = || current.local(bootstrap, brokers);
+    match local {
+        Some(true) => Ok((make_local(), None)),
+        Some(false) => {
+            forwards(brokers, mysql, &Endpoint::Direct)?;
+            Ok((Endpoint::Direct, None))
+        }
+        None if brokers.is_empty() => Ok((Endpoint::Direct, None)),
+        None => match forwards(brokers, mysql, &Endpoint::Direct) {
+            Ok((_, warnings)) if warnings.is_empty() => Ok((Endpoint::Direct, None)),
+            _ => {
+                let advertised: Vec<String> = brokers
+                    .iter()
+                    .map(|b| shiqi_render::hostport(b.host.as_str(), b.port.get()))
+                    .collect();
+                Ok((
+                    make_local(),
+                    Some(format!(
+                        "the brokers advertise {}, which the laptop cannot dial through \
+                         forwards of their own: Kafka clients use the local endpoint on \
+                         127.0.0.1:{bootstrap} (no keystore needed)",
+                        advertised.join(", ")
+                    )),
+                ))
+            }
+        },
+    }
 }
 
 /// Everything the templates need; all paths are the profile's final (not staging) paths.
@@ -131,6 +182,8 @@ pub struct RenderInput<'a> {
     pub mysql: Option<&'a MysqlFacts>,
     /// The forwards from [`forwards`].
     pub forwards: &'a [Forward],
+    /// How Kafka clients reach the cluster.
+    pub endpoint: &'a Endpoint,
     /// The PKCS#12 password (goes into `client.properties`, which Java reads).
     pub keystore_password: &'a Secret<String>,
     /// `legacy` or `modern`.
@@ -270,12 +323,18 @@ pub fn render(input: &RenderInput<'_>) -> Result<Rendered, Error> {
     check_input(input)?;
     let env = shiqi_render::environment();
     let path = |f: &str| input.dir.join(f).display().to_string();
-    let bootstrap = input
-        .brokers
-        .iter()
-        .map(|b| shiqi_render::hostport(b.host.as_str(), b.port.get()))
-        .collect::<Vec<_>>()
-        .join(",");
+    let local_bootstrap = match input.endpoint {
+        Endpoint::Local { bootstrap_port, .. } => Some(format!("127.0.0.1:{bootstrap_port}")),
+        Endpoint::Direct => None,
+    };
+    let bootstrap = local_bootstrap.clone().unwrap_or_else(|| {
+        input
+            .brokers
+            .iter()
+            .map(|b| shiqi_render::hostport(b.host.as_str(), b.port.get()))
+            .collect::<Vec<_>>()
+            .join(",")
+    });
     // OpenSSH reads the jump hosts from this same file (`ssh -F` passes it on to each hop).
     let jumps: Vec<_> = input
         .jumps
@@ -334,6 +393,7 @@ pub fn render(input: &RenderInput<'_>) -> Result<Rendered, Error> {
         tunnel_cmd => tunnel_cmd,
         brokers => Serde(input.brokers),
         bootstrap => bootstrap,
+        local_endpoint => local_bootstrap,
         mysql => Serde(input.mysql),
         forwards => Serde(input.forwards),
         password => input.keystore_password.expose(),
@@ -401,7 +461,12 @@ mod tests {
     // Seed: kafka-day-journal, one-port tunnel hangs on broker 2
     fn forwards_every_advertised_broker_and_mysql() {
         let m = mysql();
-        let (f, warnings) = forwards(&brokers(&[39094, 19094, 29094]), Some(&m)).expect("ok");
+        let (f, warnings) = forwards(
+            &brokers(&[39094, 19094, 29094]),
+            Some(&m),
+            &Endpoint::Direct,
+        )
+        .expect("ok");
         let ports: Vec<_> = f.iter().map(|f| f.local_port).collect();
         assert_eq!(ports, [39094, 19094, 29094, 3306]);
         assert!(warnings.is_empty());
@@ -410,13 +475,14 @@ mod tests {
 
     #[test]
     fn refuses_two_brokers_on_one_port() {
-        let e = forwards(&brokers(&[19094, 19094]), None).expect_err("dup");
+        let e = forwards(&brokers(&[19094, 19094]), None, &Endpoint::Direct).expect_err("dup");
         assert_eq!(
             e.to_string(),
             "broker 1 and broker 2 both use port 19094 (`localhost:19094`, `localhost:19094`): \
              one local port cannot forward to two servers"
         );
-        let e = forwards(&brokers(&[3306]), Some(&mysql())).expect_err("mysql clash");
+        let e = forwards(&brokers(&[3306]), Some(&mysql()), &Endpoint::Direct)
+            .expect_err("mysql clash");
         assert!(matches!(e, Error::DuplicatePort { port: 3306, .. }));
     }
 
@@ -427,7 +493,7 @@ mod tests {
             host: "kafka-2.internal".parse().expect("host"),
             port: shiqi_ca::Port::try_from(9093).expect("port"),
         }];
-        let (_, w) = forwards(&b, None).expect("ok");
+        let (_, w) = forwards(&b, None, &Endpoint::Direct).expect("ok");
         assert_eq!(w.len(), 1);
         assert!(w[0].contains("kafka-2.internal:9093"), "{}", w[0]);
     }
@@ -456,6 +522,7 @@ mod tests {
             brokers: b,
             mysql: m,
             forwards: f,
+            endpoint: &Endpoint::Direct,
             keystore_password: pw,
             p12_format: "modern",
             created: "2026-10-10T08:00:00Z",
@@ -472,7 +539,7 @@ mod tests {
         let name: ProfileName = "saige".parse().expect("name");
         let b = brokers(&[19094]);
         let m = mysql();
-        let (f, _) = forwards(&b, Some(&m)).expect("forwards");
+        let (f, _) = forwards(&b, Some(&m), &Endpoint::Direct).expect("forwards");
         let pw = Secret::new("pw123".to_owned());
         let dir = PathBuf::from("/home/saige/.shiqi/saige");
         let payloads = [
@@ -559,7 +626,7 @@ mod tests {
         let name: ProfileName = "saige".parse().expect("name");
         let b = brokers(&[19094, 29094, 39094]);
         let m = mysql();
-        let (f, _) = forwards(&b, Some(&m)).expect("forwards");
+        let (f, _) = forwards(&b, Some(&m), &Endpoint::Direct).expect("forwards");
         let key = KeyUsed::File {
             path: PathBuf::from("/home/saige/.ssh/id_ed25519"),
             fingerprint: "SHA256:x".into(),
@@ -623,7 +690,7 @@ mod tests {
     fn agent_login_and_no_kafka() {
         let name: ProfileName = "bob".parse().expect("name");
         let m = mysql();
-        let (f, _) = forwards(&[], Some(&m)).expect("forwards");
+        let (f, _) = forwards(&[], Some(&m), &Endpoint::Direct).expect("forwards");
         let key = KeyUsed::Agent {
             comment: "bob@laptop".into(),
             fingerprint: "SHA256:y".into(),
@@ -659,7 +726,7 @@ mod tests {
         let name: ProfileName = "saige".parse().expect("name");
         let b = brokers(&[19094, 29094, 39094]);
         let m = mysql();
-        let (f, _) = forwards(&b, Some(&m)).expect("forwards");
+        let (f, _) = forwards(&b, Some(&m), &Endpoint::Direct).expect("forwards");
         let key = KeyUsed::Agent {
             comment: "saige@laptop".into(),
             fingerprint: "SHA256:x".into(),
@@ -719,7 +786,7 @@ Host shiqi-tunnel
     #[test]
     fn names_each_jump_host_so_openssh_follows_them() {
         let (name, b, m) = ("saige".parse().expect("name"), brokers(&[19094]), mysql());
-        let (f, _) = forwards(&b, Some(&m)).expect("ok");
+        let (f, _) = forwards(&b, Some(&m), &Endpoint::Direct).expect("ok");
         let pw = Secret::new("pw".to_owned());
         let dir = PathBuf::from("/home/saige/.shiqi/saige");
         let key = KeyUsed::File {

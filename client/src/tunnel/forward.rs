@@ -7,6 +7,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use russh::ChannelStream;
+use russh::client::Msg;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, watch};
 
@@ -59,46 +61,58 @@ pub async fn serve(listener: TcpListener, forward: ForwardRecord, shared: Shared
 
 async fn bridge(mut socket: TcpStream, peer: SocketAddr, f: &ForwardRecord, shared: &Shared) {
     let _ = socket.set_nodelay(true);
+    let target = (f.remote_host.as_str(), f.remote_port.get());
+    let Some(mut stream) = open(shared, target, peer, f.local_port).await else {
+        return;
+    };
+    // One SSH packet's worth per read (russh's maximum is 32 KiB): the default 8 KiB buffers
+    // send four packets, four AEAD seals and four wakeups for each one.
+    let copied = tokio::io::copy_bidirectional_with_sizes(&mut socket, &mut stream, COPY, COPY);
+    match copied.await {
+        Ok((up, down)) => tracing::debug!(port = f.local_port, %peer, up, down, "closed"),
+        Err(e) => tracing::debug!(port = f.local_port, %peer, error = %e, "closed"),
+    }
+}
+
+/// A `direct-tcpip` channel to `target` (as the server resolves it) for the client `peer` of
+/// local `port`, on the current connection; `None`, logged, when there is none or the server
+/// refuses the channel.
+pub async fn open(
+    shared: &Shared,
+    target: (&str, u16),
+    peer: SocketAddr,
+    port: u16,
+) -> Option<ChannelStream<Msg>> {
+    let (host, remote_port) = target;
     let mut after = 0;
     // One retry: the first channel may fail on a connection that died a moment ago.
     for _ in 0..2 {
         let Some(link) = wait_for_link(shared.link.clone(), after).await else {
             tracing::warn!(
-                port = f.local_port,
+                port,
                 %peer,
                 "no SSH connection within {}s; closing the client connection",
                 WAIT_FOR_LINK.as_secs()
             );
-            return;
+            return None;
         };
         let opened = link
             .session
             .handle()
             .channel_open_direct_tcpip(
-                f.remote_host.as_str(),
-                u32::from(f.remote_port.get()),
+                host,
+                u32::from(remote_port),
                 peer.ip().to_string(),
                 u32::from(peer.port()),
             )
             .await;
         match opened {
             Ok(channel) => {
-                tracing::debug!(port = f.local_port, %peer, "channel open");
-                let mut stream = channel.into_stream();
-                // One SSH packet's worth per read (russh's maximum is 32 KiB): the default 8 KiB
-                // buffers send four packets, four AEAD seals and four wakeups for each one.
-                let copied =
-                    tokio::io::copy_bidirectional_with_sizes(&mut socket, &mut stream, COPY, COPY);
-                match copied.await {
-                    Ok((up, down)) => {
-                        tracing::debug!(port = f.local_port, %peer, up, down, "closed");
-                    }
-                    Err(e) => tracing::debug!(port = f.local_port, %peer, error = %e, "closed"),
-                }
-                return;
+                tracing::debug!(port, %peer, "channel open");
+                return Some(channel.into_stream());
             }
             Err(e) if link.session.handle().is_closed() => {
-                tracing::info!(port = f.local_port, error = %e, "the connection is gone");
+                tracing::info!(port, error = %e, "the connection is gone");
                 shared.lost.notify_one();
                 after = link.generation;
             }
@@ -106,15 +120,16 @@ async fn bridge(mut socket: TcpStream, peer: SocketAddr, f: &ForwardRecord, shar
                 // The server refused this channel (e.g. the target port is closed, or
                 // `AllowTcpForwarding no`): the client sees its connection closed.
                 tracing::warn!(
-                    port = f.local_port,
-                    target = %format!("{}:{}", f.remote_host, f.remote_port),
+                    port,
+                    target = %format!("{host}:{remote_port}"),
                     error = %e,
                     "the server did not open the forward"
                 );
-                return;
+                return None;
             }
         }
     }
+    None
 }
 
 /// The first connection newer than generation `after`, waiting up to [`WAIT_FOR_LINK`].

@@ -9,6 +9,7 @@
 //! in `commands::tunnel` decide what to show, and the daemon logs through `tracing`.
 
 pub mod daemon;
+pub mod endpoint;
 pub mod forward;
 pub mod launch;
 pub mod login;

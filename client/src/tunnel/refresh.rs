@@ -104,7 +104,7 @@ pub fn plan_keeping(old: &Profile, brokers: Vec<Broker>) -> Result<Plan, Error> 
 /// [`Error::DuplicatePort`] when the cluster now has two brokers on one port.
 pub fn plan(old: &Profile, mut brokers: Vec<Broker>) -> Result<Plan, Error> {
     brokers.sort_by_key(|b| b.id);
-    let (forwards, warnings) = render::forwards(&brokers, old.mysql.as_ref())?;
+    let (forwards, warnings) = render::forwards(&brokers, old.mysql.as_ref(), &old.endpoint)?;
     let records: Vec<ForwardRecord> = forwards.iter().map(Forward::record).collect();
     let added = records
         .iter()
@@ -172,6 +172,7 @@ fn render_ssh_config(
         brokers: &p.brokers,
         mysql: p.mysql.as_ref(),
         forwards,
+        endpoint: &p.endpoint,
         keystore_password: &no_password,
         p12_format: &p12,
         created: &created,
@@ -187,7 +188,7 @@ mod tests {
     use crate::profile::tests::sample;
 
     fn with_forwards(mut p: Profile) -> Profile {
-        let (f, _) = render::forwards(&p.brokers, p.mysql.as_ref()).expect("forwards");
+        let (f, _) = render::forwards(&p.brokers, p.mysql.as_ref(), &p.endpoint).expect("forwards");
         p.forwards = f.iter().map(Forward::record).collect();
         p
     }
@@ -271,7 +272,7 @@ mod tests {
     fn ssh_config_does_not_depend_on_the_keystore_password() {
         // The reason `render_ssh_config` may pass an empty password.
         let p = with_forwards(sample());
-        let (f, _) = render::forwards(&p.brokers, p.mysql.as_ref()).expect("forwards");
+        let (f, _) = render::forwards(&p.brokers, p.mysql.as_ref(), &p.endpoint).expect("forwards");
         let dir = Path::new("/home/saige/.shiqi/saige");
         let a = render_ssh_config(&p, &f, dir, None).expect("render");
         let pw = Secret::new("s3cret-pw".to_owned());
@@ -291,6 +292,7 @@ mod tests {
             brokers: &p.brokers,
             mysql: p.mysql.as_ref(),
             forwards: &f,
+            endpoint: &p.endpoint,
             keystore_password: &pw,
             p12_format: &p.p12_format.to_string(),
             created,

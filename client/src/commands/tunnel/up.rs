@@ -377,7 +377,8 @@ mod tests {
     #[test]
     fn lists_forwards_in_columns() {
         let p = crate::profile::tests::sample();
-        let (f, _) = crate::steps::render::forwards(&p.brokers, p.mysql.as_ref()).expect("ok");
+        let (f, _) =
+            crate::steps::render::forwards(&p.brokers, p.mysql.as_ref(), &p.endpoint).expect("ok");
         let records: Vec<ForwardRecord> = f
             .iter()
             .map(crate::steps::render::Forward::record)

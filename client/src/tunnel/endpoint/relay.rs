@@ -1,0 +1,258 @@
+//! One client connection of the local endpoint: plaintext Kafka from the client, TLS with the
+//! profile's certificate to the broker through a `direct-tcpip` channel, frames relayed both
+//! ways. Requests go up unchanged; answers come down unchanged unless they name brokers
+//! ([`rewrite::response`]). Kafka answers in request order on a connection, so a queue of the
+//! requests still owed an answer pairs each answer with its request.
+//!
+//! A failure ends this one connection with a log line (never the contents): an unparsable
+//! answer, a frame over the limit, an answer to no request, a refused channel or handshake.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use bytes::{Bytes, BytesMut};
+use rustls::pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::{TcpListener, TcpStream};
+
+use super::rewrite::{self, Node, Request};
+use super::{LocalEndpoint, Role};
+use crate::tunnel::forward;
+
+/// The largest request a client may send: the broker's own default `socket.request.max.bytes`.
+const MAX_REQUEST: usize = 100 * 1024 * 1024;
+/// The largest answer passed on (a Fetch answer is at most `fetch.max.bytes`, 50 MiB by
+/// default, plus headers; a client that raises it past this sees its connection closed).
+const MAX_ANSWER: usize = 256 * 1024 * 1024;
+/// Read and write buffers per direction: two full SSH packets.
+const BUFFER: usize = 64 * 1024;
+/// A frame's memory grows with the bytes that arrive, from at most this much: a length prefix
+/// alone reserves nothing large.
+const FIRST_RESERVE: usize = 64 * 1024;
+
+/// Serves `listener` until the task is aborted.
+pub async fn serve(listener: TcpListener, role: Role, ep: Arc<LocalEndpoint>) {
+    loop {
+        match listener.accept().await {
+            Ok((socket, peer)) => {
+                let ep = ep.clone();
+                tokio::spawn(async move { connection(socket, peer, role, &ep).await });
+            }
+            Err(e) => {
+                tracing::warn!(?role, error = %e, "local endpoint: accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+        }
+    }
+}
+
+async fn connection(socket: TcpStream, peer: SocketAddr, role: Role, ep: &Arc<LocalEndpoint>) {
+    let _ = socket.set_nodelay(true);
+    let port = socket.local_addr().map(|a| a.port()).unwrap_or_default();
+    let candidates = ep.upstreams(role);
+    if candidates.is_empty() {
+        tracing::warn!(
+            port,
+            ?role,
+            "local endpoint: no broker address known for this port yet; closing the client \
+             connection"
+        );
+        return;
+    }
+    let tls = match ep.tls().config() {
+        Ok(c) => tokio_rustls::TlsConnector::from(c),
+        Err(why) => {
+            tracing::warn!(port, "local endpoint: no TLS identity: {why}");
+            return;
+        }
+    };
+    let mut upstream = None;
+    for u in &candidates {
+        let Some(channel) =
+            forward::open(ep.shared(), (u.host.as_str(), u.port.get()), peer, port).await
+        else {
+            continue;
+        };
+        let Ok(name) = ServerName::try_from(u.host.to_string()) else {
+            continue;
+        };
+        match tls.connect(name, channel).await {
+            Ok(stream) => {
+                upstream = Some((u.clone(), stream));
+                break;
+            }
+            Err(e) => tracing::warn!(
+                port,
+                broker = %format!("{}:{}", u.host, u.port),
+                error = %e,
+                "local endpoint: TLS with the broker failed"
+            ),
+        }
+    }
+    let Some((to, stream)) = upstream else {
+        return;
+    };
+    tracing::debug!(port, %peer, broker = %format!("{}:{}", to.host, to.port), "relaying");
+    let (client_r, client_w) = socket.into_split();
+    let (broker_r, broker_w) = tokio::io::split(stream);
+    let owed = Arc::new(Mutex::new(VecDeque::new()));
+    let up = requests(BufReader::with_capacity(BUFFER, client_r), broker_w, &owed);
+    let down = answers(
+        BufReader::with_capacity(BUFFER, broker_r),
+        BufWriter::with_capacity(BUFFER, client_w),
+        &owed,
+        ep,
+    );
+    let ended = tokio::select! {
+        r = up => r.map_err(|why| format!("client side: {why}")),
+        r = down => r.map_err(|why| format!("broker side: {why}")),
+    };
+    match ended {
+        Ok(()) => tracing::debug!(port, %peer, "closed"),
+        Err(why) => tracing::warn!(
+            port,
+            %peer,
+            broker = %format!("{}:{}", to.host, to.port),
+            "local endpoint: closing one connection: {why}"
+        ),
+    }
+}
+
+type Owed = Arc<Mutex<VecDeque<Request>>>;
+
+/// Client to broker: each request is noted (when it will be answered) before it is sent.
+async fn requests<R, W>(mut from: R, mut to: W, owed: &Owed) -> Result<(), String>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    while let Some(frame) = read_frame(&mut from, MAX_REQUEST).await? {
+        let request = Request::peek(&frame.slice(4..))?;
+        if request.answered {
+            owed.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push_back(request);
+        }
+        to.write_all(&frame)
+            .await
+            .map_err(|e| format!("cannot send: {e}"))?;
+        to.flush().await.map_err(|e| format!("cannot send: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Broker to client: each answer is paired with the oldest request owed one and rewritten when
+/// it names brokers.
+async fn answers<R, W>(
+    mut from: R,
+    mut to: W,
+    owed: &Owed,
+    ep: &Arc<LocalEndpoint>,
+) -> Result<(), String>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    while let Some(frame) = read_frame(&mut from, MAX_ANSWER).await? {
+        let body = frame.slice(4..);
+        let [c0, c1, c2, c3, ..] = body[..] else {
+            return Err("an answer shorter than its header".to_owned());
+        };
+        let correlation_id = i32::from_be_bytes([c0, c1, c2, c3]);
+        let request = owed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop_front();
+        let request = match request {
+            Some(r) if r.correlation_id == correlation_id => r,
+            _ => return Err(format!("an answer ({correlation_id}) to no request sent")),
+        };
+        let mut ports = EndpointPorts(ep);
+        match rewrite::response(&request, &body, &mut ports)? {
+            None => to.write_all(&frame).await,
+            Some(rewritten) => {
+                let len = u32::try_from(rewritten.len()).map_err(|_| "an answer too large")?;
+                let mut out = BytesMut::with_capacity(rewritten.len() + 4);
+                out.extend_from_slice(&len.to_be_bytes());
+                out.extend_from_slice(&rewritten);
+                to.write_all(&out).await
+            }
+        }
+        .map_err(|e| format!("cannot answer the client: {e}"))?;
+        to.flush()
+            .await
+            .map_err(|e| format!("cannot answer the client: {e}"))?;
+    }
+    Ok(())
+}
+
+struct EndpointPorts<'a>(&'a Arc<LocalEndpoint>);
+
+impl rewrite::Ports for EndpointPorts<'_> {
+    fn local_port(&mut self, node: &Node) -> Option<u16> {
+        self.0.port_for(node)
+    }
+}
+
+/// One length-prefixed frame, prefix included; `None` at a clean end of stream.
+async fn read_frame<R: AsyncRead + Unpin>(
+    from: &mut R,
+    max: usize,
+) -> Result<Option<Bytes>, String> {
+    let mut len = [0u8; 4];
+    match from.read_exact(&mut len).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(format!("cannot read: {e}")),
+    }
+    let n = usize::try_from(u32::from_be_bytes(len)).unwrap_or(usize::MAX);
+    if n > max {
+        return Err(format!("a frame of {n} bytes is over the {max}-byte limit"));
+    }
+    let mut buf = BytesMut::with_capacity(4 + n.min(FIRST_RESERVE));
+    buf.extend_from_slice(&len);
+    let mut rest = from.take(n as u64);
+    while buf.len() < 4 + n {
+        buf.reserve((4 + n - buf.len()).min(FIRST_RESERVE.max(buf.len())));
+        let got = rest
+            .read_buf(&mut buf)
+            .await
+            .map_err(|e| format!("cannot read: {e}"))?;
+        if got == 0 {
+            return Err(format!("the stream ended inside a frame of {n} bytes"));
+        }
+    }
+    Ok(Some(buf.freeze()))
+}
+
+#[cfg(test)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "#[tokio::test] builds its own runtime"
+)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn frames_are_read_whole_and_bounded() {
+        let (mut a, mut b) = tokio::io::duplex(1024);
+        tokio::spawn(async move {
+            let _ = b.write_all(&[0, 0, 0, 3, 1, 2, 3, 0, 0, 0, 9, 1]).await;
+        });
+        let f = read_frame(&mut a, 16).await.expect("frame").expect("some");
+        assert_eq!(&f[..], [0, 0, 0, 3, 1, 2, 3]);
+        let err = read_frame(&mut a, 16).await.expect_err("cut short");
+        assert!(err.contains("ended inside"), "{err}");
+
+        let (mut a, mut b) = tokio::io::duplex(64);
+        tokio::spawn(async move {
+            let _ = b.write_all(&[0x7f, 0xff, 0xff, 0xff]).await;
+        });
+        let err = read_frame(&mut a, MAX_ANSWER).await.expect_err("too big");
+        assert!(err.contains("over the"), "{err}");
+        let (mut a, b) = tokio::io::duplex(64);
+        drop(b);
+        assert_eq!(read_frame(&mut a, 16).await, Ok(None));
+    }
+}

@@ -1,0 +1,511 @@
+//! The local endpoint's only change to Kafka traffic: every broker address in an answer becomes
+//! `127.0.0.1:<the local port of that broker>`. Pure (no I/O); the messages are `kafka-protocol`'s,
+//! generated from Kafka's own definitions, so every version a client may use is covered.
+//!
+//! Answers that name brokers: Metadata, FindCoordinator (one coordinator before v4, a batch
+//! after), DescribeCluster, and the `node_endpoints` that Produce (v10+), Fetch (v16+),
+//! ShareFetch and ShareAcknowledge return with a "not the leader" error so the client can go
+//! straight to the new leader (KIP-951). ApiVersions passes through, except that the APIs
+//! rewritten here are capped at the newest version this build can decode: a newer broker must
+//! not talk a client into a version whose addresses would pass unrewritten.
+//!
+//! Requests pass through byte for byte; [`Request::peek`] reads only what the relay needs to pair
+//! each answer with its request (and whether one comes at all: Produce with `acks=0`).
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsResponse, DescribeClusterResponse, FetchResponse, FindCoordinatorResponse,
+    MetadataResponse, ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader,
+    ShareAcknowledgeResponse, ShareFetchResponse,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+
+/// The host every rewritten address names.
+pub const LOCAL_HOST: &str = "127.0.0.1";
+
+/// A broker as an answer names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Node {
+    /// The node id.
+    pub id: i32,
+    /// Its advertised host.
+    pub host: String,
+    /// Its advertised port.
+    pub port: i32,
+}
+
+/// Gives each broker its local port (binding one for a broker seen for the first time);
+/// `None` when none can be had, and the answer is then refused rather than passed on with an
+/// address that leads around the tunnel.
+pub trait Ports {
+    /// The local port for `node`.
+    fn local_port(&mut self, node: &Node) -> Option<u16>;
+}
+
+/// What the relay needs of a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Request {
+    /// The API key.
+    pub api_key: i16,
+    /// The API version.
+    pub version: i16,
+    /// The id the answer repeats.
+    pub correlation_id: i32,
+    /// Whether the broker answers it (not Produce with `acks=0`).
+    pub answered: bool,
+}
+
+impl Request {
+    /// Reads the header of one request frame (without its length prefix).
+    ///
+    /// # Errors
+    /// A frame too short for a header, or a Produce request that does not decode.
+    pub fn peek(frame: &Bytes) -> Result<Self, String> {
+        let [k0, k1, v0, v1, c0, c1, c2, c3, ..] = frame[..] else {
+            return Err(format!(
+                "a request of {} bytes is shorter than its header",
+                frame.len()
+            ));
+        };
+        let api_key = i16::from_be_bytes([k0, k1]);
+        let version = i16::from_be_bytes([v0, v1]);
+        let correlation_id = i32::from_be_bytes([c0, c1, c2, c3]);
+        let answered = if api_key == ApiKey::Produce as i16 {
+            produce_acks(frame, version)? != 0
+        } else {
+            true
+        };
+        Ok(Self {
+            api_key,
+            version,
+            correlation_id,
+            answered,
+        })
+    }
+}
+
+/// The `acks` of a Produce request (its records are sliced, not copied).
+fn produce_acks(frame: &Bytes, version: i16) -> Result<i16, String> {
+    let mut buf = frame.clone();
+    let header_version = ProduceRequest::header_version(version);
+    RequestHeader::decode(&mut buf, header_version)
+        .and_then(|_| ProduceRequest::decode(&mut buf, version))
+        .map(|r| r.acks)
+        .map_err(|e| format!("a Produce v{version} request does not decode: {e}"))
+}
+
+/// Whether answers to `api_key` may name brokers (and so must be decoded).
+pub fn rewrites(api_key: i16, version: i16) -> bool {
+    match ApiKey::try_from(api_key) {
+        Ok(ApiKey::Metadata | ApiKey::FindCoordinator | ApiKey::DescribeCluster) => true,
+        Ok(ApiKey::ApiVersions | ApiKey::ShareFetch | ApiKey::ShareAcknowledge) => true,
+        Ok(ApiKey::Produce) => version >= 10,
+        Ok(ApiKey::Fetch) => version >= 16,
+        _ => false,
+    }
+}
+
+/// The answer (one frame, without its length prefix) to `request` with every broker address
+/// made local; `None` when it names none and passes unchanged.
+///
+/// # Errors
+/// An answer that does not decode as the request's API and version, or a broker that could not
+/// get a local port. The relay closes that one client connection.
+pub fn response(
+    request: &Request,
+    frame: &Bytes,
+    ports: &mut dyn Ports,
+) -> Result<Option<BytesMut>, String> {
+    if !rewrites(request.api_key, request.version) {
+        return Ok(None);
+    }
+    let Ok(key) = ApiKey::try_from(request.api_key) else {
+        return Ok(None);
+    };
+    let v = request.version;
+    let bad = |e: anyhow::Error| format!("a {key:?} v{v} answer does not decode: {e}");
+    let mut buf = frame.clone();
+    let header = ResponseHeader::decode(&mut buf, key.response_header_version(v)).map_err(bad)?;
+    let mut out = Rewriter {
+        ports,
+        changed: false,
+    };
+    let body = match key {
+        ApiKey::Metadata => {
+            let mut m = MetadataResponse::decode(&mut buf, v).map_err(bad)?;
+            for b in &mut m.brokers {
+                out.node(b.node_id.0, &mut b.host, &mut b.port)?;
+            }
+            out.encode(&m, v)?
+        }
+        ApiKey::FindCoordinator => {
+            let mut m = FindCoordinatorResponse::decode(&mut buf, v).map_err(bad)?;
+            out.node(m.node_id.0, &mut m.host, &mut m.port)?;
+            for c in &mut m.coordinators {
+                out.node(c.node_id.0, &mut c.host, &mut c.port)?;
+            }
+            out.encode(&m, v)?
+        }
+        ApiKey::DescribeCluster => {
+            let mut m = DescribeClusterResponse::decode(&mut buf, v).map_err(bad)?;
+            for b in &mut m.brokers {
+                out.node(b.broker_id.0, &mut b.host, &mut b.port)?;
+            }
+            out.encode(&m, v)?
+        }
+        ApiKey::Produce => {
+            let mut m = ProduceResponse::decode(&mut buf, v).map_err(bad)?;
+            for n in &mut m.node_endpoints {
+                out.node(n.node_id.0, &mut n.host, &mut n.port)?;
+            }
+            out.encode(&m, v)?
+        }
+        ApiKey::Fetch => {
+            let mut m = FetchResponse::decode(&mut buf, v).map_err(bad)?;
+            for n in &mut m.node_endpoints {
+                out.node(n.node_id.0, &mut n.host, &mut n.port)?;
+            }
+            out.encode(&m, v)?
+        }
+        ApiKey::ShareFetch => {
+            let mut m = ShareFetchResponse::decode(&mut buf, v).map_err(bad)?;
+            for n in &mut m.node_endpoints {
+                out.node(n.node_id.0, &mut n.host, &mut n.port)?;
+            }
+            out.encode(&m, v)?
+        }
+        ApiKey::ShareAcknowledge => {
+            let mut m = ShareAcknowledgeResponse::decode(&mut buf, v).map_err(bad)?;
+            for n in &mut m.node_endpoints {
+                out.node(n.node_id.0, &mut n.host, &mut n.port)?;
+            }
+            out.encode(&m, v)?
+        }
+        ApiKey::ApiVersions => return api_versions(frame, v),
+        _ => return Ok(None),
+    };
+    let Some(body) = body else { return Ok(None) };
+    let mut framed = BytesMut::with_capacity(frame.len() + 16);
+    header
+        .encode(&mut framed, key.response_header_version(v))
+        .map_err(|e| format!("cannot encode a {key:?} header: {e}"))?;
+    framed.extend_from_slice(&body);
+    Ok(Some(framed))
+}
+
+struct Rewriter<'a> {
+    ports: &'a mut dyn Ports,
+    changed: bool,
+}
+
+impl Rewriter<'_> {
+    /// Points one broker entry at its local port. Entries without a broker (`-1`, an empty
+    /// host: "no coordinator yet") stay as they are.
+    fn node(&mut self, id: i32, host: &mut StrBytes, port: &mut i32) -> Result<(), String> {
+        if id < 0 || host.is_empty() {
+            return Ok(());
+        }
+        let node = Node {
+            id,
+            host: host.to_string(),
+            port: *port,
+        };
+        let local = self.ports.local_port(&node).ok_or_else(|| {
+            format!(
+                "broker {id} ({}:{}) has no local port; closing the connection rather than \
+                 sending the client around the tunnel",
+                node.host, node.port
+            )
+        })?;
+        *host = StrBytes::from_static_str(LOCAL_HOST);
+        *port = i32::from(local);
+        self.changed = true;
+        Ok(())
+    }
+
+    /// The body, encoded again when something changed.
+    fn encode<M: Encodable>(&self, m: &M, version: i16) -> Result<Option<BytesMut>, String> {
+        if !self.changed {
+            return Ok(None);
+        }
+        let mut body = BytesMut::new();
+        m.encode(&mut body, version)
+            .map_err(|e| format!("cannot encode a rewritten answer: {e}"))?;
+        Ok(Some(body))
+    }
+}
+
+/// ApiVersions with every rewritten API capped at the newest version this build decodes. Its
+/// header is v0 at every version. An answer that does not decode at the request's version (a
+/// broker that does not support it answers in v0, KIP-511) passes unchanged: the client reads
+/// it as the error it is.
+fn api_versions(frame: &Bytes, v: i16) -> Result<Option<BytesMut>, String> {
+    let mut buf = frame.clone();
+    let header_version = ApiKey::ApiVersions.response_header_version(v);
+    let Ok(header) = ResponseHeader::decode(&mut buf, header_version) else {
+        return Ok(None);
+    };
+    let Ok(mut m) = ApiVersionsResponse::decode(&mut buf, v) else {
+        return Ok(None);
+    };
+    let mut changed = false;
+    m.api_keys.retain_mut(|a| {
+        if !rewrites(a.api_key, a.max_version) {
+            return true;
+        }
+        let Ok(key) = ApiKey::try_from(a.api_key) else {
+            return true;
+        };
+        let newest = key.valid_versions().max;
+        if a.max_version > newest {
+            a.max_version = newest;
+            changed = true;
+        }
+        let keep = a.min_version <= a.max_version;
+        changed |= !keep;
+        keep
+    });
+    if !changed {
+        return Ok(None);
+    }
+    let mut out = BytesMut::with_capacity(frame.len());
+    header
+        .encode(&mut out, header_version)
+        .and_then(|()| m.encode(&mut out, v))
+        .map_err(|e| format!("cannot encode an ApiVersions answer: {e}"))?;
+    Ok(Some(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use kafka_protocol::messages::BrokerId;
+    use kafka_protocol::messages::find_coordinator_response::Coordinator;
+    use kafka_protocol::messages::metadata_response::MetadataResponseBroker;
+
+    use super::*;
+
+    /// Ports 40000 + id, remembering what it was asked.
+    #[derive(Default)]
+    struct Fixed(BTreeMap<i32, (String, i32)>, bool);
+
+    impl Ports for Fixed {
+        fn local_port(&mut self, n: &Node) -> Option<u16> {
+            if self.1 {
+                return None;
+            }
+            self.0.insert(n.id, (n.host.clone(), n.port));
+            u16::try_from(40000 + n.id).ok()
+        }
+    }
+
+    fn frame<M: Encodable + HeaderVersion>(correlation_id: i32, m: &M, v: i16) -> Bytes {
+        let mut b = BytesMut::new();
+        ResponseHeader::default()
+            .with_correlation_id(correlation_id)
+            .encode(&mut b, M::header_version(v))
+            .expect("header");
+        m.encode(&mut b, v).expect("body");
+        b.freeze()
+    }
+
+    fn req(key: ApiKey, version: i16) -> Request {
+        Request {
+            api_key: key as i16,
+            version,
+            correlation_id: 7,
+            answered: true,
+        }
+    }
+
+    fn metadata() -> MetadataResponse {
+        let broker = |id: i32, host: &'static str| {
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(id))
+                .with_host(StrBytes::from_static_str(host))
+                .with_port(9093)
+        };
+        MetadataResponse::default().with_brokers(vec![
+            broker(1, "broker-1.kafka.internal"),
+            broker(2, "broker-2.kafka.internal"),
+        ])
+    }
+
+    #[test]
+    fn metadata_names_only_local_ports_at_every_version() {
+        for v in 0..=ApiKey::Metadata.valid_versions().max {
+            let mut ports = Fixed::default();
+            let out = response(
+                &req(ApiKey::Metadata, v),
+                &frame(7, &metadata(), v),
+                &mut ports,
+            )
+            .expect("rewrite")
+            .expect("changed")
+            .freeze();
+            let mut buf = out;
+            let h = ResponseHeader::decode(&mut buf, MetadataResponse::header_version(v))
+                .expect("header");
+            assert_eq!(h.correlation_id, 7);
+            let m = MetadataResponse::decode(&mut buf, v).expect("body");
+            let got: Vec<(i32, String, i32)> = m
+                .brokers
+                .iter()
+                .map(|b| (b.node_id.0, b.host.to_string(), b.port))
+                .collect();
+            assert_eq!(
+                got,
+                [
+                    (1, "127.0.0.1".to_owned(), 40001),
+                    (2, "127.0.0.1".to_owned(), 40002)
+                ],
+                "v{v}"
+            );
+            assert_eq!(ports.0[&2], ("broker-2.kafka.internal".to_owned(), 9093));
+        }
+    }
+
+    #[test]
+    fn coordinators_single_and_batched() {
+        let one = FindCoordinatorResponse::default()
+            .with_node_id(BrokerId(3))
+            .with_host(StrBytes::from_static_str("broker-3.kafka.internal"))
+            .with_port(9093);
+        let out = response(
+            &req(ApiKey::FindCoordinator, 3),
+            &frame(7, &one, 3),
+            &mut Fixed::default(),
+        )
+        .expect("rewrite")
+        .expect("changed");
+        let mut buf = out.freeze();
+        ResponseHeader::decode(&mut buf, FindCoordinatorResponse::header_version(3)).expect("h");
+        let m = FindCoordinatorResponse::decode(&mut buf, 3).expect("body");
+        assert_eq!((m.host.as_str(), m.port), ("127.0.0.1", 40003));
+
+        let batch = FindCoordinatorResponse::default().with_coordinators(vec![
+            Coordinator::default()
+                .with_key(StrBytes::from_static_str("group-a"))
+                .with_node_id(BrokerId(2))
+                .with_host(StrBytes::from_static_str("broker-2.kafka.internal"))
+                .with_port(9093),
+            // Not known yet: left as the broker said.
+            Coordinator::default()
+                .with_key(StrBytes::from_static_str("group-b"))
+                .with_node_id(BrokerId(-1))
+                .with_port(-1)
+                .with_error_code(15),
+        ]);
+        for v in 4..=ApiKey::FindCoordinator.valid_versions().max {
+            let out = response(
+                &req(ApiKey::FindCoordinator, v),
+                &frame(7, &batch, v),
+                &mut Fixed::default(),
+            )
+            .expect("rewrite")
+            .expect("changed");
+            let mut buf = out.freeze();
+            ResponseHeader::decode(&mut buf, FindCoordinatorResponse::header_version(v))
+                .expect("h");
+            let m = FindCoordinatorResponse::decode(&mut buf, v).expect("body");
+            let c: Vec<(&str, i32)> = m
+                .coordinators
+                .iter()
+                .map(|c| (c.host.as_str(), c.port))
+                .collect();
+            assert_eq!(c, [("127.0.0.1", 40002), ("", -1)], "v{v}");
+        }
+    }
+
+    #[test]
+    fn answers_without_brokers_pass_unchanged() {
+        // A Produce answer with no node endpoints is not re-encoded.
+        let p = ProduceResponse::default();
+        let got = response(
+            &req(ApiKey::Produce, 11),
+            &frame(7, &p, 11),
+            &mut Fixed::default(),
+        );
+        assert_eq!(got, Ok(None));
+        // Nor is any API that never names a broker (not even decoded).
+        let junk = Bytes::from_static(b"\0\0\0\x07not a kafka message");
+        let got = response(&req(ApiKey::JoinGroup, 9), &junk, &mut Fixed::default());
+        assert_eq!(got, Ok(None));
+    }
+
+    #[test]
+    fn a_broker_without_a_port_or_a_garbled_answer_is_refused() {
+        let mut none = Fixed(BTreeMap::new(), true);
+        let err = response(
+            &req(ApiKey::Metadata, 12),
+            &frame(7, &metadata(), 12),
+            &mut none,
+        )
+        .expect_err("no port");
+        assert!(err.contains("broker 1"), "{err}");
+        // A count of two billion brokers in eight bytes: an error, not an abort.
+        let hostile = Bytes::from_static(b"\0\0\0\x07\0\0\0\0\x7f\xff\xff\xff\0\0");
+        let err = response(&req(ApiKey::Metadata, 1), &hostile, &mut Fixed::default())
+            .expect_err("garbled");
+        assert!(err.contains("Metadata v1"), "{err}");
+    }
+
+    #[test]
+    fn api_versions_caps_what_cannot_be_rewritten() {
+        use kafka_protocol::messages::api_versions_response::ApiVersion;
+        let newest = ApiKey::Metadata.valid_versions().max;
+        let m = ApiVersionsResponse::default().with_api_keys(vec![
+            ApiVersion::default()
+                .with_api_key(ApiKey::Metadata as i16)
+                .with_min_version(0)
+                .with_max_version(newest + 5),
+            ApiVersion::default()
+                .with_api_key(ApiKey::JoinGroup as i16)
+                .with_min_version(0)
+                .with_max_version(99),
+        ]);
+        let out = response(
+            &req(ApiKey::ApiVersions, 3),
+            &frame(7, &m, 3),
+            &mut Fixed::default(),
+        )
+        .expect("rewrite")
+        .expect("changed");
+        let mut buf = out.freeze();
+        ResponseHeader::decode(&mut buf, 0).expect("h");
+        let back = ApiVersionsResponse::decode(&mut buf, 3).expect("body");
+        let caps: Vec<(i16, i16)> = back
+            .api_keys
+            .iter()
+            .map(|a| (a.api_key, a.max_version))
+            .collect();
+        assert_eq!(
+            caps,
+            [
+                (ApiKey::Metadata as i16, newest),
+                (ApiKey::JoinGroup as i16, 99)
+            ]
+        );
+    }
+
+    #[test]
+    fn produce_with_acks_zero_expects_no_answer() {
+        for (acks, answered) in [(0, false), (1, true), (-1, true)] {
+            let mut b = BytesMut::new();
+            RequestHeader::default()
+                .with_request_api_key(ApiKey::Produce as i16)
+                .with_request_api_version(9)
+                .with_correlation_id(42)
+                .encode(&mut b, ProduceRequest::header_version(9))
+                .expect("h");
+            ProduceRequest::default()
+                .with_acks(acks)
+                .encode(&mut b, 9)
+                .expect("body");
+            let r = Request::peek(&b.freeze()).expect("peek");
+            assert_eq!((r.correlation_id, r.answered), (42, answered));
+        }
+        assert!(Request::peek(&Bytes::from_static(b"\0\x03")).is_err());
+    }
+}
