@@ -102,6 +102,72 @@ pub async fn registered(
         .unwrap_or_else(|_| Err(format!("no answer within {}s", timeout.as_secs())))
 }
 
+/// [`registered`] asked of the tunnel's local endpoint (plaintext on `127.0.0.1:port`): the ids
+/// are the cluster's, the addresses the endpoint's.
+///
+/// # Errors
+/// The connect or protocol failure.
+pub async fn registered_plain(
+    port: u16,
+    timeout: Duration,
+) -> Result<Vec<RegisteredBroker>, String> {
+    let run = async {
+        let mut tcp = TcpStream::connect(loopback(port))
+            .await
+            .map_err(|e| format!("cannot connect: {e}"))?;
+        let request = kafka_wire::describe_cluster_request(CORRELATION_ID);
+        let body = request_response(&mut tcp, &request).await?;
+        kafka_wire::read_describe_cluster(&body, CORRELATION_ID)
+    };
+    tokio::time::timeout(timeout, run)
+        .await
+        .unwrap_or_else(|_| Err(format!("no answer within {}s", timeout.as_secs())))
+}
+
+/// The tunnel's local endpoint on `127.0.0.1:port`, as a client without TLS settings sees it:
+/// it answers ApiVersions and Metadata, and the Metadata names only local ports (a broker
+/// address that is not `127.0.0.1` would send the client around the tunnel).
+pub async fn endpoint(port: u16, timeout: Duration) -> Outcome {
+    let run = async {
+        let mut tcp = TcpStream::connect(loopback(port))
+            .await
+            .map_err(|e| format!("cannot connect: {e}"))?;
+        let body =
+            request_response(&mut tcp, &kafka_wire::api_versions_request(CORRELATION_ID)).await?;
+        let apis = kafka_wire::read_api_versions(&body, CORRELATION_ID)?;
+        let body =
+            request_response(&mut tcp, &kafka_wire::metadata_request(CORRELATION_ID)).await?;
+        let brokers = kafka_wire::read_metadata(&body, CORRELATION_ID)?;
+        let outside: Vec<String> = brokers
+            .iter()
+            .filter(|b| b.host != "127.0.0.1")
+            .map(|b| format!("broker {} at {}:{}", b.id, b.host, b.port))
+            .collect();
+        if brokers.is_empty() {
+            return Err("Metadata names no broker".to_owned());
+        }
+        if !outside.is_empty() {
+            return Err(format!(
+                "Metadata names addresses outside the endpoint: {}",
+                outside.join(", ")
+            ));
+        }
+        let ports: Vec<String> = brokers.iter().map(|b| b.port.to_string()).collect();
+        Ok(format!(
+            "answers ApiVersions ({apis} APIs); Metadata names only local ports ({})",
+            ports.join(", ")
+        ))
+    };
+    match tokio::time::timeout(timeout, run).await {
+        Ok(Ok(detail)) => Outcome::ok(detail),
+        Ok(Err(why)) => Outcome::fail(why),
+        Err(_) => Outcome::fail(format!(
+            "no answer within {}s (the tunnel may be reconnecting)",
+            timeout.as_secs()
+        )),
+    }
+}
+
 /// The brokers the cluster advertises, asked of `host:port` (every address it resolves to, in
 /// turn) over TLS with the profile's certificate, the server name being `host`.
 ///

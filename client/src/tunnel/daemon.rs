@@ -29,6 +29,7 @@ use crate::probe::kafka::Registered;
 use crate::probe::{self, ProfileTls};
 use crate::profile::{ForwardRecord, Profile};
 use crate::ssh::Session;
+use crate::tunnel::endpoint::{LocalEndpoint, Role};
 use crate::tunnel::forward::{self, Link, Shared};
 use crate::tunnel::login::Targets;
 use crate::tunnel::refresh;
@@ -87,6 +88,7 @@ pub async fn run(opts: &Options) -> Result<(), Error> {
     for f in &profile.forwards {
         bound.push((f.clone(), ports::bind(f.local_port)?));
     }
+    let endpoint_bound = LocalEndpoint::bind(&profile.endpoint)?;
     process::write_pid(&paths.pid)?;
     let st = State {
         pid: me,
@@ -99,6 +101,7 @@ pub async fn run(opts: &Options) -> Result<(), Error> {
         hint: None,
         problems: vec![],
         brokers: None,
+        endpoint: vec![],
     };
     st.write(&paths.state)?;
     let session = targets.connect().await?;
@@ -124,6 +127,8 @@ pub async fn run(opts: &Options) -> Result<(), Error> {
         let task = tokio::spawn(forward::serve(l, f.clone(), shared.clone()));
         listeners.insert(f.local_port, (f, task));
     }
+    let endpoint = endpoint_bound
+        .map(|l| LocalEndpoint::start(paths.dir.clone(), l, &profile.brokers, shared.clone()));
     let signals = Signals::new().map_err(|source| Error::Io {
         action: "install signal handlers for",
         path: paths.pid.clone(),
@@ -139,7 +144,9 @@ pub async fn run(opts: &Options) -> Result<(), Error> {
         generation: 1,
         signals,
         check_every: opts.check_every,
+        endpoint,
     };
+    d.state.endpoint = d.endpoint_records();
     // The first look at the cluster before `up` is told: `tunnel status` right after shows it.
     d.check_brokers().await;
     d.state.phase = Phase::Up;
@@ -184,6 +191,7 @@ struct Daemon {
     generation: u64,
     signals: Signals,
     check_every: Duration,
+    endpoint: Option<Arc<LocalEndpoint>>,
 }
 
 impl Daemon {
@@ -364,6 +372,10 @@ impl Daemon {
     /// answers, with the profile's certificate (read afresh: a renewal replaces it); gives each
     /// serving broker without a forward one, and records what it found in the state file.
     async fn check_brokers(&mut self) {
+        if let Some(ep) = self.endpoint.clone() {
+            self.check_through_endpoint(&ep).await;
+            return;
+        }
         let now = OffsetDateTime::now_utc();
         let last_change = self
             .state
@@ -408,6 +420,70 @@ impl Daemon {
         }
         self.state.brokers = Some(check);
         self.save();
+    }
+
+    /// The local endpoint's look at the cluster: `DescribeCluster` through its own bootstrap
+    /// port, whose answer gives every broker a port as any answer does; what it learned goes
+    /// into `profile.json` (the endpoint's ports and the brokers' advertised addresses).
+    async fn check_through_endpoint(&mut self, ep: &Arc<LocalEndpoint>) {
+        let now = OffsetDateTime::now_utc();
+        let last_change = self
+            .state
+            .brokers
+            .as_ref()
+            .and_then(|b| b.last_change.clone());
+        let mut check = BrokersCheck {
+            checked: now,
+            error: None,
+            not_serving: Vec::new(),
+            last_change,
+        };
+        let bootstrap = ep.listening().first().map(|(_, port, _)| *port);
+        let asked = match bootstrap {
+            Some(port) => probe::kafka::registered_plain(port, BROKERS_TIMEOUT)
+                .await
+                .and_then(Registered::parse),
+            None => Err("the local endpoint has no bootstrap port".to_owned()),
+        };
+        match asked {
+            Err(why) => {
+                tracing::warn!("cannot ask the cluster for its brokers: {why}");
+                check.error = Some(why);
+            }
+            Ok(registered) => {
+                check.not_serving = registered.not_serving();
+                let was = self.state.brokers.as_ref().map(|b| &b.not_serving);
+                if was != Some(&check.not_serving) {
+                    for line in &check.not_serving {
+                        tracing::warn!("{line}");
+                    }
+                }
+            }
+        }
+        if let Some((endpoint, brokers)) = ep.take_changes() {
+            match refresh::write_endpoint(&self.paths.dir, endpoint, brokers) {
+                Ok(what) => {
+                    tracing::info!("the cluster's brokers changed: {what}");
+                    check.last_change = Some(format!("{}: {what}", shiqi_ca::text::utc(now)));
+                }
+                Err(e) => {
+                    let why = one_line(&e);
+                    tracing::warn!("cannot record the endpoint's brokers: {why}");
+                    check.error = Some(why);
+                }
+            }
+        }
+        self.state.endpoint = self.endpoint_records();
+        self.state.brokers = Some(check);
+        self.save();
+    }
+
+    /// The endpoint's ports as the state file lists them.
+    fn endpoint_records(&self) -> Vec<ForwardRecord> {
+        self.endpoint
+            .as_ref()
+            .map(|ep| endpoint_records(ep))
+            .unwrap_or_default()
     }
 
     /// `DescribeCluster` through the tunnel's own listener of each broker in turn.
@@ -456,6 +532,9 @@ impl Daemon {
 
     async fn stop(&mut self) {
         tracing::info!("stopping");
+        if let Some(ep) = self.endpoint.take() {
+            ep.stop();
+        }
         for (_, (_, task)) in std::mem::take(&mut self.listeners) {
             task.abort();
         }
@@ -491,6 +570,39 @@ async fn until_lost(link: Option<Link>, lost: Arc<Notify>) {
             () = tokio::time::sleep(CHECK_EVERY) => {}
         }
     }
+}
+
+/// The endpoint's ports as forward records: the bootstrap port (its target: the first broker
+/// it tries), then one per broker.
+fn endpoint_records(ep: &LocalEndpoint) -> Vec<ForwardRecord> {
+    let listening = ep.listening();
+    let first = listening.iter().find_map(|(_, _, u)| u.clone());
+    listening
+        .into_iter()
+        .filter_map(|(role, port, upstream)| {
+            let (upstream, purpose) = match role {
+                Role::Bootstrap => (
+                    first.clone()?,
+                    "Kafka bootstrap, local endpoint (plaintext here; TLS to any broker)"
+                        .to_owned(),
+                ),
+                Role::Broker(id) => {
+                    let u = upstream?;
+                    let purpose = format!(
+                        "Kafka broker {id}, local endpoint (advertised {}:{})",
+                        u.host, u.port
+                    );
+                    (u, purpose)
+                }
+            };
+            Some(ForwardRecord {
+                local_port: port,
+                remote_host: upstream.host,
+                remote_port: upstream.port,
+                purpose,
+            })
+        })
+        .collect()
 }
 
 fn log_connected(session: &Session, server: &str) {

@@ -14,7 +14,7 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::error::Error;
 use crate::fsutil;
-use crate::profile::{ForwardRecord, Profile, files};
+use crate::profile::{Endpoint, ForwardRecord, Profile, files};
 use crate::steps::render::{self, Forward, RenderInput};
 
 /// The profile as the current broker list makes it.
@@ -42,6 +42,7 @@ impl Plan {
         }
         sorted(&self.profile.brokers) != sorted(&old.brokers)
             || sorted(&self.profile.forwards) != sorted(&old.forwards)
+            || self.profile.endpoint != old.endpoint
     }
 }
 
@@ -118,6 +119,10 @@ pub fn plan(old: &Profile, mut brokers: Vec<Broker>) -> Result<Plan, Error> {
         .cloned()
         .collect();
     let mut profile = old.clone();
+    if let Endpoint::Local { bootstrap_port, .. } = old.endpoint {
+        // A new broker gets the next port; known ones keep theirs.
+        profile.endpoint = old.endpoint.local(bootstrap_port, &brokers);
+    }
     profile.brokers = brokers;
     profile.forwards = records;
     Ok(Plan {
@@ -143,21 +148,108 @@ pub fn write(plan: &Plan, dir: &Path, host_key_alias: Option<&str>) -> Result<()
     )
 }
 
+/// Records what a running local endpoint learned: its ports and the brokers' advertised
+/// addresses, into `profile.json` (the only file that names them in local mode). What changed,
+/// in words.
+///
+/// # Errors
+/// [`Error::ProfileRead`] or [`Error::Io`].
+pub fn write_endpoint(
+    dir: &Path,
+    endpoint: Endpoint,
+    brokers: Vec<Broker>,
+) -> Result<String, Error> {
+    let mut profile = Profile::load(dir)?;
+    let before: Vec<i32> = profile.brokers.iter().map(|b| b.id).collect();
+    let mut brokers = brokers;
+    brokers.sort_by_key(|b| b.id);
+    let added: Vec<String> = brokers
+        .iter()
+        .filter(|b| !before.contains(&b.id))
+        .map(|b| format!("broker {} ({}:{})", b.id, b.host, b.port))
+        .collect();
+    // Brokers the endpoint has not heard of since it started stay as recorded.
+    for b in &profile.brokers {
+        if !brokers.iter().any(|n| n.id == b.id) {
+            brokers.push(b.clone());
+        }
+    }
+    brokers.sort_by_key(|b| b.id);
+    profile.brokers = brokers;
+    profile.endpoint = endpoint;
+    fsutil::write_private(&dir.join(files::PROFILE_JSON), profile.to_json().as_bytes())?;
+    Ok(if added.is_empty() {
+        "a broker moved".to_owned()
+    } else {
+        format!("new {}", added.join(", "))
+    })
+}
+
+/// Switches the profile to `endpoint`: the forwards follow (direct: one per broker; local:
+/// MySQL only), and `ssh_config`, `client.properties`, `librdkafka.conf` and `profile.json`
+/// (last) are rewritten to match.
+///
+/// # Errors
+/// As [`plan`] (direct on a cluster with two brokers on one port); [`Error::Io`] when a file
+/// cannot be written.
+pub fn switch_endpoint(
+    old: &Profile,
+    endpoint: Endpoint,
+    dir: &Path,
+    host_key_alias: Option<&str>,
+) -> Result<Plan, Error> {
+    let mut with = old.clone();
+    with.endpoint = endpoint;
+    let plan = plan(&with, old.brokers.clone())?;
+    // The Java config holds the keystore password in direct mode; it is read from its file.
+    let password = crate::steps::profile_files::read_password(dir)
+        .unwrap_or_else(|| Secret::new(String::new()));
+    let rendered = render_all(
+        &plan.profile,
+        &plan.forwards,
+        dir,
+        host_key_alias,
+        &password,
+    )?;
+    fsutil::write_private(&dir.join(files::SSH_CONFIG), rendered.ssh_config.as_bytes())?;
+    if let Some(c) = &rendered.client_properties {
+        fsutil::write_private(&dir.join(files::CLIENT_PROPERTIES), c.expose().as_bytes())?;
+    }
+    if let Some(c) = &rendered.librdkafka_conf {
+        fsutil::write_private(&dir.join(files::LIBRDKAFKA_CONF), c.as_bytes())?;
+    }
+    fsutil::write_private(
+        &dir.join(files::PROFILE_JSON),
+        plan.profile.to_json().as_bytes(),
+    )?;
+    Ok(plan)
+}
+
 fn render_ssh_config(
     p: &Profile,
     forwards: &[Forward],
     dir: &Path,
     host_key_alias: Option<&str>,
 ) -> Result<String, Error> {
-    let rfc = |t: OffsetDateTime| t.format(&Rfc3339).unwrap_or_else(|_| t.to_string());
     // Only `ssh_config` is kept from this render, and it never contains the keystore password
-    // (checked below), so the other files' password need not be read from disk here.
+    // (checked by a test), so the other files' password need not be read from disk here.
     let no_password = Secret::new(String::new());
+    Ok(render_all(p, forwards, dir, host_key_alias, &no_password)?.ssh_config)
+}
+
+fn render_all(
+    p: &Profile,
+    forwards: &[Forward],
+    dir: &Path,
+    host_key_alias: Option<&str>,
+    password: &Secret<String>,
+) -> Result<render::Rendered, Error> {
+    let rfc = |t: OffsetDateTime| t.format(&Rfc3339).unwrap_or_else(|_| t.to_string());
     let created = rfc(p.created);
     let not_after = rfc(p.certificate.not_after);
     let serial = p.certificate.serial.to_string();
     let p12 = p.p12_format.to_string();
-    let rendered = render::render(&RenderInput {
+    render::render(&RenderInput {
         name: &p.name,
         dir,
         destination: &p.server.destination,
@@ -173,13 +265,12 @@ fn render_ssh_config(
         mysql: p.mysql.as_ref(),
         forwards,
         endpoint: &p.endpoint,
-        keystore_password: &no_password,
+        keystore_password: password,
         p12_format: &p12,
         created: &created,
         not_after: &not_after,
         serial: &serial,
-    })?;
-    Ok(rendered.ssh_config)
+    })
 }
 
 #[cfg(test)]

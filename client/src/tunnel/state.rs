@@ -64,6 +64,9 @@ pub struct State {
     /// What the tunnel last learned of the cluster's brokers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub brokers: Option<BrokersCheck>,
+    /// The local endpoint's ports (bootstrap first), when the profile uses it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoint: Vec<ForwardRecord>,
 }
 
 /// The daemon's last look at the cluster's brokers (on every reconnect and periodically).
@@ -132,6 +135,7 @@ mod tests {
             hint: None,
             problems: vec![],
             brokers: None,
+            endpoint: vec![],
         };
         s.write(&path).expect("write");
         assert_eq!(State::read(&path), Some(s));

@@ -46,6 +46,7 @@ pub(super) async fn run_daemon(
                 hint: e.hint(),
                 problems: vec![],
                 brokers: None,
+                endpoint: vec![],
             };
             if let Err(w) = st.write(&s.paths.state) {
                 tracing::warn!("cannot write the state file: {}", one_line(&w));

@@ -83,7 +83,7 @@ pub async fn run(
     match &args.action {
         TunnelAction::Up(a) => {
             let s = Settings::resolve(a.name.as_deref(), "tunnel up", global)?;
-            up(&s, a.openssh, a.check_every, printer).await
+            up(&s, a.openssh, a.check_every, &a.endpoint, printer).await
         }
         TunnelAction::Down(a) => {
             down(

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::probe::{self, Outcome, ProfileTls};
-use crate::profile::{ForwardRecord, Profile};
+use crate::profile::{Endpoint, ForwardRecord, Profile};
 use crate::text::Escaped;
 use crate::tunnel::state::{BrokersCheck, Phase, State};
 use crate::tunnel::{launch, process};
@@ -22,6 +22,8 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(6);
 enum Kind {
     Kafka,
     Mysql,
+    /// A port of the local endpoint: plaintext Kafka.
+    Endpoint,
 }
 
 #[derive(Serialize)]
@@ -128,11 +130,23 @@ pub async fn status(s: &Settings) -> anyhow::Result<ExitCode> {
 
     let tls = ProfileTls::from_profile(&s.paths.dir);
     let mut probes = tokio::task::JoinSet::new();
-    for (i, f) in profile.forwards.iter().enumerate() {
-        let kind = match &profile.mysql {
-            Some(m) if m.port.get() == f.local_port && m.host == f.remote_host => Kind::Mysql,
-            _ => Kind::Kafka,
-        };
+    // The endpoint's ports as the running tunnel lists them (with their brokers), else as the
+    // profile records them.
+    let endpoint: Vec<ForwardRecord> = State::read(&s.paths.state)
+        .map(|st| st.endpoint)
+        .filter(|e| !e.is_empty())
+        .unwrap_or_else(|| recorded_endpoint(&profile));
+    let all = endpoint
+        .iter()
+        .map(|f| (f, Kind::Endpoint))
+        .chain(profile.forwards.iter().map(|f| {
+            let kind = match &profile.mysql {
+                Some(m) if m.port.get() == f.local_port && m.host == f.remote_host => Kind::Mysql,
+                _ => Kind::Kafka,
+            };
+            (f, kind)
+        }));
+    for (i, (f, kind)) in all.enumerate() {
         let user = profile
             .mysql
             .as_ref()
@@ -149,6 +163,7 @@ pub async fn status(s: &Settings) -> anyhow::Result<ExitCode> {
                 (true, Kind::Kafka) => {
                     probe::kafka::api_versions(f.local_port, host, &tls, PROBE_TIMEOUT).await
                 }
+                (true, Kind::Endpoint) => probe::kafka::endpoint(f.local_port, PROBE_TIMEOUT).await,
                 (true, Kind::Mysql) => {
                     probe::mysql::login(f.local_port, host, &user, &dir, PROBE_TIMEOUT).await
                 }
@@ -187,6 +202,37 @@ pub async fn status(s: &Settings) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// The local endpoint's ports as `profile.json` records them (bootstrap first).
+fn recorded_endpoint(p: &Profile) -> Vec<ForwardRecord> {
+    let Endpoint::Local {
+        bootstrap_port,
+        brokers,
+    } = &p.endpoint
+    else {
+        return Vec::new();
+    };
+    let Some(first) = p.brokers.first() else {
+        return Vec::new();
+    };
+    let mut out = vec![ForwardRecord {
+        local_port: *bootstrap_port,
+        remote_host: first.host.clone(),
+        remote_port: first.port,
+        purpose: "Kafka bootstrap, local endpoint".to_owned(),
+    }];
+    for lb in brokers {
+        if let Some(b) = p.brokers.iter().find(|b| b.id == lb.id) {
+            out.push(ForwardRecord {
+                local_port: lb.port,
+                remote_host: b.host.clone(),
+                remote_port: b.port,
+                purpose: format!("Kafka broker {}, local endpoint", b.id),
+            });
+        }
+    }
+    out
 }
 
 fn status_text(r: &StatusReport) -> String {
@@ -276,6 +322,7 @@ mod tests {
             hint: None,
             problems: vec![],
             brokers: None,
+            endpoint: vec![],
         }
         .write(&path)
         .expect("write");

@@ -9,9 +9,11 @@ use serde::Serialize;
 use time::OffsetDateTime;
 
 use crate::agent::{self, AgentCommand};
+use crate::cli::{EndpointArgs, EndpointMode};
 use crate::error::Error;
 use crate::printer::Printer;
-use crate::profile::{ForwardRecord, Profile};
+use crate::profile::{Endpoint, ForwardRecord, Profile};
+use crate::steps::render::choose_endpoint;
 use crate::tunnel::login::Targets;
 use crate::tunnel::state::{self, State};
 use crate::tunnel::{launch, ports, process, refresh};
@@ -43,9 +45,23 @@ pub async fn up(
     s: &Settings,
     openssh: bool,
     check_every: u64,
+    endpoint: &EndpointArgs,
     printer: &Printer,
 ) -> anyhow::Result<ExitCode> {
     let mut profile = Profile::load(&s.paths.dir)?;
+    if let Some(switched) = switch_endpoint(s, &profile, endpoint, printer).await? {
+        profile = switched;
+    }
+    if openssh && !profile.endpoint.is_direct() {
+        return Err(Error::InvalidValue {
+            what: "--openssh",
+            given: format!("profile `{}` uses the local endpoint", s.name),
+            why: "OpenSSH cannot speak Kafka for the clients: drop --openssh, or add \
+                  --endpoint direct (when every broker advertises localhost on a port of its \
+                  own)",
+        }
+        .into());
+    }
     if launch::openssh_alive(&s.paths, &profile.tunnel_host) {
         printer.info(&format!(
             "the OpenSSH tunnel of `{}` is already running (control socket `{}`)",
@@ -76,7 +92,7 @@ pub async fn up(
             return Err(e.context(format!("cannot log in to `{}`", profile.server.destination)));
         }
     }
-    if profile.forwards.is_empty() {
+    if profile.forwards.is_empty() && (profile.endpoint.is_direct() || profile.brokers.is_empty()) {
         anyhow::bail!(
             "profile `{}` has nothing to forward: the server reported no Kafka brokers and no MySQL",
             s.name
@@ -92,12 +108,16 @@ pub async fn up(
             s.name,
             s.show(&s.paths.log)
         ));
+        let shown = State::read(&s.paths.state).map_or_else(
+            || profile.forwards.clone(),
+            |st| [st.endpoint, st.forwards].concat(),
+        );
         print_up(
             s,
             "shiqi-connect",
             Some(pid),
             true,
-            &profile.forwards,
+            &shown,
             &added,
             &removed,
         )?;
@@ -114,6 +134,15 @@ pub async fn up(
                 owner: ports::owner_of(f.local_port),
             })
             .with_context(|| format!("cannot forward {}", f.purpose));
+        }
+    }
+    for (port, what) in endpoint_ports(&profile) {
+        if ports::is_taken(port) {
+            return Err(Error::PortInUse {
+                port,
+                owner: ports::owner_of(port),
+            })
+            .with_context(|| format!("cannot listen for {what} (move it with --endpoint-port)"));
         }
     }
 
@@ -144,16 +173,87 @@ pub async fn up(
         st.server,
         s.show(&s.paths.log)
     ));
+    let shown = [st.endpoint, st.forwards].concat();
     print_up(
         s,
         "shiqi-connect",
         Some(st.pid),
         false,
-        &st.forwards,
+        &shown,
         &added,
         &removed,
     )?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--endpoint` / `--endpoint-port`: switches the profile (stopping a running tunnel first, as
+/// its listeners change) and rewrites its files. `Some(profile)` when it changed.
+async fn switch_endpoint(
+    s: &Settings,
+    profile: &Profile,
+    args: &EndpointArgs,
+    printer: &Printer,
+) -> anyhow::Result<Option<Profile>> {
+    let want = match args.endpoint {
+        None if args.endpoint_port.is_none() => return Ok(None),
+        // A port alone moves the local endpoint; a direct profile has none to move.
+        None => (!profile.endpoint.is_direct()).then_some(true),
+        Some(EndpointMode::Auto) => None,
+        Some(EndpointMode::Local) => Some(true),
+        Some(EndpointMode::Direct) => Some(false),
+    };
+    let (endpoint, note) = choose_endpoint(
+        want,
+        args.endpoint_port,
+        &profile.endpoint,
+        &profile.brokers,
+        profile.mysql.as_ref(),
+    )
+    .context("cannot switch the Kafka endpoint")?;
+    if endpoint == profile.endpoint {
+        return Ok(None);
+    }
+    if let Some(note) = note {
+        printer.note(&note);
+    }
+    if let Some(pid) = process::running(&s.paths.pid, &s.root, &s.name) {
+        let step = printer.step("stop the running tunnel (its listeners change)");
+        process::stop(pid, Duration::from_secs(5)).await?;
+        step.done(&format!("pid {pid} stopped"));
+    }
+    let step = printer.step(&format!("switch Kafka to the {} endpoint", endpoint.mode()));
+    let alias = Targets::resolve(profile, &s.home)
+        .ok()
+        .and_then(|t| t.first.host_key_alias.clone());
+    let plan = refresh::switch_endpoint(profile, endpoint, &s.paths.dir, alias.as_deref())
+        .with_context(|| format!("cannot update profile `{}`", s.name))?;
+    step.done(&match &plan.profile.endpoint {
+        Endpoint::Local { bootstrap_port, .. } => format!(
+            "bootstrap 127.0.0.1:{bootstrap_port}; client.properties and librdkafka.conf now \
+             plaintext to it"
+        ),
+        Endpoint::Direct => {
+            "client.properties and librdkafka.conf now TLS to each broker's forward".to_owned()
+        }
+    });
+    Ok(Some(plan.profile))
+}
+
+/// The local endpoint's ports, with what each is for.
+fn endpoint_ports(p: &Profile) -> Vec<(u16, String)> {
+    match &p.endpoint {
+        Endpoint::Direct => Vec::new(),
+        Endpoint::Local {
+            bootstrap_port,
+            brokers,
+        } => std::iter::once((*bootstrap_port, "the Kafka bootstrap port".to_owned()))
+            .chain(
+                brokers
+                    .iter()
+                    .map(|b| (b.port, format!("Kafka broker {}'s port", b.id))),
+            )
+            .collect(),
+    }
 }
 
 /// Logs in, asks for the brokers and rewrites `ssh_config` and `profile.json` when they
