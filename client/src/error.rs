@@ -690,9 +690,9 @@ impl Error {
                 "this is a bug or a misconfigured agent; report it with `-v` output".to_owned()
             }
             Self::Ca { source, .. } => return source.hint(),
-            Self::DuplicatePort { .. } => "give every broker its own port in \
-                `advertised.listeners` (e.g. `localhost:19094`, `localhost:29094`), restart the \
-                brokers, then run setup again"
+            Self::DuplicatePort { .. } => "use the local endpoint, which works whatever the \
+                brokers advertise: `--endpoint local` (setup) or `shiqi-connect tunnel up NAME \
+                --endpoint local`"
                 .to_owned(),
             Self::Template { .. } => "this is a bug in shiqi-connect's templates".to_owned(),
             Self::ProfileBusy { .. } => "wait for it to finish (setup, rotate or renew), then run this again".to_owned(),

@@ -13,6 +13,7 @@ mod bastion;
 mod cluster;
 mod crash;
 mod doctor;
+mod endpoint;
 mod hardening;
 mod hostile;
 mod hostile_table;

@@ -292,10 +292,13 @@ pub async fn execute(
         "next: start the tunnel with",
         &format!("shiqi-connect tunnel up {}", s.name),
     );
-    printer.next(
-        "  or with OpenSSH:",
-        &format!("ssh -fN -F {cfg} {}", s.tunnel_host),
-    );
+    // OpenSSH can forward, but it cannot be the local endpoint.
+    if profile.endpoint.is_direct() || brokers.is_empty() {
+        printer.next(
+            "  or with OpenSSH:",
+            &format!("ssh -fN -F {cfg} {}", s.tunnel_host),
+        );
+    }
     if !brokers.is_empty() {
         printer.next(
             "then Kafka:",

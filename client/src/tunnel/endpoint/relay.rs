@@ -204,7 +204,7 @@ async fn read_frame<R: AsyncRead + Unpin>(
     match from.read_exact(&mut len).await {
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(format!("cannot read: {e}")),
+        Err(e) => return Err(explain(&e)),
     }
     let n = usize::try_from(u32::from_be_bytes(len)).unwrap_or(usize::MAX);
     if n > max {
@@ -215,15 +215,40 @@ async fn read_frame<R: AsyncRead + Unpin>(
     let mut rest = from.take(n as u64);
     while buf.len() < 4 + n {
         buf.reserve((4 + n - buf.len()).min(FIRST_RESERVE.max(buf.len())));
-        let got = rest
-            .read_buf(&mut buf)
-            .await
-            .map_err(|e| format!("cannot read: {e}"))?;
+        let got = rest.read_buf(&mut buf).await.map_err(|e| explain(&e))?;
         if got == 0 {
             return Err(format!("the stream ended inside a frame of {n} bytes"));
         }
     }
     Ok(Some(buf.freeze()))
+}
+
+/// A read error in words; a broker's TLS alert about the certificate says what it means (under
+/// TLS 1.3 the broker judges the client certificate after the handshake, so a refusal arrives
+/// as an alert on the first read).
+fn explain(e: &std::io::Error) -> String {
+    use rustls::AlertDescription as A;
+    let alert = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        .and_then(|r| match r {
+            rustls::Error::AlertReceived(a) => Some(*a),
+            _ => None,
+        });
+    match alert {
+        Some(
+            a @ (A::CertificateUnknown
+            | A::BadCertificate
+            | A::CertificateRevoked
+            | A::CertificateExpired
+            | A::UnknownCA
+            | A::AccessDenied),
+        ) => format!(
+            "the broker refused the profile's certificate ({a:?}): revoked, expired or from \
+             another CA (`shiqi-connect doctor` says which)"
+        ),
+        _ => format!("cannot read: {e}"),
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,638 @@
+//! The tunnel's local endpoint on the real cluster, in both shapes the stack has: the
+//! multi-host shape (`scripts/stack kafka-shape hosts`: every broker on port 9093 of its own
+//! address, advertised as `broker-N.kafka.internal`, names only the server resolves) and
+//! today's `localhost:N9094` shape. The clients are ones no one here wrote, with no TLS
+//! settings: the Kafka console tools, kcat, and confluent-kafka (Python) with a transactional
+//! producer. A broker stopped mid-consume, and a revocation, reach those clients as they reach
+//! direct ones.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::kafka::create_three_leader_topic;
+use crate::lifecycle::{Background, java_tool, within};
+use crate::setup::{Home, laptop_kafka_tool};
+use crate::stack::{Out, Stack, stack, unique_name};
+use crate::tunnel::Tunnel;
+
+/// Puts the stack's cluster in a shape for the agent, and back to `localhost` when dropped.
+struct Shape<'a>(&'a Stack);
+
+impl<'a> Shape<'a> {
+    fn set(s: &'a Stack, shape: &str) -> Self {
+        let guard = Self(s);
+        run_stack(s, &["kafka-shape", shape]);
+        guard
+    }
+}
+
+impl Drop for Shape<'_> {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(self.0.script())
+            .args(["kafka-shape", "localhost"])
+            .output();
+    }
+}
+
+fn run_stack(s: &Stack, args: &[&str]) {
+    let out = std::process::Command::new(s.script())
+        .args(args)
+        .output()
+        .expect("scripts/stack runs");
+    assert!(
+        out.status.success(),
+        "scripts/stack {args:?} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The bootstrap address a profile's `client.properties` names.
+fn bootstrap(profile: &Path) -> String {
+    let props = std::fs::read_to_string(profile.join("client.properties")).expect("props");
+    props
+        .lines()
+        .find_map(|l| l.strip_prefix("bootstrap.servers="))
+        .expect("bootstrap.servers")
+        .to_owned()
+}
+
+fn profile_json(profile: &Path) -> Value {
+    let text = std::fs::read_to_string(profile.join("profile.json")).expect("profile.json");
+    serde_json::from_str(&text).expect("json")
+}
+
+/// The Kafka client files of a local-mode profile hold no key material and no TLS setting.
+#[track_caller]
+fn assert_plain_client_files(profile: &Path, port: u16) {
+    let props = std::fs::read_to_string(profile.join("client.properties")).expect("props");
+    let rdkafka = std::fs::read_to_string(profile.join("librdkafka.conf")).expect("conf");
+    let password = std::fs::read_to_string(profile.join("keystore.password")).expect("pw");
+    for text in [&props, &rdkafka] {
+        assert!(
+            text.contains(&format!("bootstrap.servers=127.0.0.1:{port}\n")),
+            "{text}"
+        );
+        assert!(!text.contains(password.trim()), "a password in:\n{text}");
+        let settings: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+        assert!(
+            settings.iter().all(|l| !l.starts_with("ssl.")),
+            "TLS settings in:\n{text}"
+        );
+    }
+    assert!(props.contains("security.protocol=PLAINTEXT\n"), "{props}");
+    assert!(
+        rdkafka.contains("security.protocol=plaintext\n"),
+        "{rdkafka}"
+    );
+}
+
+/// Console producer then a console consumer in a group, through `bootstrap` with the
+/// profile's (plaintext) client.properties: every record back, from every partition.
+fn round_trip(s: &Stack, profile: &Path, bootstrap: &str, topic: &str) {
+    create_three_leader_topic(s, topic);
+    let config = profile.join("client.properties").display().to_string();
+    let records: String = (0..30).map(|i| format!("k{i}:v{i}\n")).collect();
+    laptop_kafka_tool(
+        s,
+        "org.apache.kafka.tools.ConsoleProducer",
+        &[
+            "--bootstrap-server",
+            bootstrap,
+            "--producer.config",
+            &config,
+            "--topic",
+            topic,
+            "--property",
+            "parse.key=true",
+            "--property",
+            "key.separator=:",
+            "--sync",
+        ],
+        Some(records.as_bytes()),
+    )
+    .ok();
+    let consumed = laptop_kafka_tool(
+        s,
+        "org.apache.kafka.tools.consumer.ConsoleConsumer",
+        &[
+            "--bootstrap-server",
+            bootstrap,
+            "--consumer.config",
+            &config,
+            "--topic",
+            topic,
+            "--group",
+            topic,
+            "--from-beginning",
+            "--max-messages",
+            "30",
+            "--timeout-ms",
+            "30000",
+            "--property",
+            "print.partition=true",
+        ],
+        None,
+    )
+    .ok();
+    for i in 0..30 {
+        assert!(
+            consumed.stdout.contains(&format!("v{i}\n")),
+            "record {i} not read back:\n{}",
+            consumed.all()
+        );
+    }
+    for partition in 0..3 {
+        assert!(
+            consumed.stdout.contains(&format!("Partition:{partition}")),
+            "nothing from partition {partition}:\n{}",
+            consumed.stdout
+        );
+    }
+}
+
+/// kcat -L with the profile's librdkafka.conf: every broker it is told of is a local port.
+#[track_caller]
+fn assert_kcat_sees_only_local_ports(s: &Stack, profile: &Path) {
+    let conf = profile.join("librdkafka.conf").display().to_string();
+    let out = s
+        .laptop(&["kcat", "-F", &conf, "-L", "-m", "10"], &[], None)
+        .ok();
+    let brokers: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with("broker ") && l.contains(" at "))
+        .collect();
+    assert_eq!(brokers.len(), 3, "{}", out.stdout);
+    for b in brokers {
+        assert!(b.contains(" at 127.0.0.1:"), "{b}");
+    }
+}
+
+/// confluent-kafka (Python, librdkafka inside): a transactional producer commits ten records
+/// and aborts one, and a read_committed consumer in a group reads exactly the ten; prints what
+/// it read and the brokers the client was told of, as JSON.
+const PYTHON_CLIENT: &str = r##"
+import json, sys, time
+from confluent_kafka import Consumer, Producer
+conf_file, topic, tid, group = sys.argv[1:5]
+conf = {}
+for line in open(conf_file):
+    line = line.strip()
+    if line and not line.startswith("#"):
+        k, v = line.split("=", 1)
+        conf[k] = v
+p = Producer({**conf, "transactional.id": tid})
+p.init_transactions(60)
+p.begin_transaction()
+for i in range(10):
+    p.produce(topic, key=f"k{i}", value=f"tx{i}")
+p.commit_transaction(60)
+p.begin_transaction()
+p.produce(topic, value="aborted")
+p.flush(30)
+p.abort_transaction(60)
+c = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest",
+              "isolation.level": "read_committed"})
+c.subscribe([topic])
+got, end = [], time.time() + 60
+while len(got) < 11 and time.time() < end:
+    m = c.poll(1.0)
+    if m is None:
+        continue
+    if m.error():
+        print("error:", m.error(), file=sys.stderr)
+        continue
+    got.append(m.value().decode())
+brokers = sorted(f"{b.host}:{b.port}" for b in c.list_topics(timeout=10).brokers.values())
+c.close()
+print(json.dumps({"got": sorted(got), "brokers": brokers}))
+"##;
+
+fn python_transactions(s: &Stack, profile: &Path, name: &str) -> Value {
+    let topic = format!("app.{name}.tx");
+    create_three_leader_topic(s, &topic);
+    // Transactional ids are not in the agent's default grants: the admin allows this user's.
+    s.kafka_tool(
+        "org.apache.kafka.tools.AclCommand",
+        &[
+            "--bootstrap-server",
+            s.info("kafka_bootstrap"),
+            "--command-config",
+            s.info("kafka_admin_properties"),
+            "--add",
+            "--allow-principal",
+            &format!("User:{name}"),
+            "--operation",
+            "Write",
+            "--operation",
+            "Describe",
+            "--transactional-id",
+            &format!("{name}."),
+            "--resource-pattern-type",
+            "prefixed",
+        ],
+    )
+    .ok();
+    let conf = profile.join("librdkafka.conf").display().to_string();
+    let out = s
+        .laptop(
+            &[
+                s.info("python"),
+                "-c",
+                PYTHON_CLIENT,
+                &conf,
+                &topic,
+                &format!("{name}.tx"),
+                &format!("app.{name}.py"),
+            ],
+            &[],
+            None,
+        )
+        .ok();
+    serde_json::from_str(out.stdout.trim())
+        .unwrap_or_else(|e| panic!("the Python client printed no JSON ({e}):\n{}", out.all()))
+}
+
+#[test]
+fn a_multi_host_cluster_works_through_the_local_endpoint_with_clients_that_have_no_tls_settings() {
+    let s = stack();
+    let _shape = Shape::set(s, "hosts");
+    let home = Home::new(s, "endpoint");
+    let name = unique_name("mh");
+
+    // Direct mode cannot serve this shape: setup refuses, naming the local endpoint.
+    let direct = home
+        .setup(s, &format!("{name}d"), &["--endpoint", "direct"])
+        .failed();
+    assert!(
+        direct.stderr.contains("both use port 9093") && direct.stderr.contains("--endpoint local"),
+        "{}",
+        direct.stderr
+    );
+    assert!(home.leftovers(&format!("{name}d")).is_empty());
+
+    // Left to itself, setup picks the local endpoint and says why.
+    let out = home.setup(s, &name, &[]).ok();
+    assert!(
+        out.stderr.contains("broker-1.kafka.internal:9093")
+            && out.stderr.contains("local endpoint on 127.0.0.1:9092"),
+        "{}",
+        out.stderr
+    );
+    let profile = home.profile(&name);
+    let json = profile_json(&profile);
+    assert_eq!(json["endpoint"]["mode"], "local", "{json:#}");
+    assert_eq!(json["endpoint"]["bootstrap_port"], 9092);
+    assert_plain_client_files(&profile, 9092);
+    let ssh_config = std::fs::read_to_string(profile.join("ssh_config")).expect("ssh_config");
+    assert!(
+        !ssh_config.contains("kafka.internal:9093"),
+        "no broker forward in local mode:\n{ssh_config}"
+    );
+
+    // OpenSSH cannot be the endpoint.
+    let refused = home
+        .connect(s, &["tunnel", "up", &name, "--openssh"])
+        .failed();
+    assert!(
+        refused.stderr.contains("OpenSSH cannot speak Kafka"),
+        "{}",
+        refused.stderr
+    );
+
+    let (tunnel, up) = Tunnel::up(s, &home, &name, &[]);
+    let up = up.ok();
+    for line in [
+        "127.0.0.1:9092 -> broker-1.kafka.internal:9093",
+        "127.0.0.1:9093 -> broker-1.kafka.internal:9093",
+        "127.0.0.1:9094 -> broker-2.kafka.internal:9093",
+        "127.0.0.1:9095 -> broker-3.kafka.internal:9093",
+        "127.0.0.1:3306 -> 127.0.0.1:3306",
+    ] {
+        assert!(up.stdout.contains(line), "`up` lists {line}:\n{}", up.all());
+    }
+    let (status, json) = tunnel.status();
+    assert_eq!(status.code, Some(0), "{}", status.all());
+    let endpoint_rows: Vec<&Value> = json["forwards"]
+        .as_array()
+        .expect("forwards")
+        .iter()
+        .filter(|f| f["kind"] == "endpoint")
+        .collect();
+    assert_eq!(endpoint_rows.len(), 4, "{json:#}");
+    for f in endpoint_rows {
+        let detail = f["handshake"]["detail"].as_str().unwrap_or_default();
+        assert!(detail.contains("Metadata names only local ports"), "{f:#}");
+    }
+    // Loopback only.
+    let ss = s.laptop(&["ss", "-Hltn"], &[], None).ok();
+    for l in ss.stdout.lines().filter(|l| l.contains(":909")) {
+        assert!(l.contains("127.0.0.1:909"), "{l}");
+    }
+
+    // The Java console tools: a producer, and a consumer in a group (FindCoordinator).
+    round_trip(s, &profile, &bootstrap(&profile), &format!("app.{name}"));
+    // kcat: every broker it is told of is a local port.
+    assert_kcat_sees_only_local_ports(s, &profile);
+    // confluent-kafka: a transaction (FindCoordinator for the transaction coordinator,
+    // InitProducerId, AddPartitionsToTxn, EndTxn) and a read_committed consumer group.
+    let py = python_transactions(s, &profile, &name);
+    let want: Vec<String> = (0..10).map(|i| format!("tx{i}")).collect();
+    assert_eq!(py["got"], serde_json::json!(want), "{py:#}");
+    for b in py["brokers"].as_array().expect("brokers") {
+        assert!(
+            b.as_str().unwrap_or_default().starts_with("127.0.0.1:"),
+            "{py:#}"
+        );
+    }
+
+    // doctor agrees, and names the mode.
+    let doctor = home.connect(s, &["doctor", &name]);
+    assert_eq!(doctor.code, Some(0), "{}", doctor.all());
+    assert!(
+        doctor.stdout.contains("local endpoint"),
+        "{}",
+        doctor.stdout
+    );
+
+    // The log names connections, never records or secrets.
+    let log = std::fs::read_to_string(profile.join("tunnel.log")).expect("log");
+    assert!(
+        log.contains("local endpoint: broker 2 on 127.0.0.1:9094"),
+        "{log}"
+    );
+    assert!(!log.contains("tx3") && !log.contains("v17"), "{log}");
+    drop(tunnel);
+}
+
+#[test]
+fn the_local_endpoint_serves_the_localhost_shape_too_and_the_mode_switches_both_ways() {
+    let s = stack();
+    let home = Home::new(s, "endpoint");
+    let name = unique_name("lo");
+    home.setup(
+        s,
+        &name,
+        &["--endpoint", "local", "--endpoint-port", "19300"],
+    )
+    .ok();
+    let profile = home.profile(&name);
+    assert_plain_client_files(&profile, 19300);
+    let json = profile_json(&profile);
+    let ports: Vec<u64> = json["endpoint"]["brokers"]
+        .as_array()
+        .expect("brokers")
+        .iter()
+        .map(|b| b["port"].as_u64().expect("port"))
+        .collect();
+    assert_eq!(ports, [19301, 19302, 19303], "{json:#}");
+
+    let (tunnel, up) = Tunnel::up(s, &home, &name, &[]);
+    up.ok();
+    round_trip(s, &profile, "127.0.0.1:19300", &format!("app.{name}"));
+
+    // To direct: the running tunnel is restarted with forwards per broker, the files name the
+    // brokers and do TLS themselves.
+    let switched = home
+        .connect(s, &["tunnel", "up", &name, "--endpoint", "direct"])
+        .ok();
+    assert!(
+        switched.stderr.contains("stop the running tunnel")
+            && switched
+                .stderr
+                .contains("switch Kafka to the direct endpoint"),
+        "{}",
+        switched.all()
+    );
+    assert!(
+        switched
+            .stdout
+            .contains("127.0.0.1:19094 -> localhost:19094"),
+        "{}",
+        switched.stdout
+    );
+    let props = std::fs::read_to_string(profile.join("client.properties")).expect("props");
+    assert!(props.contains("security.protocol=SSL"), "{props}");
+    assert_eq!(profile_json(&profile).get("endpoint"), None);
+    crate::kafka::assert_round_trip_through_every_broker(s, &profile, &format!("{name}-d"));
+
+    // And back, on another port.
+    home.connect(
+        s,
+        &[
+            "tunnel",
+            "up",
+            &name,
+            "--endpoint",
+            "local",
+            "--endpoint-port",
+            "19400",
+        ],
+    )
+    .ok();
+    assert_plain_client_files(&profile, 19400);
+    assert_kcat_sees_only_local_ports(s, &profile);
+    drop(tunnel);
+}
+
+#[test]
+fn a_consumer_carries_on_through_the_endpoint_when_its_partition_leader_stops() {
+    let s = stack();
+    let _shape = Shape::set(s, "hosts");
+    let home = Home::new(s, "endpoint");
+    let name = unique_name("fo");
+    home.setup(s, &name, &["--endpoint-port", "19500"]).ok();
+    let profile = home.profile(&name);
+    let (tunnel, up) = Tunnel::up(s, &home, &name, &[]);
+    up.ok();
+
+    // One partition led by broker 2, replicated on all three.
+    let topic = format!("app.{name}");
+    s.kafka_tool(
+        "org.apache.kafka.tools.TopicCommand",
+        &[
+            "--bootstrap-server",
+            s.info("kafka_bootstrap"),
+            "--command-config",
+            s.info("kafka_admin_properties"),
+            "--create",
+            "--topic",
+            &topic,
+            "--replica-assignment",
+            "2:3:1",
+        ],
+    )
+    .ok();
+    let config = profile.join("client.properties").display().to_string();
+    let produce = |from: usize| -> Out {
+        let records: String = (from..from + 20).map(|i| format!("r{i}\n")).collect();
+        laptop_kafka_tool(
+            s,
+            "org.apache.kafka.tools.ConsoleProducer",
+            &[
+                "--bootstrap-server",
+                "127.0.0.1:19500",
+                "--producer.config",
+                &config,
+                "--topic",
+                &topic,
+                "--producer-property",
+                "acks=all",
+                "--sync",
+            ],
+            Some(records.as_bytes()),
+        )
+    };
+    let command = java_tool(
+        s,
+        "org.apache.kafka.tools.consumer.ConsoleConsumer",
+        &[
+            "--bootstrap-server",
+            "127.0.0.1:19500",
+            "--consumer.config",
+            &config,
+            "--topic",
+            &topic,
+            "--group",
+            &topic,
+            "--from-beginning",
+            "--max-messages",
+            "40",
+        ],
+    );
+    let consumer = Background::start(s, home.dir.join("consumer.log"), &command);
+    produce(0).ok();
+    assert!(
+        within(Duration::from_secs(60), || consumer.log().contains("r19")).is_some(),
+        "the consumer never read the first records:\n{}",
+        consumer.log()
+    );
+
+    // The leader stops; the cluster moves leadership, the client learns it through the
+    // endpoint's rewritten answers and carries on.
+    let _restart = NodeBack(s, "2");
+    run_stack(s, &["kafka-node", "down", "2"]);
+    produce(20).ok();
+    assert!(
+        within(Duration::from_secs(90), || consumer.log().contains("r39")).is_some(),
+        "the consumer did not carry on after broker 2 stopped:\n{}",
+        consumer.log()
+    );
+    let log = consumer.log();
+    for i in 0..40 {
+        assert!(log.contains(&format!("r{i}\n")), "r{i} missing:\n{log}");
+    }
+    drop(tunnel);
+}
+
+/// Starts a stopped Kafka node again when dropped.
+struct NodeBack<'a>(&'a Stack, &'a str);
+
+impl Drop for NodeBack<'_> {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(self.0.script())
+            .args(["kafka-node", "up", self.1])
+            .output();
+    }
+}
+
+#[test]
+fn revoking_a_name_reaches_the_endpoints_clients_as_it_reaches_direct_ones() {
+    let s = stack();
+    let home = Home::new(s, "endpoint");
+    let name = unique_name("erv");
+    home.setup(
+        s,
+        &name,
+        &["--endpoint", "local", "--endpoint-port", "19600"],
+    )
+    .ok();
+    let profile = home.profile(&name);
+    let (tunnel, up) = Tunnel::up(s, &home, &name, &[]);
+    up.ok();
+    let topic = format!("app.{name}");
+    create_three_leader_topic(s, &topic);
+    let config = profile.join("client.properties").display().to_string();
+    let command = java_tool(
+        s,
+        "org.apache.kafka.tools.consumer.ConsoleConsumer",
+        &[
+            "--bootstrap-server",
+            "127.0.0.1:19600",
+            "--consumer.config",
+            &config,
+            "--topic",
+            &topic,
+            "--group",
+            &topic,
+            "--from-beginning",
+        ],
+    );
+    let consumer = Background::start(s, home.dir.join("consumer.log"), &command);
+    laptop_kafka_tool(
+        s,
+        "org.apache.kafka.tools.ConsoleProducer",
+        &[
+            "--bootstrap-server",
+            "127.0.0.1:19600",
+            "--producer.config",
+            &config,
+            "--topic",
+            &topic,
+            "--sync",
+        ],
+        Some(b"before\n"),
+    )
+    .ok();
+    assert!(
+        within(Duration::from_secs(60), || consumer
+            .log()
+            .contains("before"))
+        .is_some(),
+        "{}",
+        consumer.log()
+    );
+
+    home.connect(
+        s,
+        &[
+            "revoke",
+            &name,
+            "--server",
+            s.info("ssh_destination"),
+            "--reason",
+            "key-compromise",
+        ],
+    )
+    .ok();
+    // The connected consumer: its ACLs are gone.
+    assert!(
+        within(Duration::from_secs(60), || {
+            let log = consumer.log();
+            log.contains("AuthorizationException") || log.contains("Not authorized")
+        })
+        .is_some(),
+        "{}",
+        consumer.log()
+    );
+    // A new client: the broker refuses the revoked certificate at the handshake, and the
+    // endpoint closes the client's connection.
+    let conf = profile.join("librdkafka.conf").display().to_string();
+    assert!(
+        within(Duration::from_secs(60), || {
+            !s.laptop(&["kcat", "-F", &conf, "-L", "-m", "8"], &[], None)
+                .success()
+        })
+        .is_some(),
+        "kcat still lists metadata through the endpoint after the revocation"
+    );
+    let log = std::fs::read_to_string(profile.join("tunnel.log")).expect("log");
+    assert!(
+        log.contains("the broker refused the profile's certificate"),
+        "{log}"
+    );
+    drop(tunnel);
+}
