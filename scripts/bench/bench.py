@@ -7,7 +7,8 @@ Rows:
   setup       `shiqi-connect setup` vs baseline/setup (openssl, mariadb, kafka-acls, keytool, ssh)
   tunnel      `tunnel up` vs `ssh -N` from the same ssh_config: iperf3 both ways through one
               forward, added round trip (1-byte ping-pongs), peak RSS, CPU seconds per GiB
-  kafka       Kafka's own producer and consumer perf tools through each tunnel
+  kafka       Kafka's own producer and consumer perf tools through `ssh -N`, our tunnel forwarding
+              the brokers (direct) and our local endpoint: throughput both ways, produce latency
 
 The tunnel rows need a forward with a plain TCP server behind it. A broker-only Kafka node (4) is
 started so that both tunnels forward its advertised port, then stopped, and iperf3 (or the echo
@@ -299,12 +300,20 @@ def tunnel_rows():
 
 
 def kafka_rows():
+    """Kafka's perf tools three ways, alternating: OpenSSH forwarding the brokers' ports (the
+    client does TLS), our tunnel doing the same (direct), and our local endpoint (the client
+    speaks plaintext to 127.0.0.1, the tunnel does TLS). Goal: local >= 0.9x direct."""
     env = [("SHIQI_HOME", HOME)]
-    name = "benchkafka"
-    laptop("shiqi-connect", "setup", name, "--server", INFO["ssh_destination"], "--yes",
-           "--force", "-q", env=env)
-    profile = os.path.join(HOME, name)
-    props = os.path.join(profile, "client.properties")
+    direct, local, local_port = "benchkafka", "benchlocal", 19700
+    laptop("shiqi-connect", "setup", direct, "--server", INFO["ssh_destination"], "--yes",
+           "--force", "-q", "--endpoint", "direct", env=env)
+    laptop("shiqi-connect", "setup", local, "--server", INFO["ssh_destination"], "--yes",
+           "--force", "-q", "--endpoint", "local", "--endpoint-port", str(local_port), env=env)
+    props = {
+        "openssh": (os.path.join(HOME, direct, "client.properties"), "localhost:19094"),
+        "direct": (os.path.join(HOME, direct, "client.properties"), "localhost:19094"),
+        "local": (os.path.join(HOME, local, "client.properties"), f"127.0.0.1:{local_port}"),
+    }
     topic = "app.bench"
     sh(STACK, "exec", "server", "--", "java", "-Xmx192m", "-cp", f"{INFO['kafka_libs']}/*",
        "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", INFO["kafka_bootstrap"],
@@ -314,47 +323,67 @@ def kafka_rows():
             "-cp", f"{INFO['kafka_libs']}/*"]
     records = 100_000
 
-    def produce():
+    def produce(kind):
+        config, bootstrap = props[kind]
         out = laptop(*java, "org.apache.kafka.tools.ProducerPerformance", "--topic", topic,
                      "--num-records", str(records), "--record-size", "512", "--throughput", "-1",
-                     "--producer.config", props, "--producer-props", "acks=1",
-                     "bootstrap.servers=localhost:19094").stdout
+                     "--producer.config", config, "--producer-props", "acks=1",
+                     f"bootstrap.servers={bootstrap}").stdout
         last = [l for l in out.splitlines() if "records sent" in l][-1]
         return float(last.split("(")[1].split(" MB/sec")[0])
 
-    def consume():
+    def latency(kind):
+        """The producer's average per-record latency at a paced 200 records/s (acks=1): one
+        request-answer round trip through the tunnel and back per record."""
+        config, bootstrap = props[kind]
+        out = laptop(*java, "org.apache.kafka.tools.ProducerPerformance", "--topic", topic,
+                     "--num-records", "1000", "--record-size", "100", "--throughput", "200",
+                     "--producer.config", config, "--producer-props", "acks=1", "linger.ms=0",
+                     f"bootstrap.servers={bootstrap}").stdout
+        last = [l for l in out.splitlines() if "records sent" in l][-1]
+        return float(last.split(" ms avg latency")[0].split(",")[-1].strip())
+
+    def consume(kind):
+        config, bootstrap = props[kind]
         out = laptop(*java, "org.apache.kafka.tools.ConsumerPerformance", "--topic", topic,
-                     "--messages", str(records), "--bootstrap-server", "localhost:19094",
-                     "--consumer.config", props, "--group", f"app.bench{time.time_ns()}",
+                     "--messages", str(records), "--bootstrap-server", bootstrap,
+                     "--consumer.config", config, "--group", f"app.bench{time.time_ns()}",
                      "--hide-header").stdout
         return float(out.strip().splitlines()[-1].split(",")[3])
 
-    cfg = os.path.join(profile, "ssh_config")
-    results = {"openssh": ([], []), "shiqi": ([], [])}
-    # Both tunnels take the brokers' ports, so they take turns: one round each, the order
-    # alternating.
+    cfg = os.path.join(HOME, direct, "ssh_config")
+    kinds = ["openssh", "direct", "local"]
+    results = {k: ([], [], []) for k in kinds}
+    # OpenSSH and the direct tunnel take the same ports, so every kind takes its turn: one
+    # round each, the order rotating.
     for r in range(RUNS):
-        for kind in (("openssh", "shiqi") if r % 2 == 0 else ("shiqi", "openssh")):
-            if kind == "shiqi":
-                laptop("shiqi-connect", "tunnel", "up", name, env=env)
-            else:
+        for kind in kinds[r % 3:] + kinds[:r % 3]:
+            if kind == "openssh":
                 laptop("ssh", "-fN", "-F", cfg, "shiqi-tunnel")
+            else:
+                laptop("shiqi-connect", "tunnel", "up", direct if kind == "direct" else local,
+                       env=env)
             try:
-                results[kind][0].append(produce())
-                results[kind][1].append(consume())
+                results[kind][0].append(produce(kind))
+                results[kind][1].append(consume(kind))
+                results[kind][2].append(latency(kind))
             finally:
-                if kind == "shiqi":
-                    laptop("shiqi-connect", "tunnel", "down", name, env=env, check=False)
-                else:
+                if kind == "openssh":
                     laptop("ssh", "-F", cfg, "-O", "exit", "shiqi-tunnel", check=False)
-    results = {k: (statistics.median(p), statistics.median(c)) for k, (p, c) in results.items()}
-    (po, co), (ps, cs) = results["openssh"], results["shiqi"]
+                else:
+                    laptop("shiqi-connect", "tunnel", "down",
+                           direct if kind == "direct" else local, env=env, check=False)
+    med = {k: tuple(statistics.median(v) for v in vals) for k, vals in results.items()}
+    (po, co, lo), (pd, cd, ld), (pl, cl, ll) = med["openssh"], med["direct"], med["local"]
     return [
-        f"| Kafka perf tools, {records:,} × 512 B, 3 partitions, median of {RUNS} alternating rounds"
-        " | `ssh -N` (baseline) | `tunnel up` | ratio |",
-        "|---|---|---|---|",
-        f"| producer (acks=1) | {po:.1f} MB/s | {ps:.1f} MB/s | {ps / po:.2f}× |",
-        f"| consumer | {co:.1f} MB/s | {cs:.1f} MB/s | {cs / co:.2f}× |",
+        f"| Kafka perf tools, {records:,} × 512 B, 3 partitions, median of {RUNS} rotating rounds"
+        " | `ssh -N` (baseline) | `tunnel up`, direct | `tunnel up`, local endpoint"
+        " | direct ÷ ssh | local ÷ direct |",
+        "|---|---|---|---|---|---|",
+        f"| producer (acks=1) | {po:.1f} MB/s | {pd:.1f} MB/s | {pl:.1f} MB/s | {pd / po:.2f}× | {pl / pd:.2f}× |",
+        f"| consumer | {co:.1f} MB/s | {cd:.1f} MB/s | {cl:.1f} MB/s | {cd / co:.2f}× | {cl / cd:.2f}× |",
+        f"| produce latency, 200 records/s (lower is better) | {lo:.1f} ms | {ld:.1f} ms | {ll:.1f} ms"
+        f" | {ld / lo:.2f}× | {ll / ld:.2f}× |",
     ]
 
 
