@@ -366,6 +366,36 @@ fn a_multi_host_cluster_works_through_the_local_endpoint_with_clients_that_have_
     );
     assert!(!log.contains("tx3") && !log.contains("v17"), "{log}");
     drop(tunnel);
+
+    // Direct mode cannot serve this shape: switching to it is refused, naming the fix…
+    let refused = home
+        .connect(s, &["tunnel", "up", &name, "--endpoint", "direct"])
+        .failed();
+    assert!(
+        refused.stderr.contains("both use port 9093")
+            && refused.stderr.contains("use the local endpoint"),
+        "{}",
+        refused.stderr
+    );
+    // …and doctor names the same fix for a direct profile of this cluster (as an older
+    // profile.json, which had no `endpoint`, or an edit leaves it).
+    let mut json = profile_json(&profile);
+    json.as_object_mut().expect("object").remove("endpoint");
+    std::fs::write(
+        profile.join("profile.json"),
+        serde_json::to_string_pretty(&json).expect("json"),
+    )
+    .expect("write");
+    let doctor = home.connect(s, &["doctor", &name]);
+    assert_eq!(doctor.code, Some(1), "{}", doctor.all());
+    assert!(
+        doctor.stdout.contains("use the local endpoint")
+            && doctor
+                .stdout
+                .contains(&format!("shiqi-connect tunnel up {name} --endpoint local")),
+        "{}",
+        doctor.stdout
+    );
 }
 
 #[test]

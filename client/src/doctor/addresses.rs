@@ -2,6 +2,9 @@
 //! (127.0.0.1), and each server certificate covers the name its clients check (the Java client
 //! verifies the advertised host name). A name that resolves elsewhere sends the client around
 //! the tunnel (seed: wasted-weekend-on-kafka, names that resolved differently on each side).
+//! With the local endpoint the names are dialled on the server's side only, so resolving them
+//! here does not apply; the endpoint verifies each broker's name, so an answer through its port
+//! shows that the certificate covers it.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, ToSocketAddrs};
@@ -64,7 +67,15 @@ pub fn check(ctx: &Context, st: &mut Findings) {
         }
         return;
     }
-    resolve_check(ctx, st, &targets);
+    if ctx.local_endpoint() {
+        st.push(Finding::skip(
+            CheckId::AddressResolve,
+            "does not apply: with the local endpoint the laptop never dials the advertised \
+             names (the tunnel does, on the server's side)",
+        ));
+    } else {
+        resolve_check(ctx, st, &targets);
+    }
     names_check(ctx, st, &targets);
 }
 
@@ -92,17 +103,27 @@ fn resolve_check(ctx: &Context, st: &mut Findings, targets: &[Service]) {
             .collect::<Vec<_>>()
             .join(", ");
         let port = ts[0].port;
+        // A hosts entry sends the name to 127.0.0.1, where one forward per port leads to one
+        // broker only: no help when another service needs the same port.
+        let shared = ts.iter().any(|t| {
+            targets
+                .iter()
+                .any(|o| o.port == t.port && o.what != t.what && !o.endpoint)
+        });
         let is_ip = host.parse::<IpAddr>().is_ok();
-        let hosts_entry = if is_ip {
+        let hosts_entry = if is_ip || shared {
             String::new()
         } else {
             format!("add `127.0.0.1 {host}` to `/etc/hosts`, or ")
         };
-        let listener = ts
-            .iter()
-            .map(|t| format!("`localhost:{}`", t.port))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let listener = if shared {
+            "`localhost` on a port of its own".to_owned()
+        } else {
+            ts.iter()
+                .map(|t| format!("`localhost:{}`", t.port))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         let fix = format!(
             "{hosts_entry}have {who} advertise {listener} (`advertised.listeners` on the \
              server) and rebuild the profile (`{}`)",
@@ -141,10 +162,17 @@ fn resolve_check(ctx: &Context, st: &mut Findings, targets: &[Service]) {
             }
         }
     }
+    // The local endpoint needs nothing of the names on this machine, nor of the server.
+    let fix = format!(
+        "{} (the tunnel then dials the advertised names on the server's side, so they need not \
+         resolve here); or {}",
+        ctx.use_local_endpoint(),
+        fixes.join("; or ")
+    );
     let check = match worst {
         Status::Ok => Finding::ok(CheckId::AddressResolve, good.join(", ")),
-        Status::Warn => Finding::warn(CheckId::AddressResolve, bad.join("; "), fixes.join("; ")),
-        _ => Finding::fail(CheckId::AddressResolve, bad.join("; "), fixes.join("; ")),
+        Status::Warn => Finding::warn(CheckId::AddressResolve, bad.join("; "), fix),
+        _ => Finding::fail(CheckId::AddressResolve, bad.join("; "), fix),
     };
     st.push(if worst == Status::Ok {
         check
@@ -176,6 +204,17 @@ fn names_check(ctx: &Context, st: &mut Findings, targets: &[Service]) {
     let mut fixes = Vec::new();
     let mut worst = Status::Ok;
     for t in reachable {
+        if t.endpoint {
+            // The endpoint checked the broker's certificate against its advertised name (as a
+            // Java client does) before it could answer on this port.
+            if !t.host.is_empty() {
+                good.push(format!(
+                    "{} covers `{}` (checked by the local endpoint)",
+                    t.what, t.host
+                ));
+            }
+            continue;
+        }
         let (speaks, name) = if t.kafka {
             (probe::kafka("127.0.0.1", t.port, &t.host), t.host.clone())
         } else {
@@ -259,7 +298,7 @@ fn names_check(ctx: &Context, st: &mut Findings, targets: &[Service]) {
     }
     let unchecked: Vec<String> = targets
         .iter()
-        .filter(|t| st.tunnel_broken.contains(&t.port))
+        .filter(|t| st.tunnel_broken.contains(&t.port) && !(t.endpoint && t.host.is_empty()))
         .map(|t| t.what.clone())
         .collect();
     let mut found = if bad.is_empty() { good } else { bad };
@@ -285,8 +324,13 @@ fn quoted(names: &[String]) -> String {
 }
 
 #[cfg(test)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "#[tokio::test] builds its own runtime"
+)]
 mod tests {
     use super::*;
+    use crate::doctor::tests::{context, fake_endpoint, local_profile, running_tunnel};
 
     fn ip(s: &str) -> IpAddr {
         s.parse().expect("ip")
@@ -308,5 +352,80 @@ mod tests {
         assert!(matches!(judge(&[ip("::1")]), Resolution::Elsewhere(_)));
         assert!(matches!(judge(&[]), Resolution::Unresolved(_)));
         assert_eq!(resolve("127.0.0.1", 1), Resolution::Tunnel);
+    }
+
+    #[tokio::test]
+    async fn local_mode_resolves_nothing_here_and_the_endpoint_vouches_for_names() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ports = fake_endpoint(3, "127.0.0.1");
+        running_tunnel(dir.path(), &ports, None);
+        let ctx = context(dir.path(), &local_profile(&ports), &[], &[]);
+        let mut st = Findings::default();
+        forwards::check(&ctx, &mut st).await;
+        check(&ctx, &mut st);
+        let resolve = &st.checks[1];
+        assert_eq!(
+            (resolve.check, resolve.status),
+            (CheckId::AddressResolve, Status::Skip)
+        );
+        assert_eq!(
+            resolve.found.as_str(),
+            "does not apply: with the local endpoint the laptop never dials the advertised \
+             names (the tunnel does, on the server's side)"
+        );
+        let names = &st.checks[2];
+        assert_eq!(
+            (names.check, names.status),
+            (CheckId::AddressNames, Status::Ok),
+            "{names:?}"
+        );
+        assert_eq!(
+            names.found.as_str(),
+            "broker 1 covers `broker-1.kafka.invalid` (checked by the local endpoint); broker 2 \
+             covers `broker-2.kafka.invalid` (checked by the local endpoint)"
+        );
+        assert!(st.bypassed.is_empty());
+    }
+
+    #[test]
+    fn direct_names_that_do_not_resolve_point_to_the_local_endpoint() {
+        // Brokers on one port: a hosts entry cannot tell them apart, so it is not offered.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut p = local_profile(&[9092]);
+        p.endpoint = crate::profile::Endpoint::Direct;
+        let ctx = context(dir.path(), &p, &[], &[]);
+        let mut st = Findings::default();
+        check(&ctx, &mut st);
+        let c = &st.checks[0];
+        assert_eq!(
+            (c.check, c.status),
+            (CheckId::AddressResolve, Status::Fail),
+            "{c:?}"
+        );
+        let fix = c.fix.as_deref().unwrap_or_default();
+        assert!(
+            fix.starts_with(
+                "use the local endpoint: `shiqi-connect tunnel up saige --endpoint local` (the \
+                 tunnel then dials the advertised names on the server's side, so they need not \
+                 resolve here); or have broker 1 advertise `localhost` on a port of its own"
+            ),
+            "{fix}"
+        );
+        assert!(!fix.contains("/etc/hosts"), "{fix}");
+        assert!(st.bypassed.contains("broker-2.kafka.invalid"));
+
+        // Names on ports of their own: a hosts entry still works, after the endpoint.
+        p.brokers[1].port = shiqi_ca::Port::try_from(9094).expect("port");
+        let ctx = context(dir.path(), &p, &[], &[]);
+        let mut st = Findings::default();
+        check(&ctx, &mut st);
+        let fix = st.checks[0].fix.as_deref().unwrap_or_default();
+        assert!(
+            fix.contains(
+                "resolve here); or add `127.0.0.1 broker-1.kafka.invalid` to `/etc/hosts`, or \
+                 have broker 1 advertise `localhost:9093`"
+            ),
+            "{fix}"
+        );
     }
 }

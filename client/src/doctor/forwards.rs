@@ -1,52 +1,114 @@
 //! The tunnel: every advertised broker (from `profile.json`) and MySQL has a `LocalForward` in
 //! `ssh_config`, and its local port answers. After bootstrap a Kafka client dials every broker
 //! at its advertised address, so one missing forward breaks the client on that broker only
-//! (seed: kafka-day-journal, the one-port tunnel that hung on broker 2).
+//! (seed: kafka-day-journal, the one-port tunnel that hung on broker 2); brokers that share a
+//! port cannot each have one, which only the local endpoint gets around. With the local
+//! endpoint the tunnel listens for Kafka itself (bootstrap and one port per broker, no
+//! `LocalForward`): each of its ports must answer as Kafka and name only local ports.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::doctor::{CheckId, Context, Finding, Findings};
-use crate::probe::speaks as probe;
-use crate::profile::files as pf;
+use crate::probe::speaks::{self as probe, Speaks};
+use crate::probe::{Outcome, kafka};
+use crate::profile::{Endpoint, files as pf};
+use crate::tunnel::state::State;
 
 /// How long a local port may take to accept.
 const CONNECT: Duration = Duration::from_secs(2);
+/// How long the local endpoint may take to answer through to a broker.
+const ENDPOINT: Duration = Duration::from_secs(6);
+
+/// SSH checks that keep the tunnel from starting.
+const SSH: [CheckId; 4] = [
+    CheckId::SshReach,
+    CheckId::SshHostKey,
+    CheckId::SshLogin,
+    CheckId::SshConfigKey,
+];
+/// Checks that keep a running local endpoint from reaching the brokers.
+const ENDPOINT_NEEDS: [CheckId; 6] = [
+    CheckId::SshReach,
+    CheckId::SshHostKey,
+    CheckId::SshLogin,
+    CheckId::CertValid,
+    CheckId::CertChain,
+    CheckId::CertKey,
+];
 
 /// One thing the tunnel must carry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Service {
-    /// `broker 2`, `MySQL`.
+    /// `broker 2`, `MySQL`, `Kafka bootstrap`.
     pub what: String,
-    /// The advertised (or server-side) host.
+    /// The advertised (or server-side) host; empty for an endpoint port that leads to no one
+    /// known broker (the bootstrap port, a broker the profile does not list yet).
     pub host: String,
-    /// The port, the same on both ends.
+    /// The local port (for a forward, the same on both ends).
     pub port: u16,
-    /// Whether it is a Kafka broker.
+    /// Whether it is Kafka.
     pub kafka: bool,
+    /// A port of the tunnel's local endpoint: plaintext Kafka, no `LocalForward`.
+    pub endpoint: bool,
 }
 
-/// Everything the tunnel should forward, brokers by id then MySQL.
+/// Everything the tunnel should serve: brokers by id (direct), or the local endpoint's
+/// bootstrap then broker ports; then MySQL.
 pub fn services(ctx: &Context) -> Vec<Service> {
     let Ok(p) = &ctx.profile else {
         return Vec::new();
     };
     let mut brokers = p.brokers.clone();
     brokers.sort_by_key(|b| b.id);
-    let mut out: Vec<Service> = brokers
-        .iter()
-        .map(|b| Service {
-            what: format!("broker {}", b.id),
-            host: b.host.to_string(),
-            port: b.port.get(),
-            kafka: true,
-        })
-        .collect();
+    let mut out: Vec<Service> = match &p.endpoint {
+        Endpoint::Direct => brokers
+            .iter()
+            .map(|b| Service {
+                what: format!("broker {}", b.id),
+                host: b.host.to_string(),
+                port: b.port.get(),
+                kafka: true,
+                endpoint: false,
+            })
+            .collect(),
+        Endpoint::Local {
+            bootstrap_port,
+            brokers: local,
+        } => {
+            let mut local = local.clone();
+            local.sort();
+            let bootstrap = Service {
+                what: "Kafka bootstrap".to_owned(),
+                host: String::new(),
+                port: *bootstrap_port,
+                kafka: true,
+                endpoint: true,
+            };
+            std::iter::once(bootstrap)
+                .chain(local.iter().map(|l| {
+                    Service {
+                        what: format!("broker {}", l.id),
+                        host: brokers
+                            .iter()
+                            .find(|b| b.id == l.id)
+                            .map(|b| b.host.to_string())
+                            .unwrap_or_default(),
+                        port: l.port,
+                        kafka: true,
+                        endpoint: true,
+                    }
+                }))
+                .collect()
+        }
+    };
     if let Some(m) = &p.mysql {
         out.push(Service {
             what: "MySQL".to_owned(),
             host: m.host.to_string(),
             port: m.port.get(),
             kafka: false,
+            endpoint: false,
         });
     }
     out
@@ -62,6 +124,10 @@ fn tunnel_up(ctx: &Context) -> Option<String> {
 pub fn start_hint(ctx: &Context) -> String {
     let openssh = format!("`{}`", ctx.tunnel_command());
     match tunnel_up(ctx) {
+        // OpenSSH forwards ports; it cannot speak Kafka for the clients.
+        Some(up) if ctx.local_endpoint() => {
+            format!("start the tunnel: `{up}` (OpenSSH cannot serve the local endpoint)")
+        }
         Some(up) => format!("start the tunnel: `{up}` (or with OpenSSH: {openssh})"),
         None => format!("start the tunnel: {openssh}"),
     }
@@ -83,9 +149,48 @@ fn restart_hint(ctx: &Context) -> String {
     )
 }
 
+/// The profile's tunnel process as its state file says, when that process is alive: only it
+/// serves the local endpoint (another program on 9092 would be a different Kafka).
+fn running_tunnel(ctx: &Context) -> Option<State> {
+    let state = State::read(&ctx.path(crate::tunnel::STATE)?)?;
+    crate::os::process::alive(state.pid).then_some(state)
+}
+
+/// Ports that more than one direct service needs: one `LocalForward` reaches one of them only.
+fn shared_ports(targets: &[Service]) -> BTreeMap<u16, Vec<&Service>> {
+    let mut by_port: BTreeMap<u16, Vec<&Service>> = BTreeMap::new();
+    for t in targets.iter().filter(|t| !t.endpoint) {
+        by_port.entry(t.port).or_default().push(t);
+    }
+    by_port.retain(|_, ts| ts.len() > 1);
+    by_port
+}
+
+/// [`kafka::endpoint`] on each port at once (each waits on a broker through the tunnel).
+async fn probe_endpoint(ports: Vec<u16>) -> BTreeMap<u16, Outcome> {
+    let mut probes = tokio::task::JoinSet::new();
+    for port in ports {
+        probes.spawn(async move { (port, kafka::endpoint(port, ENDPOINT).await) });
+    }
+    probes.join_all().await.into_iter().collect()
+}
+
+fn ports_of(list: &[&Service]) -> String {
+    list.iter()
+        .map(|t| format!("{} ({})", t.port, t.what))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// `tunnel`.
-pub fn check(ctx: &Context, st: &mut Findings) {
+pub async fn check(ctx: &Context, st: &mut Findings) {
     let targets = services(ctx);
+    let mode = ctx.kafka_mode();
+    // Every line says how Kafka goes, so a fix reads in the right mode.
+    let said = |found: String| match &mode {
+        Some(m) => format!("{m}; {found}"),
+        None => found,
+    };
     let cfg = match (&ctx.profile, &ctx.ssh_config) {
         (Err(why), _) => {
             st.push(Finding::skip(CheckId::Tunnel, format!("no profile: {why}")));
@@ -96,12 +201,12 @@ pub fn check(ctx: &Context, st: &mut Findings) {
             st.push(if missing {
                 Finding::skip(
                     CheckId::Tunnel,
-                    format!("`{}` is missing (see `files`)", pf::SSH_CONFIG),
+                    said(format!("`{}` is missing (see `files`)", pf::SSH_CONFIG)),
                 )
             } else {
                 Finding::fail(
                     CheckId::Tunnel,
-                    why.clone(),
+                    said(why.clone()),
                     format!("rebuild the profile: `{}`", ctx.setup_again()),
                 )
             });
@@ -118,16 +223,54 @@ pub fn check(ctx: &Context, st: &mut Findings) {
         return;
     }
     let cfg_shown = ctx.show(&cfg.path);
+    let listening: BTreeSet<u16> = targets
+        .iter()
+        .map(|t| t.port)
+        .filter(|p| probe::connect("127.0.0.1", *p, CONNECT).is_ok())
+        .collect();
+    st.answering.extend(listening.iter().copied());
+    let tunnel = running_tunnel(ctx);
+    let served: BTreeSet<u16> = tunnel
+        .iter()
+        .flat_map(|s| s.endpoint.iter().map(|f| f.local_port))
+        .collect();
+    let endpoint_ports: Vec<u16> = targets
+        .iter()
+        .filter(|t| t.endpoint && listening.contains(&t.port) && served.contains(&t.port))
+        .map(|t| t.port)
+        .collect();
+    let outcomes = probe_endpoint(endpoint_ports).await;
+    let shared = shared_ports(&targets);
+
     let mut missing = Vec::new();
     let mut wide = Vec::new();
     let mut silent = Vec::new();
+    let mut foreign = Vec::new();
+    let mut refused = Vec::new();
     let mut good = Vec::new();
+    let mut good_endpoint = Vec::new();
     for t in &targets {
-        let forward = cfg.forward(t.port);
-        let answers = probe::connect("127.0.0.1", t.port, CONNECT).is_ok();
-        if answers {
-            st.answering.insert(t.port);
+        let answers = listening.contains(&t.port);
+        if t.endpoint {
+            match outcomes.get(&t.port) {
+                _ if !answers => silent.push(t),
+                _ if !served.contains(&t.port) => foreign.push(t),
+                Some(o) if o.ok => {
+                    good_endpoint.push(t);
+                    st.probes
+                        .insert(("127.0.0.1".to_owned(), t.port), Speaks::PlainKafka);
+                    continue;
+                }
+                o => refused.push((t, o.map(|o| o.detail.to_string()).unwrap_or_default())),
+            }
+            st.tunnel_broken.insert(t.port);
+            continue;
         }
+        if shared.contains_key(&t.port) {
+            st.tunnel_broken.insert(t.port);
+            continue;
+        }
+        let forward = cfg.forward(t.port);
         match forward {
             None => missing.push(t),
             Some(f) if !f.binds_loopback() => wide.push((t, f.line)),
@@ -141,42 +284,84 @@ pub fn check(ctx: &Context, st: &mut Findings) {
             st.tunnel_broken.insert(t.port);
         }
     }
-    if missing.is_empty() && wide.is_empty() && silent.is_empty() && cfg.problems.is_empty() {
-        st.push(Finding::ok(
-            CheckId::Tunnel,
-            format!(
+    let others = missing.is_empty()
+        && wide.is_empty()
+        && foreign.is_empty()
+        && shared.is_empty()
+        && cfg.problems.is_empty();
+    if others && silent.is_empty() && refused.is_empty() {
+        let mut found = Vec::new();
+        if !good_endpoint.is_empty() {
+            found.push(format!(
+                "the endpoint answers ApiVersions on {}, and its Metadata names only local ports",
+                ports_of(&good_endpoint)
+            ));
+        }
+        if !good.is_empty() {
+            found.push(format!(
                 "{} forwards answer on 127.0.0.1: {}",
                 good.len(),
                 good.join(", ")
-            ),
-        ));
+            ));
+        }
+        st.push(Finding::ok(CheckId::Tunnel, said(found.join("; "))));
         return;
     }
-    // Nothing listens and SSH itself fails: starting the tunnel cannot work yet, and the SSH
-    // line already names the fault.
-    let ssh = [
-        CheckId::SshReach,
-        CheckId::SshHostKey,
-        CheckId::SshLogin,
-        CheckId::SshConfigKey,
-    ];
-    if good.is_empty()
-        && missing.is_empty()
-        && wide.is_empty()
-        && cfg.problems.is_empty()
-        && let Some(id) = st.first_failed(&ssh)
+    // Nothing listens (or the endpoint cannot get through) and SSH or the certificate fails:
+    // the tunnel cannot work yet, and that line already names the fault.
+    let ssh_blocker = st.first_failed(&SSH);
+    let endpoint_blocker = st.first_failed(&ENDPOINT_NEEDS);
+    let silent_blocked =
+        silent.is_empty() || (good.is_empty() && good_endpoint.is_empty() && ssh_blocker.is_some());
+    let refused_blocked = refused.is_empty() || endpoint_blocker.is_some();
+    if others
+        && silent_blocked
+        && refused_blocked
+        && let Some(id) = if silent.is_empty() {
+            endpoint_blocker
+        } else {
+            ssh_blocker
+        }
     {
-        st.push(Finding::skip(
-            CheckId::Tunnel,
+        let why = if refused.is_empty() {
             format!(
                 "nothing listens, and the tunnel cannot start until `{}` passes",
                 id.as_str()
-            ),
-        ));
+            )
+        } else {
+            let ports: Vec<&Service> = refused.iter().map(|(t, _)| *t).collect();
+            format!(
+                "the local endpoint listens on {} but cannot get through to the brokers until \
+                 `{}` passes",
+                ports_of(&ports),
+                id.as_str()
+            )
+        };
+        st.push(Finding::skip(CheckId::Tunnel, said(why)));
         return;
     }
     let mut found = Vec::new();
     let mut fixes = Vec::new();
+    if !shared.is_empty() {
+        for (port, ts) in &shared {
+            let who: Vec<&str> = ts.iter().map(|t| t.what.as_str()).collect();
+            let at: Vec<String> = ts
+                .iter()
+                .map(|t| format!("`{}`", shiqi_render::hostport(&t.host, t.port)))
+                .collect();
+            found.push(format!(
+                "{} all need port {port} ({}): one local port forwards to one of them only, so \
+                 a direct Kafka client cannot reach the others",
+                who.join(", "),
+                at.join(", ")
+            ));
+        }
+        fixes.push(format!(
+            "{} (the tunnel then speaks Kafka for the clients, with a local port of its own for \
+             each broker, whatever the brokers advertise)",
+            ctx.use_local_endpoint()
+        ));
+    }
     if !missing.is_empty() {
         let list: Vec<String> = missing
             .iter()
@@ -221,15 +406,59 @@ pub fn check(ctx: &Context, st: &mut Findings) {
         ));
     }
     if !silent.is_empty() {
-        let list: Vec<String> = silent
-            .iter()
-            .map(|t| format!("{} ({})", t.port, t.what))
-            .collect();
         found.push(format!(
             "nothing listens on 127.0.0.1 port {}: the tunnel is not running",
-            list.join(", ")
+            ports_of(&silent)
         ));
         fixes.push(start_hint(ctx));
+    }
+    if !foreign.is_empty() {
+        let list: Vec<String> = foreign
+            .iter()
+            .map(|t| match crate::tunnel::ports::owner_of(t.port) {
+                Some(owner) => format!("{} ({}; held by {owner})", t.port, t.what),
+                None => format!("{} ({})", t.port, t.what),
+            })
+            .collect();
+        found.push(format!(
+            "something other than this profile's tunnel listens on 127.0.0.1 port {}: the \
+             profile's Kafka clients would talk to it instead of the cluster",
+            list.join(", ")
+        ));
+        let name = ctx
+            .profile
+            .as_ref()
+            .map(|p| p.name.to_string())
+            .unwrap_or_default();
+        fixes.push(format!(
+            "stop it, or move the endpoint to free ports: `shiqi-connect tunnel up {name} \
+             --endpoint-port PORT`"
+        ));
+    }
+    if !refused.is_empty() {
+        let list: Vec<String> = refused
+            .iter()
+            .map(|(t, why)| format!("{} ({}): {why}", t.port, t.what))
+            .collect();
+        let last = tunnel
+            .as_ref()
+            .and_then(|s| s.error.as_deref())
+            .map(|e| format!(" (the tunnel's last error: {e})"))
+            .unwrap_or_default();
+        found.push(format!(
+            "the local endpoint accepts but does not answer as Kafka on 127.0.0.1 port {}{last}",
+            list.join("; ")
+        ));
+        let log = ctx
+            .path(crate::tunnel::LOG)
+            .map(|p| ctx.show(&p))
+            .unwrap_or_default();
+        fixes.push(format!(
+            "`{log}` says what the endpoint met on its way to the brokers (a broker that \
+             refused the certificate or whose certificate does not name it, a broker that is \
+             down); then restart it: `{}`",
+            tunnel_up(ctx).unwrap_or_default()
+        ));
     }
     for p in &cfg.problems {
         found.push(format!("`{cfg_shown}` {p}"));
@@ -239,16 +468,21 @@ pub fn check(ctx: &Context, st: &mut Findings) {
     }
     st.push(Finding::fail(
         CheckId::Tunnel,
-        found.join("; "),
+        said(found.join("; ")),
         fixes.join("; "),
     ));
 }
 
 #[cfg(test)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "#[tokio::test] builds its own runtime"
+)]
 mod tests {
     use std::net::TcpListener;
 
     use super::*;
+    use crate::doctor::tests::{context as load, fake_endpoint, local_profile, running_tunnel};
     use crate::doctor::{Inputs, Status};
     use crate::profile::tests::sample;
 
@@ -281,16 +515,16 @@ mod tests {
         })
     }
 
-    #[test]
+    #[tokio::test]
     // Seed: kafka-day-journal, one-port tunnel hangs on broker 2
-    fn a_missing_forward_names_the_broker_and_the_line_to_add() {
+    async fn a_missing_forward_names_the_broker_and_the_line_to_add() {
         let dir = tempfile::tempdir().expect("tempdir");
         let up = TcpListener::bind("127.0.0.1:0").expect("bind");
         let a = up.local_addr().expect("addr").port();
         let b = free_port();
         let ctx = context(dir.path(), [a, b], &[a]);
         let mut st = Findings::default();
-        check(&ctx, &mut st);
+        check(&ctx, &mut st).await;
         let c = &st.checks[0];
         assert_eq!(c.status, Status::Fail, "{c:?}");
         assert!(
@@ -307,13 +541,13 @@ mod tests {
         assert!(!st.tunnel_broken.contains(&a));
     }
 
-    #[test]
-    fn nothing_listening_is_a_tunnel_that_is_not_running_unless_ssh_failed() {
+    #[tokio::test]
+    async fn nothing_listening_is_a_tunnel_that_is_not_running_unless_ssh_failed() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (a, b) = (free_port(), free_port());
         let ctx = context(dir.path(), [a, b], &[a, b]);
         let mut st = Findings::default();
-        check(&ctx, &mut st);
+        check(&ctx, &mut st).await;
         assert_eq!(st.checks[0].status, Status::Fail);
         assert!(st.checks[0].found.contains("the tunnel is not running"));
         assert!(
@@ -325,9 +559,209 @@ mod tests {
 
         let mut st = Findings::default();
         st.push(Finding::fail(CheckId::SshLogin, "refused", "add the key"));
-        check(&ctx, &mut st);
+        check(&ctx, &mut st).await;
         assert_eq!(st.checks[1].status, Status::Skip, "{:?}", st.checks[1]);
         assert!(st.checks[1].found.contains("`ssh.login`"));
         assert!(st.tunnel_broken.contains(&a));
+    }
+
+    #[tokio::test]
+    async fn direct_mode_is_named_on_the_line() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let up = [
+            TcpListener::bind("127.0.0.1:0").expect("bind"),
+            TcpListener::bind("127.0.0.1:0").expect("bind"),
+        ];
+        let [a, b] = up.each_ref().map(|l| l.local_addr().expect("addr").port());
+        let ctx = context(dir.path(), [a, b], &[a, b]);
+        let mut st = Findings::default();
+        check(&ctx, &mut st).await;
+        let c = &st.checks[0];
+        assert_eq!(c.status, Status::Ok, "{c:?}");
+        assert!(
+            c.found.starts_with(
+                "Kafka: direct (clients do TLS to each broker's forward); 2 forwards answer on \
+                 127.0.0.1: "
+            ),
+            "{c:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn brokers_on_one_port_need_the_local_endpoint() {
+        // The multi-host shape: every broker on 9093 of its own name. One forward reaches one.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let up = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = up.local_addr().expect("addr").port();
+        let mut p = sample();
+        p.mysql = None;
+        for b in &mut p.brokers {
+            b.host = format!("broker-{}.kafka.invalid", b.id)
+                .parse()
+                .expect("host");
+            b.port = shiqi_ca::Port::try_from(port).expect("port");
+        }
+        let ctx = load(dir.path(), &p, &[(port, "broker-1.kafka.invalid")], &[]);
+        let mut st = Findings::default();
+        check(&ctx, &mut st).await;
+        let c = &st.checks[0];
+        assert_eq!(c.status, Status::Fail, "{c:?}");
+        assert_eq!(
+            c.found.as_str(),
+            format!(
+                "Kafka: direct (clients do TLS to each broker's forward); broker 1, broker 2, \
+                 broker 3 all need port {port} (`broker-1.kafka.invalid:{port}`, \
+                 `broker-2.kafka.invalid:{port}`, `broker-3.kafka.invalid:{port}`): one local \
+                 port forwards to one of them only, so a direct Kafka client cannot reach the \
+                 others"
+            )
+        );
+        assert_eq!(
+            c.fix.as_deref(),
+            Some(
+                "use the local endpoint: `shiqi-connect tunnel up saige --endpoint local` (the \
+                 tunnel then speaks Kafka for the clients, with a local port of its own for \
+                 each broker, whatever the brokers advertise)"
+            )
+        );
+        assert!(st.tunnel_broken.contains(&port));
+    }
+
+    #[tokio::test]
+    async fn local_mode_checks_the_endpoint_and_expects_no_kafka_forwards() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ports = fake_endpoint(3, "127.0.0.1");
+        running_tunnel(dir.path(), &ports, None);
+        let ctx = load(dir.path(), &local_profile(&ports), &[], &[]);
+        let mut st = Findings::default();
+        check(&ctx, &mut st).await;
+        let c = &st.checks[0];
+        assert_eq!(c.status, Status::Ok, "{c:?}");
+        assert_eq!(
+            c.found.as_str(),
+            format!(
+                "Kafka: local endpoint on 127.0.0.1:{} (the tunnel does the TLS to each broker); \
+                 the endpoint answers ApiVersions on {} (Kafka bootstrap), {} (broker 1), {} \
+                 (broker 2), and its Metadata names only local ports",
+                ports[0], ports[0], ports[1], ports[2]
+            )
+        );
+        assert!(st.tunnel_broken.is_empty());
+        for p in &ports {
+            assert_eq!(
+                st.probes.get(&("127.0.0.1".to_owned(), *p)),
+                Some(&Speaks::PlainKafka)
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_local_endpoint_that_is_not_running_is_started_with_tunnel_up() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ports = [free_port(), free_port(), free_port()];
+        let ctx = load(dir.path(), &local_profile(&ports), &[], &[]);
+        let mut st = Findings::default();
+        check(&ctx, &mut st).await;
+        let c = &st.checks[0];
+        assert_eq!(c.status, Status::Fail, "{c:?}");
+        assert!(
+            c.found.ends_with(&format!(
+                "nothing listens on 127.0.0.1 port {} (Kafka bootstrap), {} (broker 1), {} \
+                 (broker 2): the tunnel is not running",
+                ports[0], ports[1], ports[2]
+            )),
+            "{c:?}"
+        );
+        assert_eq!(
+            c.fix.as_deref(),
+            Some(
+                "start the tunnel: `shiqi-connect tunnel up saige` (OpenSSH cannot serve the \
+                 local endpoint)"
+            )
+        );
+        assert!(ports.iter().all(|p| st.tunnel_broken.contains(p)));
+
+        // The tunnel cannot start while SSH fails: that line is the one failure.
+        let mut st = Findings::default();
+        st.push(Finding::fail(CheckId::SshReach, "timeout", "check the VPN"));
+        check(&ctx, &mut st).await;
+        assert_eq!(st.checks[1].status, Status::Skip, "{:?}", st.checks[1]);
+        assert!(st.checks[1].found.contains("until `ssh.reach` passes"));
+    }
+
+    #[tokio::test]
+    async fn another_kafka_on_the_endpoint_port_is_not_the_tunnel() {
+        // A local Kafka on 9092 answers like the endpoint; the state file says whose port it is.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ports = fake_endpoint(2, "127.0.0.1");
+        let ctx = load(dir.path(), &local_profile(&ports), &[], &[]);
+        let mut st = Findings::default();
+        check(&ctx, &mut st).await;
+        let c = &st.checks[0];
+        assert_eq!(c.status, Status::Fail, "{c:?}");
+        assert!(
+            c.found.contains(&format!(
+                "something other than this profile's tunnel listens on 127.0.0.1 port {} (Kafka \
+                 bootstrap",
+                ports[0]
+            )),
+            "{c:?}"
+        );
+        assert_eq!(
+            c.fix.as_deref(),
+            Some(
+                "stop it, or move the endpoint to free ports: `shiqi-connect tunnel up saige \
+                 --endpoint-port PORT`"
+            )
+        );
+        assert!(st.tunnel_broken.contains(&ports[0]));
+    }
+
+    #[tokio::test]
+    async fn an_endpoint_that_names_brokers_outside_fails_unless_the_certificate_did() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ports = fake_endpoint(2, "broker-1.kafka.invalid");
+        running_tunnel(dir.path(), &ports, Some("reconnecting"));
+        let ctx = load(dir.path(), &local_profile(&ports), &[], &[]);
+        let mut st = Findings::default();
+        check(&ctx, &mut st).await;
+        let c = &st.checks[0];
+        assert_eq!(c.status, Status::Fail, "{c:?}");
+        assert!(
+            c.found.contains(&format!(
+                "the local endpoint accepts but does not answer as Kafka on 127.0.0.1 port {} \
+                 (Kafka bootstrap): Metadata names addresses outside the endpoint: broker 1 at \
+                 broker-1.kafka.invalid:{}",
+                ports[0], ports[1]
+            )),
+            "{c:?}"
+        );
+        assert!(
+            c.found.ends_with("(the tunnel's last error: reconnecting)"),
+            "{c:?}"
+        );
+        let fix = c.fix.as_deref().unwrap_or_default();
+        assert!(
+            fix.contains("tunnel.log` says what the endpoint met on its way to the brokers"),
+            "{fix}"
+        );
+        assert!(
+            fix.ends_with("restart it: `shiqi-connect tunnel up saige`"),
+            "{fix}"
+        );
+        assert!(ports.iter().all(|p| st.tunnel_broken.contains(p)));
+
+        // An expired certificate is why: `cert.valid` is the one failure.
+        let mut st = Findings::default();
+        st.push(Finding::fail(CheckId::CertValid, "expired", "rotate"));
+        check(&ctx, &mut st).await;
+        assert_eq!(st.checks[1].status, Status::Skip, "{:?}", st.checks[1]);
+        assert!(
+            st.checks[1]
+                .found
+                .ends_with("cannot get through to the brokers until `cert.valid` passes"),
+            "{:?}",
+            st.checks[1]
+        );
     }
 }

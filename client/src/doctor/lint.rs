@@ -716,6 +716,41 @@ mod tests {
     }
 
     #[test]
+    fn local_endpoint_configs_are_plaintext_and_fine() {
+        // What setup writes for the local endpoint: no TLS keys, PLAINTEXT to 127.0.0.1.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut p = crate::profile::tests::sample();
+        p.endpoint = crate::profile::Endpoint::Local {
+            bootstrap_port: 9092,
+            brokers: Vec::new(),
+        };
+        let files = crate::doctor::tests::local_configs(9092);
+        let files: Vec<(&str, &str)> = files.iter().map(|(n, t)| (*n, t.as_str())).collect();
+        let ctx = crate::doctor::tests::context(dir.path(), &p, &[], &files);
+        let mut st = Findings::default();
+        check(&ctx, &mut st);
+        let got: Vec<_> = st
+            .checks
+            .iter()
+            .map(|c| (c.subject.as_deref(), c.status))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Some("client.properties"), Status::Ok),
+                (Some("librdkafka.conf"), Status::Ok)
+            ],
+            "{:?}",
+            st.checks
+        );
+        assert!(
+            st.checks[1]
+                .found
+                .ends_with("(librdkafka/kcat): 2 settings, all known, values and paths fine")
+        );
+    }
+
+    #[test]
     fn distance_is_levenshtein() {
         assert_eq!(distance("ecurity.protocol", "security.protocol"), 1);
         assert_eq!(distance("kitten", "sitting"), 3);

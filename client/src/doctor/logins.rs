@@ -1,7 +1,8 @@
 //! Real logins with the profile's certificate, through the tunnel ([`crate::probe`]): Kafka
-//! `Metadata` for no topics (needs no ACL) from the advertised brokers, and
-//! `SELECT CURRENT_USER()`, each verifying the server's name as a client would. Each is
-//! skipped when something it needs failed earlier, so the earlier line stays the one failure.
+//! `Metadata` for no topics (needs no ACL) from the advertised brokers, or from the tunnel's
+//! local endpoint (which logs in for the client), and `SELECT CURRENT_USER()`, each verifying
+//! the server's name as a client would. Each is skipped when something it needs failed
+//! earlier, so the earlier line stays the one failure.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -13,7 +14,7 @@ use crate::doctor::{CheckId, Context, Finding, Findings, Status, needs};
 use crate::probe::kafka_wire::AdvertisedBroker;
 use crate::probe::speaks::Speaks;
 use crate::probe::{self, ProfileTls};
-use crate::profile::files as pf;
+use crate::profile::{Endpoint, files as pf};
 
 /// How long each login may take.
 const TIMEOUT: Duration = Duration::from_secs(15);
@@ -50,6 +51,9 @@ async fn kafka(ctx: &Context, st: &Findings) -> Finding {
     }
     if let Some(why) = certificate_blocker(st) {
         return Finding::skip(id, why);
+    }
+    if let Endpoint::Local { bootstrap_port, .. } = &profile.endpoint {
+        return through_endpoint(ctx, st, *bootstrap_port).await;
     }
     let targets: Vec<_> = forwards::services(ctx)
         .into_iter()
@@ -122,6 +126,68 @@ async fn kafka(ctx: &Context, st: &Findings) -> Finding {
         ),
         kafka_fix(&why, ctx),
     )
+}
+
+/// The local endpoint logs in with the certificate for the client: metadata asked of it in the
+/// clear is the login a client of the profile makes.
+async fn through_endpoint(ctx: &Context, st: &Findings, port: u16) -> Finding {
+    let id = CheckId::LoginKafka;
+    // A client that bootstraps goes on to every broker's port, as in direct mode.
+    let ports = forwards::services(ctx).into_iter().filter(|t| t.endpoint);
+    if ports
+        .map(|t| t.port)
+        .chain([port])
+        .any(|p| st.tunnel_broken.contains(&p))
+    {
+        return Finding::skip(id, needs(CheckId::Tunnel));
+    }
+    let name = ctx
+        .profile
+        .as_ref()
+        .map(|p| p.name.to_string())
+        .unwrap_or_default();
+    let outcome = probe::kafka::endpoint(port, TIMEOUT).await;
+    if !outcome.ok {
+        let log = ctx.show(&path(ctx, crate::tunnel::LOG));
+        return Finding::fail(
+            id,
+            format!(
+                "metadata through the local endpoint on 127.0.0.1:{port} failed: {}",
+                outcome.detail
+            ),
+            format!(
+                "`{log}` says what the endpoint met on its way to the brokers; `shiqi-connect \
+                 tunnel status {name}` probes each of its ports"
+            ),
+        );
+    }
+    let found = Finding::ok(
+        id,
+        format!(
+            "metadata as `User:{name}` through the local endpoint on 127.0.0.1:{port}: {}",
+            outcome.detail
+        ),
+    );
+    // Brokers registered but not serving, as the direct check says them (Kafka 4.0+).
+    let asked = probe::kafka::registered_plain(port, TIMEOUT)
+        .await
+        .and_then(probe::kafka::Registered::parse);
+    match asked {
+        Ok(r) if !r.fenced.is_empty() => {
+            let lines: Vec<String> = r
+                .fenced
+                .iter()
+                .map(|b| format!("broker {} is registered but not serving now", b.id))
+                .collect();
+            Finding::warn(
+                id,
+                format!("{}; but {}", found.found, lines.join("; ")),
+                "start it again (a client that needs its partitions waits until then; the \
+                 endpoint reaches it as soon as it serves)",
+            )
+        }
+        _ => found,
+    }
 }
 
 fn kafka_fix(why: &str, ctx: &Context) -> String {
@@ -300,5 +366,75 @@ async fn mysql(ctx: &Context, st: &Findings) -> Finding {
                 fix,
             )
         }
+    }
+}
+
+#[cfg(test)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "#[tokio::test] builds its own runtime"
+)]
+mod tests {
+    use super::*;
+    use crate::doctor::tests::{context, fake_endpoint, local_profile, running_tunnel};
+
+    /// Findings in which the certificate passed and the tunnel check ran.
+    async fn after_tunnel(ctx: &Context) -> Findings {
+        let mut st = Findings::default();
+        st.push(Finding::ok(CheckId::CertValid, "valid"));
+        forwards::check(ctx, &mut st).await;
+        st
+    }
+
+    #[tokio::test]
+    async fn local_mode_logs_in_through_the_endpoint() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ports = fake_endpoint(3, "127.0.0.1");
+        running_tunnel(dir.path(), &ports, None);
+        let ctx = context(dir.path(), &local_profile(&ports), &[], &[]);
+        let st = after_tunnel(&ctx).await;
+        let c = kafka(&ctx, &st).await;
+        assert_eq!(
+            (c.check, c.status),
+            (CheckId::LoginKafka, Status::Ok),
+            "{c:?}"
+        );
+        assert_eq!(
+            c.found.as_str(),
+            format!(
+                "metadata as `User:saige` through the local endpoint on 127.0.0.1:{}: answers \
+                 ApiVersions (1 APIs); Metadata names only local ports ({}, {})",
+                ports[0], ports[1], ports[2]
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn local_mode_login_waits_for_the_tunnel() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ports = fake_endpoint(2, "broker-1.kafka.invalid");
+        running_tunnel(dir.path(), &ports, None);
+        let ctx = context(dir.path(), &local_profile(&ports), &[], &[]);
+        let st = after_tunnel(&ctx).await;
+        assert!(st.failed(CheckId::Tunnel));
+        let c = kafka(&ctx, &st).await;
+        assert_eq!(c.status, Status::Skip, "{c:?}");
+        assert_eq!(c.found.as_str(), "needs `tunnel` to pass first");
+
+        // Asked anyway, the endpoint's answer is the failure, with where to look.
+        let c = through_endpoint(&ctx, &Findings::default(), ports[0]).await;
+        assert_eq!(c.status, Status::Fail, "{c:?}");
+        assert!(
+            c.found
+                .contains("Metadata names addresses outside the endpoint: broker 1 at"),
+            "{c:?}"
+        );
+        assert!(
+            c.fix.as_deref().is_some_and(|f| f.ends_with(
+                "tunnel.log` says what the endpoint met on its way to the brokers; \
+                 `shiqi-connect tunnel status saige` probes each of its ports"
+            )),
+            "{c:?}"
+        );
     }
 }

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::probe::speaks::Speaks;
-use crate::profile::{Profile, files as pf};
+use crate::profile::{Endpoint, Profile, files as pf};
 use crate::ssh::auth::Passphrase;
 use crate::text::Escaped;
 use configs::ConfigFile;
@@ -84,7 +84,7 @@ pub enum CheckId {
     CertKey,
     /// The passwords open the PKCS#12 files.
     Keystores,
-    /// Every broker and MySQL has a forward that answers.
+    /// Every broker and MySQL has a forward that answers (or the local endpoint answers).
     Tunnel,
     /// Advertised names resolve to the tunnel.
     AddressResolve,
@@ -312,6 +312,36 @@ impl Context {
         }
     }
 
+    /// Whether the profile's Kafka clients go through the tunnel's local endpoint.
+    pub fn local_endpoint(&self) -> bool {
+        self.profile.as_ref().is_ok_and(|p| !p.endpoint.is_direct())
+    }
+
+    /// How Kafka clients reach the cluster, in words (`None`: the profile has no Kafka).
+    pub fn kafka_mode(&self) -> Option<String> {
+        let p = self.profile.as_ref().ok()?;
+        match &p.endpoint {
+            Endpoint::Local { bootstrap_port, .. } => Some(format!(
+                "Kafka: local endpoint on 127.0.0.1:{bootstrap_port} (the tunnel does the TLS \
+                 to each broker)"
+            )),
+            Endpoint::Direct if p.brokers.is_empty() => None,
+            Endpoint::Direct => {
+                Some("Kafka: direct (clients do TLS to each broker's forward)".to_owned())
+            }
+        }
+    }
+
+    /// The fix for brokers a direct client cannot reach through forwards of their own.
+    pub fn use_local_endpoint(&self) -> String {
+        let name = self
+            .profile
+            .as_ref()
+            .map(|p| p.name.to_string())
+            .unwrap_or_else(|_| "NAME".to_owned());
+        format!("use the local endpoint: `shiqi-connect tunnel up {name} --endpoint local`")
+    }
+
     /// How to get a new key and certificate: `shiqi-connect rotate NAME`, or setup again when
     /// there is no profile to rotate.
     pub fn renew_command(&self) -> String {
@@ -345,7 +375,8 @@ pub struct Findings {
     pub sink: Option<Sink>,
     /// Local ports that accept a connection.
     pub answering: BTreeSet<u16>,
-    /// Local ports the tunnel should serve but does not (no forward, or nothing listening).
+    /// Local ports the tunnel should serve but does not (no forward, nothing listening, or an
+    /// endpoint port that does not answer as Kafka).
     pub tunnel_broken: BTreeSet<u16>,
     /// Advertised hosts that do not resolve to the tunnel.
     pub bypassed: BTreeSet<String>,
@@ -411,7 +442,7 @@ pub async fn run(inputs: &Inputs, passphrase: &dyn Passphrase, sink: Option<Sink
         files::tools(&ctx, &mut st);
         server::check(&ctx, &mut st, passphrase).await;
         cert::check(&ctx, &mut st);
-        forwards::check(&ctx, &mut st);
+        forwards::check(&ctx, &mut st).await;
         addresses::check(&ctx, &mut st);
         protocol::check(&ctx, &mut st);
     }
@@ -425,8 +456,170 @@ pub async fn run(inputs: &Inputs, passphrase: &dyn Passphrase, sink: Option<Sink
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
+    use std::io::{Read as _, Write as _};
+    use std::net::{TcpListener, TcpStream};
+
     use super::*;
+    use crate::profile::{ForwardRecord, LocalBroker};
+    use crate::tunnel::state::{Phase, State};
+
+    /// A profile folder holding `p`, an `ssh_config` whose tunnel block has a `LocalForward`
+    /// for each of `forwards` (local port, target host), and `files` (name, text), loaded as
+    /// doctor loads it.
+    pub(crate) fn context(
+        dir: &Path,
+        p: &Profile,
+        forwards: &[(u16, &str)],
+        files: &[(&str, &str)],
+    ) -> Context {
+        crate::fsutil::write_private(&dir.join(pf::PROFILE_JSON), p.to_json().as_bytes())
+            .expect("profile.json");
+        let mut cfg = String::from("Host shiqi-tunnel\n    HostName 10.231.0.1\n");
+        for (port, host) in forwards {
+            cfg.push_str(&format!(
+                "    LocalForward 127.0.0.1:{port} {host}:{port}\n"
+            ));
+        }
+        crate::fsutil::write_private(&dir.join(pf::SSH_CONFIG), cfg.as_bytes())
+            .expect("ssh_config");
+        for (name, text) in files {
+            crate::fsutil::write_private(&dir.join(name), text.as_bytes()).expect("file");
+        }
+        Context::load(&Inputs {
+            home: dir.to_path_buf(),
+            profile_dir: Some(dir.to_path_buf()),
+            configs: Vec::new(),
+            bootstrap: Vec::new(),
+        })
+    }
+
+    /// The sample profile with brokers 1 and 2 advertising `broker-N.kafka.invalid:9093` (the
+    /// multi-host shape), no MySQL, and the local endpoint on `ports` (bootstrap first).
+    pub(crate) fn local_profile(ports: &[u16]) -> Profile {
+        let mut p = crate::profile::tests::sample();
+        p.mysql = None;
+        p.brokers.truncate(2);
+        for b in &mut p.brokers {
+            b.host = format!("broker-{}.kafka.invalid", b.id)
+                .parse()
+                .expect("host");
+            b.port = shiqi_ca::Port::try_from(9093).expect("port");
+        }
+        p.endpoint = Endpoint::Local {
+            bootstrap_port: ports[0],
+            brokers: ports[1..]
+                .iter()
+                .zip(1..)
+                .map(|(port, id)| LocalBroker { id, port: *port })
+                .collect(),
+        };
+        p
+    }
+
+    /// `client.properties` and `librdkafka.conf` as setup writes them for the local endpoint.
+    pub(crate) fn local_configs(bootstrap: u16) -> [(&'static str, String); 2] {
+        [
+            (
+                pf::CLIENT_PROPERTIES,
+                format!("bootstrap.servers=127.0.0.1:{bootstrap}\nsecurity.protocol=PLAINTEXT\n"),
+            ),
+            (
+                pf::LIBRDKAFKA_CONF,
+                format!("bootstrap.servers=127.0.0.1:{bootstrap}\nsecurity.protocol=plaintext\n"),
+            ),
+        ]
+    }
+
+    /// `n` fake local endpoint ports (bootstrap first): each answers `ApiVersions`, and
+    /// `Metadata` naming brokers 1.. at `host` on the other ports; anything else is closed.
+    pub(crate) fn fake_endpoint(n: usize, host: &'static str) -> Vec<u16> {
+        let listeners: Vec<TcpListener> = (0..n)
+            .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind"))
+            .collect();
+        let ports: Vec<u16> = listeners
+            .iter()
+            .map(|l| l.local_addr().expect("addr").port())
+            .collect();
+        let brokers: Vec<(i32, u16)> = ports[1..].iter().zip(1..).map(|(p, id)| (id, *p)).collect();
+        for l in listeners {
+            let brokers = brokers.clone();
+            std::thread::spawn(move || {
+                for s in l.incoming().flatten() {
+                    let brokers = brokers.clone();
+                    std::thread::spawn(move || answer_kafka(s, &brokers, host));
+                }
+            });
+        }
+        ports
+    }
+
+    fn answer_kafka(mut s: TcpStream, brokers: &[(i32, u16)], host: &str) {
+        let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+        loop {
+            let mut len = [0u8; 4];
+            if s.read_exact(&mut len).is_err() {
+                return;
+            }
+            let mut req = vec![0u8; usize::try_from(i32::from_be_bytes(len)).unwrap_or(0)];
+            if req.len() < 8 || s.read_exact(&mut req).is_err() {
+                return;
+            }
+            let mut body = req[4..8].to_vec(); // the correlation id
+            match i16::from_be_bytes([req[0], req[1]]) {
+                18 => {
+                    body.extend(0i16.to_be_bytes()); // no error
+                    body.extend(1i32.to_be_bytes());
+                    body.extend([18i16, 0, 3].iter().flat_map(|v| v.to_be_bytes()));
+                }
+                3 => {
+                    body.extend(0i32.to_be_bytes()); // throttle
+                    body.extend(i32::try_from(brokers.len()).expect("few").to_be_bytes());
+                    for (id, port) in brokers {
+                        body.extend(id.to_be_bytes());
+                        body.extend(i16::try_from(host.len()).expect("short").to_be_bytes());
+                        body.extend(host.as_bytes());
+                        body.extend(i32::from(*port).to_be_bytes());
+                        body.extend((-1i16).to_be_bytes()); // no rack
+                    }
+                }
+                _ => return,
+            }
+            let mut frame = i32::try_from(body.len())
+                .expect("small")
+                .to_be_bytes()
+                .to_vec();
+            frame.extend(body);
+            if s.write_all(&frame).is_err() {
+                return;
+            }
+        }
+    }
+
+    /// The state file of a running tunnel (this test process) whose endpoint serves `ports`.
+    pub(crate) fn running_tunnel(dir: &Path, ports: &[u16], error: Option<&str>) {
+        let record = |port: u16| ForwardRecord {
+            local_port: port,
+            remote_host: "broker-1.kafka.invalid".parse().expect("host"),
+            remote_port: shiqi_ca::Port::try_from(9093).expect("port"),
+            purpose: "Kafka, local endpoint".to_owned(),
+        };
+        State {
+            pid: std::process::id(),
+            phase: Phase::Up,
+            since: time::OffsetDateTime::now_utc(),
+            server: "shiqi-dev@10.231.0.1:22".to_owned(),
+            generation: 0,
+            forwards: Vec::new(),
+            error: error.map(str::to_owned),
+            hint: None,
+            problems: Vec::new(),
+            brokers: None,
+            endpoint: ports.iter().map(|p| record(*p)).collect(),
+        }
+        .write(&dir.join(crate::tunnel::STATE))
+        .expect("state");
+    }
 
     #[test]
     fn the_worst_status_ignores_skips() {

@@ -2,7 +2,9 @@
 //! each Kafka config's `security.protocol` matches. A Java client with `PLAINTEXT` against a TLS
 //! listener does not fail with a protocol error: it reads the broker's TLS alert `15 03 03 00`
 //! as a 352,518,912-byte response size and dies with `OutOfMemoryError` (KAFKA-4090, open since
-//! 2016), so this check names that as the cause before the client ever runs.
+//! 2016), so this check names that as the cause before the client ever runs. The local
+//! endpoint's ports speak plaintext Kafka on purpose (the tunnel does the TLS): `PLAINTEXT` is
+//! right there, and TLS is what fails.
 
 use crate::doctor::configs::{ConfigFile, Kind};
 use crate::doctor::forwards::{self, Service};
@@ -254,6 +256,25 @@ fn compare_kafka(
             format!("{where_}, but port {port} speaks TLS: {consequence}"),
             format!("set `security.protocol={key_fix}` in `{shown}`"),
         ));
+    } else if reachable.iter().any(|t| t.port == port && t.endpoint) {
+        let name = ctx
+            .profile
+            .as_ref()
+            .map(|p| p.name.to_string())
+            .unwrap_or_default();
+        problems.push((
+            Status::Fail,
+            format!(
+                "{where_}, but port {port} is the tunnel's local endpoint, which speaks \
+                 plaintext Kafka and does the TLS itself: the client's TLS handshake fails"
+            ),
+            format!(
+                "set `security.protocol={}` in `{shown}` (the endpoint uses the profile's \
+                 certificate; the client needs no keystore), or go back to TLS from the client: \
+                 `shiqi-connect tunnel up {name} --endpoint direct`",
+                if java { "PLAINTEXT" } else { "plaintext" }
+            ),
+        ));
     } else {
         problems.push((
             Status::Fail,
@@ -312,8 +333,108 @@ fn compare_mysql(
 }
 
 #[cfg(test)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "#[tokio::test] builds its own runtime"
+)]
 mod tests {
     use super::*;
+    use crate::doctor::tests::{
+        context, fake_endpoint, local_configs, local_profile, running_tunnel,
+    };
+
+    /// The `protocol` line for a local-mode profile whose endpoint runs, after `tunnel`.
+    /// `java` replaces `client.properties` (given the bootstrap port); `extra` is `--config`.
+    async fn local(java: Option<fn(u16) -> String>, extra: Option<&str>) -> Finding {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ports = fake_endpoint(2, "127.0.0.1");
+        running_tunnel(dir.path(), &ports, None);
+        let [(jn, mut jt), (rn, rt)] = local_configs(ports[0]);
+        if let Some(make) = java {
+            jt = make(ports[0]);
+        }
+        let all = [(jn, jt.as_str()), (rn, rt.as_str())];
+        let mut ctx = context(dir.path(), &local_profile(&ports), &[], &all);
+        if let Some(text) = extra {
+            let path = dir.path().join("app.properties");
+            crate::fsutil::write_private(&path, text.as_bytes()).expect("write");
+            ctx.configs.push(ConfigFile::load(&path));
+        }
+        let mut st = Findings::default();
+        forwards::check(&ctx, &mut st).await;
+        check(&ctx, &mut st);
+        st.checks
+            .into_iter()
+            .find(|c| c.check == CheckId::Protocol)
+            .expect("protocol line")
+    }
+
+    #[tokio::test]
+    async fn plaintext_to_the_local_endpoint_matches() {
+        let c = local(None, None).await;
+        assert_eq!(c.status, Status::Ok, "{c:?}");
+        assert!(
+            c.found.ends_with(
+                "plaintext Kafka; `client.properties` PLAINTEXT: matches; `librdkafka.conf` \
+                 PLAINTEXT: matches"
+            ),
+            "{c:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn tls_to_the_local_endpoint_fails_and_says_why() {
+        // A direct-mode file's protocol left in place after switching to the local endpoint.
+        let java = |port| format!("bootstrap.servers=127.0.0.1:{port}\nsecurity.protocol=SSL\n");
+        let c = local(Some(java), None).await;
+        assert_eq!(c.status, Status::Fail, "{c:?}");
+        assert!(
+            c.found
+                .contains("`client.properties` line 2 says `security.protocol=SSL`, but port")
+                && c.found.contains(
+                    "is the tunnel's local endpoint, which speaks plaintext Kafka and does the TLS \
+                 itself: the client's TLS handshake fails"
+                ),
+            "{c:?}"
+        );
+        let fix = c.fix.as_deref().unwrap_or_default();
+        assert!(
+            fix.starts_with("set `security.protocol=PLAINTEXT` in `")
+                && fix.ends_with(
+                    "client.properties` (the endpoint uses the profile's certificate; the \
+                     client needs no keystore), or go back to TLS from the client: \
+                     `shiqi-connect tunnel up saige --endpoint direct`"
+                ),
+            "{fix}"
+        );
+    }
+
+    #[tokio::test]
+    async fn plaintext_to_a_tls_port_still_fails_in_local_mode() {
+        // KAFKA-4090 is not the endpoint's business: a config aimed at a TLS listener is flagged.
+        let tls = crate::probe::fake_server(vec![0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28], 4);
+        let c = local(
+            None,
+            Some(&format!(
+                "bootstrap.servers=127.0.0.1:{tls}\nsecurity.protocol=PLAINTEXT\n"
+            )),
+        )
+        .await;
+        assert_eq!(c.status, Status::Fail, "{c:?}");
+        assert!(
+            c.found.contains(&format!(
+                "`app.properties` line 2 says `security.protocol=PLAINTEXT`, but port {tls} \
+                 speaks TLS"
+            )) && c.found.contains("OutOfMemoryError"),
+            "{c:?}"
+        );
+        assert!(
+            c.fix
+                .as_deref()
+                .is_some_and(|f| f.starts_with("set `security.protocol=SSL` in `")),
+            "{c:?}"
+        );
+    }
 
     #[test]
     fn reads_bootstrap_servers() {
