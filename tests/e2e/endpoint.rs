@@ -469,6 +469,79 @@ fn the_local_endpoint_serves_the_localhost_shape_too_and_the_mode_switches_both_
 }
 
 #[test]
+fn a_broker_that_joins_gets_a_port_on_the_running_endpoint() {
+    let s = stack();
+    let home = Home::new(s, "endpoint");
+    let name = unique_name("nb");
+    home.setup(
+        s,
+        &name,
+        &["--endpoint", "local", "--endpoint-port", "19700"],
+    )
+    .ok();
+    let profile = home.profile(&name);
+    let (tunnel, up) = Tunnel::up(s, &home, &name, &["--check-every", "5"]);
+    up.ok();
+    let _four = crate::tunnel::FourthBroker::start(s);
+
+    // No command typed: the daemon's look at the cluster (or any answer naming broker 4)
+    // gives it a port, and a fresh login lets the channel to it through sshd's permitopen.
+    let conf = profile.join("librdkafka.conf").display().to_string();
+    let listed = within(Duration::from_secs(90), || {
+        let out = s.laptop(&["kcat", "-F", &conf, "-L", "-m", "8"], &[], None);
+        out.stdout.contains("broker 4 at 127.0.0.1:19704")
+    });
+    assert!(
+        listed.is_some(),
+        "broker 4 never appeared at its local port:\n{}",
+        s.laptop(&["kcat", "-F", &conf, "-L", "-m", "8"], &[], None)
+            .all()
+    );
+    // Records to a partition that broker 4 leads go through its new port.
+    let topic = format!("app.{name}");
+    s.kafka_tool(
+        "org.apache.kafka.tools.TopicCommand",
+        &[
+            "--bootstrap-server",
+            s.info("kafka_bootstrap"),
+            "--command-config",
+            s.info("kafka_admin_properties"),
+            "--create",
+            "--topic",
+            &topic,
+            "--replica-assignment",
+            "4",
+        ],
+    )
+    .ok();
+    let config = profile.join("client.properties").display().to_string();
+    laptop_kafka_tool(
+        s,
+        "org.apache.kafka.tools.ConsoleProducer",
+        &[
+            "--bootstrap-server",
+            "127.0.0.1:19700",
+            "--producer.config",
+            &config,
+            "--topic",
+            &topic,
+            "--sync",
+        ],
+        Some(b"led by four\n"),
+    )
+    .ok();
+    let json = profile_json(&profile);
+    let ports: Vec<u64> = json["endpoint"]["brokers"]
+        .as_array()
+        .expect("brokers")
+        .iter()
+        .map(|b| b["port"].as_u64().expect("port"))
+        .collect();
+    assert!(ports.contains(&19704), "{json:#}");
+    drop(tunnel);
+}
+
+#[test]
 fn a_consumer_carries_on_through_the_endpoint_when_its_partition_leader_stops() {
     let s = stack();
     let _shape = Shape::set(s, "hosts");

@@ -58,10 +58,10 @@ impl Drop for Tunnel<'_> {
 }
 
 /// Stops broker 4 and deletes its data when dropped (`scripts/stack kafka-node down 4 --purge`).
-struct FourthBroker<'a>(&'a Stack);
+pub(crate) struct FourthBroker<'a>(&'a Stack);
 
 impl<'a> FourthBroker<'a> {
-    fn start(s: &'a Stack) -> Self {
+    pub(crate) fn start(s: &'a Stack) -> Self {
         let guard = Self(s);
         let out = std::process::Command::new(s.script())
             .args(["kafka-node", "up", "4"])

@@ -179,6 +179,7 @@ enum Event {
     Reload,
     Lost,
     CheckBrokers,
+    NewBroker,
 }
 
 struct Daemon {
@@ -200,6 +201,7 @@ impl Daemon {
             let link = self.tx.borrow().clone();
             let lost = self.shared.lost.clone();
             let every = self.check_every;
+            let new_broker = self.endpoint.as_ref().map(|ep| ep.new_broker());
             let s = &mut self.signals;
             let event = tokio::select! {
                 _ = s.term.recv() => Event::Stop,
@@ -207,11 +209,16 @@ impl Daemon {
                 _ = s.hup.recv() => Event::Reload,
                 () = until_lost(link, lost) => Event::Lost,
                 () = tokio::time::sleep(every), if !every.is_zero() => Event::CheckBrokers,
+                () = notified(new_broker) => Event::NewBroker,
             };
             match event {
                 Event::Stop => return,
                 Event::Reload => self.reload().await,
                 Event::CheckBrokers => self.check_brokers().await,
+                Event::NewBroker => {
+                    self.renew_link().await;
+                    self.check_brokers().await;
+                }
                 Event::Lost => {
                     if !self.reconnect().await {
                         return;
@@ -557,6 +564,14 @@ impl Daemon {
         if let Err(e) = self.state.write(&self.paths.state) {
             tracing::warn!("cannot write the state file: {}", one_line(&e));
         }
+    }
+}
+
+/// Returns when `notify` fires; never without one.
+async fn notified(notify: Option<Arc<Notify>>) {
+    match notify {
+        Some(n) => n.notified().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -22,6 +22,7 @@ use std::time::SystemTime;
 use shiqi_ca::protocol::Broker;
 use shiqi_ca::{Host, Port};
 use tokio::net::TcpListener;
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::error::Error;
@@ -71,6 +72,9 @@ pub struct LocalEndpoint {
     shared: Shared,
     dir: PathBuf,
     tls: Mutex<Option<(Option<SystemTime>, ProfileTls)>>,
+    /// Poked when a broker gets its first port: sshd fixes a login's `permitopen` when it logs
+    /// in, so the daemon logs in afresh for channels to the new broker.
+    new_broker: Arc<Notify>,
 }
 
 impl LocalEndpoint {
@@ -113,6 +117,7 @@ impl LocalEndpoint {
             shared,
             dir,
             tls: Mutex::new(None),
+            new_broker: Arc::new(Notify::new()),
         });
         for (role, listener) in listeners {
             let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
@@ -248,7 +253,13 @@ impl LocalEndpoint {
             },
         );
         st.changed = true;
+        self.new_broker.notify_one();
         Some(port)
+    }
+
+    /// Fires after a broker got its first port (see the field).
+    pub fn new_broker(&self) -> Arc<Notify> {
+        self.new_broker.clone()
     }
 
     /// The endpoint as `profile.json` keeps it, when its brokers changed since the last call.
