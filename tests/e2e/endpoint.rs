@@ -423,6 +423,14 @@ fn the_local_endpoint_serves_the_localhost_shape_too_and_the_mode_switches_both_
     let (tunnel, up) = Tunnel::up(s, &home, &name, &[]);
     up.ok();
     round_trip(s, &profile, "127.0.0.1:19300", &format!("app.{name}"));
+    let py = python_transactions(s, &profile, &name);
+    let want: Vec<String> = (0..10).map(|i| format!("tx{i}")).collect();
+    assert_eq!(py["got"], serde_json::json!(want), "{py:#}");
+    assert_eq!(
+        py["brokers"],
+        serde_json::json!(["127.0.0.1:19301", "127.0.0.1:19302", "127.0.0.1:19303"]),
+        "{py:#}"
+    );
 
     // To direct: the running tunnel is restarted with forwards per broker, the files name the
     // brokers and do TLS themselves.
