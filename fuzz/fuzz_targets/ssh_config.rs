@@ -8,12 +8,12 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
-    let _ = shiqi_connect::doctor::ssh_config::parse(&text, "shiqi-tunnel", Path::new("/home/u"));
+    let _ = shiqi_connect::doctor::tunnel_config::parse(&text, "shiqi-tunnel", Path::new("/home/u"));
     let (edited, _) =
-        shiqi_connect::ssh::config::add_include(&text, "/home/u/.shiqi/x/ssh_config", "# shiqi");
+        shiqi_connect::ssh::include::add_include(&text, "/home/u/.shiqi/x/ssh_config", "# shiqi");
     if let Some(edited) = edited {
         // Idempotent: adding the same Include again changes nothing.
-        let (again, _) = shiqi_connect::ssh::config::add_include(
+        let (again, _) = shiqi_connect::ssh::include::add_include(
             &edited,
             "/home/u/.shiqi/x/ssh_config",
             "# shiqi",

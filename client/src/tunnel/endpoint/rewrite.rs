@@ -223,14 +223,25 @@ impl Rewriter<'_> {
         Ok(())
     }
 
-    /// The body, encoded again when something changed.
-    fn encode<M: Encodable>(&self, m: &M, version: i16) -> Result<Option<BytesMut>, String> {
+    /// The body, encoded again when something changed, and read back: an encoding that does
+    /// not decode to what was meant (an encoder bug, such as the one the fuzzer found in
+    /// `kafka-protocol`'s tagged fields) could make the client read an address this module never
+    /// saw, so it is refused rather than sent.
+    fn encode<M>(&self, m: &M, version: i16) -> Result<Option<BytesMut>, String>
+    where
+        M: Encodable + Decodable + PartialEq,
+    {
         if !self.changed {
             return Ok(None);
         }
         let mut body = BytesMut::new();
         m.encode(&mut body, version)
             .map_err(|e| format!("cannot encode a rewritten answer: {e}"))?;
+        let mut back = Bytes::copy_from_slice(&body);
+        let faithful = M::decode(&mut back, version).is_ok_and(|b| b == *m) && back.is_empty();
+        if !faithful {
+            return Err("a rewritten answer does not read back as written".to_owned());
+        }
         Ok(Some(body))
     }
 }
@@ -415,6 +426,38 @@ mod tests {
                 .map(|c| (c.host.as_str(), c.port))
                 .collect();
             assert_eq!(c, [("127.0.0.1", 40002), ("", -1)], "v{v}");
+        }
+    }
+
+    #[test]
+    fn unknown_tagged_fields_survive_the_rewrite_even_past_two_to_the_31() {
+        // The fuzzer's find: a tag of 2^31 or more is kept as a negative key, and the encoder
+        // counted it without writing it, so the client read the next bytes as that field.
+        for tag in [5_i32, -1_014_559_204] {
+            let mut m = FindCoordinatorResponse::default()
+                .with_node_id(BrokerId(3))
+                .with_host(StrBytes::from_static_str("broker-3.kafka.internal"))
+                .with_port(9093);
+            m.unknown_tagged_fields
+                .insert(tag, Bytes::from_static(b"opaque"));
+            let out = response(
+                &req(ApiKey::FindCoordinator, 3),
+                &frame(7, &m, 3),
+                &mut Fixed::default(),
+            )
+            .expect("rewrite")
+            .expect("changed");
+            let mut buf = out.freeze();
+            ResponseHeader::decode(&mut buf, FindCoordinatorResponse::header_version(3))
+                .expect("h");
+            let back = FindCoordinatorResponse::decode(&mut buf, 3).expect("body");
+            assert!(buf.is_empty(), "tag {tag}: bytes left over");
+            assert_eq!((back.host.as_str(), back.port), ("127.0.0.1", 40003));
+            assert_eq!(
+                back.unknown_tagged_fields[&tag],
+                &b"opaque"[..],
+                "tag {tag}"
+            );
         }
     }
 

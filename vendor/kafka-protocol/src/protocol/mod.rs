@@ -243,7 +243,13 @@ pub(crate) fn write_unknown_tagged_fields<B: ByteBufMut, R: RangeBounds<i32>>(
     range: R,
     unknown_tagged_fields: &BTreeMap<i32, Bytes>,
 ) -> Result<()> {
-    for (&k, v) in unknown_tagged_fields.range(range) {
+    // shiqi-connect patch: decoders keep a tag of 2^31 or more as a negative key (`tag as
+    // i32`), and the count written before the fields includes it; an open range must write
+    // those keys too (last: as unsigned numbers they are the largest), or the encoding claims
+    // a field it does not hold and the reader takes the following bytes for it.
+    let open_above = matches!(range.end_bound(), std::ops::Bound::Unbounded);
+    let negative = unknown_tagged_fields.range(..0).filter(|_| open_above);
+    for (&k, v) in unknown_tagged_fields.range(range).chain(negative) {
         if v.len() > u32::MAX as usize {
             bail!("Tagged field is too long to encode ({} bytes)", v.len());
         }
