@@ -747,3 +747,166 @@ fn revoking_a_name_reaches_the_endpoints_clients_as_it_reaches_direct_ones() {
     );
     drop(tunnel);
 }
+
+/// Moves a profile's certificate dates so that it is due for renewal (29 of 30 days gone), as
+/// the renew e2e does: the daemon reads `profile.json` at each check.
+fn make_due(profile: &Path) {
+    let path = profile.join("profile.json");
+    let mut p = profile_json(profile);
+    let now = time::OffsetDateTime::now_utc();
+    let rfc = |t: time::OffsetDateTime| {
+        t.format(&time::format_description::well_known::Rfc3339)
+            .expect("format")
+    };
+    p["certificate"]["not_before"] = rfc(now - time::Duration::days(29)).into();
+    p["certificate"]["not_after"] = rfc(now + time::Duration::days(1)).into();
+    std::fs::write(&path, serde_json::to_string_pretty(&p).expect("json")).expect("write");
+}
+
+/// Metadata with a certificate from the server's side, straight to broker 1 (no tunnel): what
+/// the brokers think of that certificate now.
+fn server_kcat_with(s: &Stack, dir: &Path) -> Out {
+    let f = |n: &str| dir.join(n).display().to_string();
+    s.server(
+        None,
+        &[
+            "kcat",
+            "-b",
+            s.info("kafka_bootstrap"),
+            "-X",
+            "security.protocol=ssl",
+            "-X",
+            &format!("ssl.ca.location={}", f("ca.crt")),
+            "-X",
+            &format!("ssl.certificate.location={}", f("client.crt")),
+            "-X",
+            &format!("ssl.key.location={}", f("client.key")),
+            "-L",
+            "-m",
+            "8",
+        ],
+        None,
+    )
+}
+
+#[test]
+fn the_tunnel_renews_its_certificate_and_clients_of_the_endpoint_never_notice() {
+    let s = stack();
+    let home = Home::new(s, "endpoint");
+    let name = unique_name("rn");
+    home.setup(
+        s,
+        &name,
+        &["--endpoint", "local", "--endpoint-port", "19800"],
+    )
+    .ok();
+    let profile = home.profile(&name);
+    let (tunnel, up) = Tunnel::up(s, &home, &name, &[]);
+    up.ok();
+    let topic = format!("app.{name}");
+    create_three_leader_topic(s, &topic);
+    let config = profile.join("client.properties").display().to_string();
+    let produce = |record: &str| {
+        laptop_kafka_tool(
+            s,
+            "org.apache.kafka.tools.ConsoleProducer",
+            &[
+                "--bootstrap-server",
+                "127.0.0.1:19800",
+                "--producer.config",
+                &config,
+                "--topic",
+                &topic,
+                "--sync",
+            ],
+            Some(format!("{record}\n").as_bytes()),
+        )
+        .ok();
+    };
+    let command = java_tool(
+        s,
+        "org.apache.kafka.tools.consumer.ConsoleConsumer",
+        &[
+            "--bootstrap-server",
+            "127.0.0.1:19800",
+            "--consumer.config",
+            &config,
+            "--topic",
+            &topic,
+            "--group",
+            &topic,
+            "--from-beginning",
+        ],
+    );
+    let consumer = Background::start(s, home.dir.join("consumer.log"), &command);
+    produce("before");
+    assert!(
+        within(Duration::from_secs(60), || consumer
+            .log()
+            .contains("before"))
+        .is_some(),
+        "{}",
+        consumer.log()
+    );
+
+    // The old certificate, kept aside to ask the brokers about it afterwards.
+    let old = s.scratch();
+    for f in ["ca.crt", "client.crt", "client.key"] {
+        std::fs::copy(profile.join(f), old.path().join(f)).expect("copy");
+    }
+    let old_serial = crate::lifecycle::serial_of(&profile);
+    make_due(&profile);
+    let renewed = within(Duration::from_secs(90), || {
+        crate::lifecycle::serial_of(&profile) != old_serial
+    });
+    assert!(
+        renewed.is_some(),
+        "the tunnel did not renew:\n{}",
+        std::fs::read_to_string(profile.join("tunnel.log")).unwrap_or_default()
+    );
+    let (_, status) = tunnel.status();
+    let last = status["tunnel"]["renewal"]["last"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        last.contains(&format!("serial {old_serial} → ")) && last.contains("old one is revoked"),
+        "{status:#}"
+    );
+
+    // The brokers refuse the old certificate once the CRL says so; the endpoint's new
+    // connections present the new one, and the consumer connected before never noticed.
+    assert!(
+        within(Duration::from_secs(60), || !server_kcat_with(s, old.path())
+            .success())
+        .is_some(),
+        "the brokers still take the old certificate"
+    );
+    assert_kcat_sees_only_local_ports(s, &profile);
+    produce("after");
+    assert!(
+        within(Duration::from_secs(60), || consumer.log().contains("after")).is_some(),
+        "the consumer connected before the renewal stopped:\n{}",
+        consumer.log()
+    );
+    assert!(consumer.alive(), "{}", consumer.log());
+
+    // A daemon frozen past the renewal point renews within a minute of going on.
+    let pid = std::fs::read_to_string(profile.join("tunnel.pid")).expect("pid");
+    let pid = pid.trim();
+    let second = crate::lifecycle::serial_of(&profile);
+    s.laptop(&["kill", "-STOP", pid], &[], None).ok();
+    make_due(&profile);
+    std::thread::sleep(Duration::from_secs(30));
+    s.laptop(&["kill", "-CONT", pid], &[], None).ok();
+    let took = within(Duration::from_secs(60), || {
+        crate::lifecycle::serial_of(&profile) != second
+    });
+    assert!(
+        took.is_some(),
+        "a frozen tunnel did not renew within a minute of SIGCONT:\n{}",
+        std::fs::read_to_string(profile.join("tunnel.log")).unwrap_or_default()
+    );
+    eprintln!("renewed {:?} after SIGCONT", took.unwrap_or_default());
+    assert_kcat_sees_only_local_ports(s, &profile);
+    drop(tunnel);
+}

@@ -29,6 +29,7 @@ use crate::probe::kafka::Registered;
 use crate::probe::{self, ProfileTls};
 use crate::profile::{ForwardRecord, Profile};
 use crate::ssh::Session;
+use crate::steps::renew;
 use crate::tunnel::endpoint::{LocalEndpoint, Role};
 use crate::tunnel::forward::{self, Link, Shared};
 use crate::tunnel::login::Targets;
@@ -45,6 +46,14 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 const CHECK_EVERY: Duration = Duration::from_millis(250);
 /// How long one look at the cluster's brokers may take.
 const BROKERS_TIMEOUT: Duration = Duration::from_secs(6);
+/// How often the certificate is checked against the wall clock: a laptop that slept past the
+/// renewal point (the monotonic clock stops in suspend) or a daemon that was stopped renews
+/// within this of waking.
+const RENEW_CHECK: Duration = Duration::from_secs(20);
+/// The first pause after a failed renewal, doubled after each failure.
+const RENEW_FIRST_BACKOFF: Duration = Duration::from_secs(60);
+/// The longest pause between renewal attempts.
+const RENEW_MAX_BACKOFF: Duration = Duration::from_secs(3600);
 
 /// What the background process needs, settled by the command.
 #[derive(Clone, Debug)]
@@ -102,6 +111,7 @@ pub async fn run(opts: &Options) -> Result<(), Error> {
         problems: vec![],
         brokers: None,
         endpoint: vec![],
+        renewal: None,
     };
     st.write(&paths.state)?;
     let session = targets.connect().await?;
@@ -145,6 +155,7 @@ pub async fn run(opts: &Options) -> Result<(), Error> {
         signals,
         check_every: opts.check_every,
         endpoint,
+        renew: RenewSchedule::new(),
     };
     d.state.endpoint = d.endpoint_records();
     // The first look at the cluster before `up` is told: `tunnel status` right after shows it.
@@ -180,6 +191,7 @@ enum Event {
     Lost,
     CheckBrokers,
     NewBroker,
+    CheckRenewal,
 }
 
 struct Daemon {
@@ -193,6 +205,42 @@ struct Daemon {
     signals: Signals,
     check_every: Duration,
     endpoint: Option<Arc<LocalEndpoint>>,
+    renew: RenewSchedule,
+}
+
+/// When the daemon renews, and its backoff after failures.
+struct RenewSchedule {
+    /// Added to the due time, the same for the daemon's life: laptops that set up together do
+    /// not all renew in the same second.
+    jitter: time::Duration,
+    /// No attempt before this (monotonic), after a failure.
+    not_before: Instant,
+    /// The next pause after a failure.
+    backoff: Duration,
+}
+
+impl RenewSchedule {
+    fn new() -> Self {
+        use std::hash::{BuildHasher, Hasher};
+        // A random number without a crate: std seeds each RandomState from the OS.
+        let random = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        let jitter = time::Duration::seconds(i64::try_from(random % 600).unwrap_or_default());
+        Self {
+            jitter,
+            not_before: Instant::now(),
+            backoff: RENEW_FIRST_BACKOFF,
+        }
+    }
+
+    /// When `cert` is due, jitter included (at most a thirtieth of its lifetime: a 1-day
+    /// certificate still renews with hours to spare).
+    fn due(&self, cert: &crate::profile::Certificate) -> OffsetDateTime {
+        let lifetime = cert.not_after - cert.not_before;
+        let jitter = self.jitter.min(lifetime / 30);
+        crate::steps::renew::due_from(cert) + jitter
+    }
 }
 
 impl Daemon {
@@ -210,6 +258,7 @@ impl Daemon {
                 () = until_lost(link, lost) => Event::Lost,
                 () = tokio::time::sleep(every), if !every.is_zero() => Event::CheckBrokers,
                 () = notified(new_broker) => Event::NewBroker,
+                () = tokio::time::sleep(RENEW_CHECK) => Event::CheckRenewal,
             };
             match event {
                 Event::Stop => return,
@@ -219,6 +268,7 @@ impl Daemon {
                     self.renew_link().await;
                     self.check_brokers().await;
                 }
+                Event::CheckRenewal => self.check_renewal().await,
                 Event::Lost => {
                     if !self.reconnect().await {
                         return;
@@ -426,6 +476,85 @@ impl Daemon {
             }
         }
         self.state.brokers = Some(check);
+        self.save();
+    }
+
+    /// Renews the certificate when it is due (read from `profile.json` each time: a `renew`
+    /// or `rotate` run by hand moves it), over the tunnel's own connection, as `renew` does:
+    /// the new certificate logs in, the profile is swapped, the old serial is revoked. The
+    /// local endpoint presents it on every connection from then on; clients already connected
+    /// keep theirs. A failure is retried with backoff (1 min doubling to 1 h) and shown in the
+    /// state file with the time left.
+    async fn check_renewal(&mut self) {
+        let Ok(profile) = Profile::load(&self.paths.dir) else {
+            return;
+        };
+        let now = OffsetDateTime::now_utc();
+        let due = self.renew.due(&profile.certificate);
+        let mut shown = self.state.renewal.clone().unwrap_or(state::Renewal {
+            not_after: profile.certificate.not_after,
+            due,
+            last: None,
+            error: None,
+            retry_at: None,
+        });
+        shown.not_after = profile.certificate.not_after;
+        shown.due = due;
+        if now < due || Instant::now() < self.renew.not_before {
+            if self.state.renewal.as_ref() != Some(&shown) {
+                self.state.renewal = Some(shown);
+                self.save();
+            }
+            return;
+        }
+        let Some(link) = self.tx.borrow().clone() else {
+            // Reconnecting: the next check, once connected, renews.
+            return;
+        };
+        tracing::info!(
+            serial = %profile.certificate.serial,
+            "renewing the certificate (valid until {})",
+            shiqi_ca::text::utc(profile.certificate.not_after)
+        );
+        match renew::renew_if_due(&link.session, &self.paths.dir, &profile).await {
+            Ok(renew::RenewOutcome::Renewed(r)) => {
+                let what = format!(
+                    "serial {} → {} at {}, valid until {}{}",
+                    r.old.serial,
+                    r.profile.certificate.serial,
+                    shiqi_ca::text::utc(now),
+                    shiqi_ca::text::utc(r.profile.certificate.not_after),
+                    if r.revoked.is_some() {
+                        "; the old one is revoked"
+                    } else {
+                        ""
+                    }
+                );
+                tracing::info!("renewed: {what}");
+                shown.last = Some(what);
+                shown.error = None;
+                shown.retry_at = None;
+                shown.not_after = r.profile.certificate.not_after;
+                shown.due = self.renew.due(&r.profile.certificate);
+                self.renew.backoff = RENEW_FIRST_BACKOFF;
+            }
+            Ok(renew::RenewOutcome::NotDue { .. }) => {}
+            Err(e) => {
+                let why = one_line(&e);
+                let left = profile.certificate.not_after - now;
+                tracing::warn!(
+                    "cannot renew the certificate ({}h left), retrying in {}s: {why}",
+                    left.whole_hours(),
+                    self.renew.backoff.as_secs()
+                );
+                shown.error = Some(why);
+                shown.retry_at =
+                    Some(now + time::Duration::try_from(self.renew.backoff).unwrap_or_default());
+                self.renew.not_before = Instant::now() + self.renew.backoff;
+                self.renew.backoff = (self.renew.backoff * 2).min(RENEW_MAX_BACKOFF);
+            }
+        }
+        self.state.renewal = Some(shown);
         self.save();
     }
 

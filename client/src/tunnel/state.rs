@@ -67,6 +67,33 @@ pub struct State {
     /// The local endpoint's ports (bootstrap first), when the profile uses it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub endpoint: Vec<ForwardRecord>,
+    /// The certificate as the daemon renews it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renewal: Option<Renewal>,
+}
+
+/// The daemon's renewals of the profile's certificate.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Renewal {
+    /// The certificate's end.
+    #[serde(with = "time::serde::rfc3339")]
+    pub not_after: OffsetDateTime,
+    /// When the daemon renews it (a third of its lifetime before the end, plus jitter).
+    #[serde(with = "time::serde::rfc3339")]
+    pub due: OffsetDateTime,
+    /// The last renewal, in words (`serial A → B at …`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<String>,
+    /// Why the last attempt failed, while it keeps retrying.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// When it tries again after a failure.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "time::serde::rfc3339::option"
+    )]
+    pub retry_at: Option<OffsetDateTime>,
 }
 
 /// The daemon's last look at the cluster's brokers (on every reconnect and periodically).
@@ -136,6 +163,7 @@ mod tests {
             problems: vec![],
             brokers: None,
             endpoint: vec![],
+            renewal: None,
         };
         s.write(&path).expect("write");
         assert_eq!(State::read(&path), Some(s));

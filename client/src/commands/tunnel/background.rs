@@ -47,6 +47,7 @@ pub(super) async fn run_daemon(
                 problems: vec![],
                 brokers: None,
                 endpoint: vec![],
+                renewal: None,
             };
             if let Err(w) = st.write(&s.paths.state) {
                 tracing::warn!("cannot write the state file: {}", one_line(&w));

@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::probe::{self, Outcome, ProfileTls};
 use crate::profile::{Endpoint, ForwardRecord, Profile};
 use crate::text::Escaped;
-use crate::tunnel::state::{BrokersCheck, Phase, State};
+use crate::tunnel::state::{BrokersCheck, Phase, Renewal, State};
 use crate::tunnel::{launch, process};
 
 use super::{Settings, arrow, rfc3339};
@@ -54,6 +54,34 @@ struct Running {
     /// The daemon's last look at the cluster's brokers.
     #[serde(skip_serializing_if = "Option::is_none")]
     brokers: Option<BrokersShown>,
+    /// The daemon's renewals of the certificate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    renewal: Option<RenewalShown>,
+}
+
+/// [`Renewal`] for the terminal: its error quotes the agent.
+#[derive(Serialize)]
+struct RenewalShown {
+    not_after: String,
+    due: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last: Option<Escaped>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<Escaped>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry_at: Option<String>,
+}
+
+impl From<Renewal> for RenewalShown {
+    fn from(r: Renewal) -> Self {
+        Self {
+            not_after: rfc3339(r.not_after),
+            due: rfc3339(r.due),
+            last: r.last.map(Escaped::from),
+            error: r.error.map(Escaped::from),
+            retry_at: r.retry_at.map(rfc3339),
+        }
+    }
 }
 
 /// [`BrokersCheck`] for the terminal: its lines quote the cluster's answers.
@@ -93,6 +121,10 @@ impl Running {
                 .as_ref()
                 .and_then(|st| st.brokers.clone())
                 .map(BrokersShown::from),
+            renewal: st
+                .as_ref()
+                .and_then(|st| st.renewal.clone())
+                .map(RenewalShown::from),
             error: st.and_then(|st| st.error).map(Escaped::from),
         }
     }
@@ -123,6 +155,7 @@ pub async fn status(s: &Settings) -> anyhow::Result<ExitCode> {
             server: None,
             error: None,
             brokers: None,
+            renewal: None,
         })
     } else {
         None
@@ -272,6 +305,21 @@ fn status_text(r: &StatusReport) -> String {
                     line.push_str(&format!("note: {n}\n"));
                 }
             }
+            if let Some(r) = &t.renewal {
+                line.push_str(&format!(
+                    "certificate valid until {}, renewed by the tunnel from {}\n",
+                    r.not_after, r.due
+                ));
+                if let Some(last) = &r.last {
+                    line.push_str(&format!("last renewal: {last}\n"));
+                }
+                if let Some(e) = &r.error {
+                    line.push_str(&format!(
+                        "renewal failing (retrying at {}): {e}\n",
+                        r.retry_at.as_deref().unwrap_or("?")
+                    ));
+                }
+            }
             line
         }
     };
@@ -323,6 +371,7 @@ mod tests {
             problems: vec![],
             brokers: None,
             endpoint: vec![],
+            renewal: None,
         }
         .write(&path)
         .expect("write");

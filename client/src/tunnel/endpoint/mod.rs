@@ -17,7 +17,6 @@ pub mod rewrite;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::SystemTime;
 
 use shiqi_ca::protocol::Broker;
 use shiqi_ca::{Host, Port};
@@ -71,7 +70,7 @@ pub struct LocalEndpoint {
     state: Mutex<State>,
     shared: Shared,
     dir: PathBuf,
-    tls: Mutex<Option<(Option<SystemTime>, ProfileTls)>>,
+    tls: Mutex<Option<(Option<Vec<u8>>, ProfileTls)>>,
     /// Poked when a broker gets its first port: sshd fixes a login's `permitopen` when it logs
     /// in, so the daemon logs in afresh for channels to the new broker.
     new_broker: Arc<Notify>,
@@ -293,17 +292,18 @@ impl LocalEndpoint {
         Some((endpoint, brokers))
     }
 
-    /// The profile's TLS identity, read again when `client.crt` changed (`rotate`, `renew`):
-    /// every new upstream connection presents the newest certificate.
+    /// The profile's TLS identity, read again when `client.crt` changed (`rotate`, `renew`,
+    /// the daemon's own renewal): every new upstream connection presents the newest
+    /// certificate. The file is small; comparing its bytes cannot miss a change as a time
+    /// stamp can.
     pub fn tls(&self) -> ProfileTls {
-        let crt = self.dir.join(files::CLIENT_CRT);
-        let stamp = std::fs::metadata(&crt).and_then(|m| m.modified()).ok();
+        let crt = std::fs::read(self.dir.join(files::CLIENT_CRT)).ok();
         let mut cached = self.tls.lock().unwrap_or_else(PoisonError::into_inner);
         match &*cached {
-            Some((at, tls)) if *at == stamp => tls.clone(),
+            Some((seen, tls)) if *seen == crt => tls.clone(),
             _ => {
                 let tls = ProfileTls::from_profile(&self.dir);
-                *cached = Some((stamp, tls.clone()));
+                *cached = Some((crt, tls.clone()));
                 tls
             }
         }
