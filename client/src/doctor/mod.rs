@@ -616,6 +616,7 @@ pub(crate) mod tests {
             problems: Vec::new(),
             brokers: None,
             endpoint: ports.iter().map(|p| record(*p)).collect(),
+            renewal: None,
         }
         .write(&dir.join(crate::tunnel::STATE))
         .expect("state");
