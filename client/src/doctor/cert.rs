@@ -8,8 +8,9 @@ use shiqi_ca::key::PrivateKey;
 use time::{Duration, OffsetDateTime};
 
 use crate::doctor::configs::Kind;
-use crate::doctor::{CheckId, Context, Finding, Findings};
+use crate::doctor::{CheckId, Context, Finding, Findings, Status};
 use crate::profile::{KEYSTORE_ALIAS, files as pf};
+use crate::text::Escaped;
 
 /// Reads a profile file, or says why a check that needs it is skipped.
 pub fn read(ctx: &Context, file: &str) -> Result<String, String> {
@@ -79,6 +80,24 @@ pub fn validity(leaf: &Cert, now: OffsetDateTime, renew: &str) -> Finding {
     )
 }
 
+/// `cert.valid` with the running tunnel's renewal failure, if any: a note, and at least a
+/// warning (the certificate works now, but will not be renewed by itself).
+fn with_failing_renewal(mut valid: Finding, failing: Option<String>, renew: &str) -> Finding {
+    let Some(why) = failing else {
+        return valid;
+    };
+    valid = valid.note(format!(
+        "the running tunnel's renewals fail (it retries with backoff): {why}"
+    ));
+    if valid.status == Status::Ok {
+        valid.status = Status::Warn;
+        valid.fix = Some(Escaped::from(format!(
+            "see `tunnel status`; renew by hand: `{renew}`"
+        )));
+    }
+    valid
+}
+
 /// Whether `leaf` chains to `ca` through `chain` (the rest of `client.crt`).
 pub fn chains_to(leaf: &Cert, chain: &[Cert], ca: &Cert) -> bool {
     if leaf.is_signed_by(ca) {
@@ -134,7 +153,16 @@ pub fn check(ctx: &Context, st: &mut Findings) {
         }
     };
     let leaf = &chain[0];
-    st.push(validity(leaf, OffsetDateTime::now_utc(), &renew));
+    // The running tunnel renews by itself; when that keeps failing, say so here, where the
+    // time left is.
+    let failing = ctx
+        .dir
+        .as_ref()
+        .and_then(|d| crate::tunnel::state::State::read(&d.join(crate::tunnel::STATE)))
+        .and_then(|st| st.renewal)
+        .and_then(|r| r.error);
+    let valid = validity(leaf, OffsetDateTime::now_utc(), &renew);
+    st.push(with_failing_renewal(valid, failing, &renew));
 
     st.push(match read(ctx, pf::CA_CRT) {
         Err(why) => Finding::skip(CheckId::CertChain, why),
@@ -446,6 +474,31 @@ mod tests {
                 .is_some_and(|f| f.contains("setup x --force"))
         );
         assert_eq!(warn_before(Duration::days(30)), Duration::days(10));
+    }
+
+    #[test]
+    fn a_failing_renewal_of_the_running_tunnel_is_a_warning_with_the_time_left() {
+        let ok = Finding::ok(CheckId::CertValid, "valid until 2026-11-09 (20 days left)");
+        let same = with_failing_renewal(ok.clone(), None, "shiqi-connect renew x");
+        assert_eq!(same.status, Status::Ok);
+        let w = with_failing_renewal(
+            ok,
+            Some("agent: the name is blocked".to_owned()),
+            "shiqi-connect renew x",
+        );
+        assert_eq!(w.status, Status::Warn);
+        assert!(w.found.contains("20 days left"), "{}", w.found);
+        assert!(w.notes[0].contains("the name is blocked"), "{:?}", w.notes);
+        assert!(
+            w.fix
+                .as_deref()
+                .is_some_and(|f| f.contains("shiqi-connect renew x"))
+        );
+        // An expired certificate stays a failure, with the note.
+        let expired = Finding::fail(CheckId::CertValid, "expired", "setup again");
+        let f = with_failing_renewal(expired, Some("down".to_owned()), "r");
+        assert_eq!(f.status, Status::Fail);
+        assert_eq!(f.notes.len(), 1);
     }
 
     #[test]
