@@ -119,6 +119,8 @@ pub struct LocalBroker {
 impl Endpoint {
     /// The local endpoint's default bootstrap port: Kafka's own, as a local broker would have.
     pub const DEFAULT_PORT: u16 = 9092;
+    /// The highest bootstrap port: the brokers' ports are above it.
+    pub const MAX_PORT: u16 = 65000;
 
     /// Whether clients go to the brokers themselves.
     pub fn is_direct(&self) -> bool {
@@ -134,8 +136,9 @@ impl Endpoint {
     }
 
     /// A local endpoint on `bootstrap_port` with a port for each of `brokers` (kept from `self`
-    /// where it has one, else the next free one above the bootstrap port).
-    pub fn local(&self, bootstrap_port: u16, brokers: &[Broker]) -> Self {
+    /// where it has one, else the next free one above the bootstrap port, skipping `avoid`:
+    /// the profile's other forwards).
+    pub fn local(&self, bootstrap_port: u16, brokers: &[Broker], avoid: &[u16]) -> Self {
         let mut kept = match self {
             Self::Local {
                 bootstrap_port: b,
@@ -147,7 +150,7 @@ impl Endpoint {
         ids.sort_unstable();
         for id in ids {
             if !kept.iter().any(|k| k.id == id) {
-                let port = next_port(bootstrap_port, &kept);
+                let port = next_port(bootstrap_port, &kept, avoid);
                 kept.push(LocalBroker { id, port });
             }
         }
@@ -159,10 +162,11 @@ impl Endpoint {
     }
 }
 
-/// The lowest port above `bootstrap` that no broker in `taken` has.
-pub fn next_port(bootstrap: u16, taken: &[LocalBroker]) -> u16 {
+/// The lowest port above `bootstrap` that no broker in `taken` has and `avoid` does not name
+/// (callers keep the bootstrap port below [`Endpoint::MAX_PORT`], so there is room).
+pub fn next_port(bootstrap: u16, taken: &[LocalBroker], avoid: &[u16]) -> u16 {
     let mut port = bootstrap.saturating_add(1);
-    while taken.iter().any(|t| t.port == port) && port < u16::MAX {
+    while (taken.iter().any(|t| t.port == port) || avoid.contains(&port)) && port < u16::MAX {
         port += 1;
     }
     port

@@ -123,7 +123,22 @@ pub fn choose_endpoint(
         Endpoint::Local { bootstrap_port, .. } => *bootstrap_port,
         Endpoint::Direct => Endpoint::DEFAULT_PORT,
     });
-    let make_local = || current.local(bootstrap, brokers);
+    if bootstrap == 0 || bootstrap > Endpoint::MAX_PORT {
+        return Err(Error::InvalidValue {
+            what: "endpoint port",
+            given: bootstrap.to_string(),
+            why: "use a port from 1 to 65000 (the brokers get the ones just above it)",
+        });
+    }
+    let avoid: Vec<u16> = mysql.iter().map(|m| m.port.get()).collect();
+    if avoid.contains(&bootstrap) {
+        return Err(Error::InvalidValue {
+            what: "endpoint port",
+            given: bootstrap.to_string(),
+            why: "the tunnel forwards MySQL on that port; pick another",
+        });
+    }
+    let make_local = || current.local(bootstrap, brokers, &avoid);
     match local {
         Some(true) => Ok((make_local(), None)),
         Some(false) => {

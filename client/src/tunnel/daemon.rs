@@ -245,10 +245,14 @@ impl RenewSchedule {
 
 impl Daemon {
     async fn supervise(&mut self) {
+        // Deadlines, not sleeps made anew on each pass: a shorter timer (or any other event)
+        // must not keep pushing a longer one back.
+        let every = self.check_every;
+        let mut next_check = tokio::time::Instant::now() + every;
+        let mut next_renewal = tokio::time::Instant::now() + RENEW_CHECK;
         loop {
             let link = self.tx.borrow().clone();
             let lost = self.shared.lost.clone();
-            let every = self.check_every;
             let new_broker = self.endpoint.as_ref().map(|ep| ep.new_broker());
             let s = &mut self.signals;
             let event = tokio::select! {
@@ -256,10 +260,15 @@ impl Daemon {
                 _ = s.int.recv() => Event::Stop,
                 _ = s.hup.recv() => Event::Reload,
                 () = until_lost(link, lost) => Event::Lost,
-                () = tokio::time::sleep(every), if !every.is_zero() => Event::CheckBrokers,
+                () = tokio::time::sleep_until(next_check), if !every.is_zero() => Event::CheckBrokers,
                 () = notified(new_broker) => Event::NewBroker,
-                () = tokio::time::sleep(RENEW_CHECK) => Event::CheckRenewal,
+                () = tokio::time::sleep_until(next_renewal) => Event::CheckRenewal,
             };
+            match event {
+                Event::CheckBrokers => next_check = tokio::time::Instant::now() + every,
+                Event::CheckRenewal => next_renewal = tokio::time::Instant::now() + RENEW_CHECK,
+                _ => {}
+            }
             match event {
                 Event::Stop => return,
                 Event::Reload => self.reload().await,
@@ -339,7 +348,8 @@ impl Daemon {
         false
     }
 
-    /// Re-reads `profile.json` and makes the listeners match its forwards.
+    /// Re-reads `profile.json` and makes the listeners match its forwards (and the local
+    /// endpoint know its brokers: `tunnel up` records what the agent listed).
     async fn reload(&mut self) {
         tracing::info!("reloading the profile");
         let mut problems = Vec::new();
@@ -347,6 +357,9 @@ impl Daemon {
         match Profile::load(&self.paths.dir) {
             Err(e) => problems.push(one_line(&e)),
             Ok(profile) => {
+                if let Some(ep) = &self.endpoint {
+                    ep.adopt(&profile.endpoint, &profile.brokers);
+                }
                 let wanted = profile.forwards;
                 let stale: Vec<u16> = self
                     .listeners
@@ -498,6 +511,13 @@ impl Daemon {
             error: None,
             retry_at: None,
         });
+        if shown.not_after != profile.certificate.not_after {
+            // Renewed by other means (`renew`, `rotate`): past failures no longer apply.
+            shown.error = None;
+            shown.retry_at = None;
+            self.renew.backoff = RENEW_FIRST_BACKOFF;
+            self.renew.not_before = Instant::now();
+        }
         shown.not_after = profile.certificate.not_after;
         shown.due = due;
         if now < due || Instant::now() < self.renew.not_before {

@@ -34,6 +34,18 @@ pub fn bind(port: u16) -> Result<TcpListener, Error> {
     }
 }
 
+/// [`bind`] without naming the holder on failure (which scans every process): for trying
+/// port after port.
+///
+/// # Errors
+/// The bind's own error.
+pub fn try_bind(port: u16) -> std::io::Result<TcpListener> {
+    let socket = TcpSocket::new_v4()?;
+    socket.set_reuseaddr(true)?;
+    socket.bind(loopback(port))?;
+    socket.listen(1024)
+}
+
 /// Whether something listens where `127.0.0.1:port` would.
 pub fn is_taken(port: u16) -> bool {
     port_owner::is_taken(port)

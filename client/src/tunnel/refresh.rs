@@ -121,7 +121,8 @@ pub fn plan(old: &Profile, mut brokers: Vec<Broker>) -> Result<Plan, Error> {
     let mut profile = old.clone();
     if let Endpoint::Local { bootstrap_port, .. } = old.endpoint {
         // A new broker gets the next port; known ones keep theirs.
-        profile.endpoint = old.endpoint.local(bootstrap_port, &brokers);
+        let avoid: Vec<u16> = old.mysql.iter().map(|m| m.port.get()).collect();
+        profile.endpoint = old.endpoint.local(bootstrap_port, &brokers, &avoid);
     }
     profile.brokers = brokers;
     profile.forwards = records;

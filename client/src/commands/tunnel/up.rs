@@ -49,10 +49,12 @@ pub async fn up(
     printer: &Printer,
 ) -> anyhow::Result<ExitCode> {
     let mut profile = Profile::load(&s.paths.dir)?;
-    if let Some(switched) = switch_endpoint(s, &profile, endpoint, printer).await? {
-        profile = switched;
-    }
-    if openssh && !profile.endpoint.is_direct() {
+    // Every refusal before anything is stopped or rewritten.
+    let switch = plan_switch(&profile, endpoint)?;
+    let local = switch
+        .as_ref()
+        .map_or(!profile.endpoint.is_direct(), |(e, _)| !e.is_direct());
+    if openssh && local {
         return Err(Error::InvalidValue {
             what: "--openssh",
             given: format!("profile `{}` uses the local endpoint", s.name),
@@ -62,7 +64,19 @@ pub async fn up(
         }
         .into());
     }
-    if launch::openssh_alive(&s.paths, &profile.tunnel_host) {
+    let openssh_running = launch::openssh_alive(&s.paths, &profile.tunnel_host);
+    if openssh_running && switch.is_some() {
+        anyhow::bail!(
+            "the OpenSSH tunnel of `{}` is running; stop it first (`shiqi-connect tunnel down \
+             {}`), then switch the endpoint",
+            s.name,
+            s.name
+        );
+    }
+    if let Some(planned) = switch {
+        profile = apply_switch(s, &profile, planned, printer).await?;
+    }
+    if openssh_running {
         printer.info(&format!(
             "the OpenSSH tunnel of `{}` is already running (control socket `{}`)",
             s.name,
@@ -77,11 +91,13 @@ pub async fn up(
     // the cluster as it is now (a broker added since setup gets its forward).
     let mut added = Vec::new();
     let mut removed = Vec::new();
+    let mut changed = false;
     match refresh_profile(s, &profile, openssh, printer).await {
         Ok(Some(plan)) => {
             added = plan.added;
             removed = plan.removed;
             profile = plan.profile;
+            changed = true;
         }
         Ok(None) => {}
         Err(e) if running.is_some() => printer.warn(&format!(
@@ -100,7 +116,8 @@ pub async fn up(
     }
 
     if let Some(pid) = running {
-        if !added.is_empty() || !removed.is_empty() {
+        // The local endpoint also takes new broker addresses and ports from the profile.
+        if !added.is_empty() || !removed.is_empty() || (changed && !profile.endpoint.is_direct()) {
             reload(s, pid, printer).await?;
         }
         printer.info(&format!(
@@ -186,20 +203,18 @@ pub async fn up(
     Ok(ExitCode::SUCCESS)
 }
 
-/// `--endpoint` / `--endpoint-port`: switches the profile (stopping a running tunnel first, as
-/// its listeners change) and rewrites its files. `Some(profile)` when it changed.
-async fn switch_endpoint(
-    s: &Settings,
+/// What `--endpoint` / `--endpoint-port` ask for, when it differs from the profile: the new
+/// endpoint and a note on why (auto). Pure: nothing is stopped or written.
+fn plan_switch(
     profile: &Profile,
     args: &EndpointArgs,
-    printer: &Printer,
-) -> anyhow::Result<Option<Profile>> {
+) -> anyhow::Result<Option<(Endpoint, Option<String>)>> {
     let want = match args.endpoint {
         None if args.endpoint_port.is_none() => return Ok(None),
-        // A port alone moves the local endpoint; a direct profile has none to move.
-        None => (!profile.endpoint.is_direct()).then_some(true),
+        // A port alone moves a local endpoint; a direct profile has none to move.
+        None if profile.endpoint.is_direct() => return Ok(None),
+        None | Some(EndpointMode::Local) => Some(true),
         Some(EndpointMode::Auto) => None,
-        Some(EndpointMode::Local) => Some(true),
         Some(EndpointMode::Direct) => Some(false),
     };
     let (endpoint, note) = choose_endpoint(
@@ -210,9 +225,17 @@ async fn switch_endpoint(
         profile.mysql.as_ref(),
     )
     .context("cannot switch the Kafka endpoint")?;
-    if endpoint == profile.endpoint {
-        return Ok(None);
-    }
+    Ok((endpoint != profile.endpoint).then_some((endpoint, note)))
+}
+
+/// Switches the profile to the planned endpoint, stopping a running tunnel first (its
+/// listeners change), and rewrites its files.
+async fn apply_switch(
+    s: &Settings,
+    profile: &Profile,
+    (endpoint, note): (Endpoint, Option<String>),
+    printer: &Printer,
+) -> anyhow::Result<Profile> {
     if let Some(note) = note {
         printer.note(&note);
     }
@@ -236,7 +259,7 @@ async fn switch_endpoint(
             "client.properties and librdkafka.conf now TLS to each broker's forward".to_owned()
         }
     });
-    Ok(Some(plan.profile))
+    Ok(plan.profile)
 }
 
 /// The local endpoint's ports, with what each is for.

@@ -26,12 +26,14 @@ use tokio::task::JoinHandle;
 
 use crate::error::Error;
 use crate::probe::ProfileTls;
-use crate::profile::{Endpoint, LocalBroker, files, next_port};
+use crate::profile::{Endpoint, LocalBroker, files};
 use crate::tunnel::forward::Shared;
 use crate::tunnel::ports;
 
-/// How many ports above the last one a new broker's port is looked for.
-const PORT_SEARCH: u16 = 64;
+/// How many ports above the bootstrap port a new broker's port is looked for.
+const PORT_SEARCH: u16 = 256;
+/// The most brokers the endpoint opens ports for.
+const MAX_BROKERS: usize = 128;
 
 /// Which upstream a local port leads to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -172,6 +174,42 @@ impl LocalEndpoint {
         }
     }
 
+    /// Takes what `profile.json` records (after `tunnel up` asked the agent): a broker with a
+    /// recorded port but no listener gets one on that port, then every broker's address is
+    /// learned as from an answer.
+    pub fn adopt(self: &Arc<Self>, endpoint: &Endpoint, brokers: &[Broker]) {
+        if let Endpoint::Local { brokers: ports, .. } = endpoint {
+            let mut st = self.lock();
+            for b in ports {
+                if st.brokers.contains_key(&b.id) || st.brokers.values().any(|s| s.port == b.port) {
+                    continue;
+                }
+                match ports::try_bind(b.port) {
+                    Ok(listener) => {
+                        let task =
+                            tokio::spawn(relay::serve(listener, Role::Broker(b.id), self.clone()));
+                        st.brokers.insert(
+                            b.id,
+                            Slot {
+                                port: b.port,
+                                upstream: None,
+                                task,
+                            },
+                        );
+                        st.changed = true;
+                        self.new_broker.notify_one();
+                    }
+                    Err(e) => tracing::warn!(
+                        "local endpoint: cannot listen on 127.0.0.1:{} for broker {}: {e}",
+                        b.port,
+                        b.id
+                    ),
+                }
+            }
+        }
+        self.learn(brokers);
+    }
+
     /// Records the cluster's current brokers (the daemon's look at the cluster), binding a port
     /// for any new one.
     pub fn learn(self: &Arc<Self>, brokers: &[Broker]) {
@@ -203,39 +241,28 @@ impl LocalEndpoint {
             }
             return st.brokers.get(&node.id).map(|s| s.port);
         }
-        let taken: Vec<LocalBroker> = st
-            .brokers
-            .iter()
-            .map(|(id, s)| LocalBroker {
-                id: *id,
-                port: s.port,
-            })
-            .collect();
-        let mut port = next_port(st.bootstrap_port, &taken);
-        let listener = loop {
-            match ports::bind(port) {
-                Ok(l) => break l,
-                Err(e) => {
-                    tracing::debug!(port, error = %e, "port taken; trying the next");
-                    let next = next_port(
-                        port,
-                        &taken
-                            .iter()
-                            .copied()
-                            .chain([LocalBroker { id: -1, port }])
-                            .collect::<Vec<_>>(),
-                    );
-                    if next.saturating_sub(st.bootstrap_port) > PORT_SEARCH || next == port {
-                        tracing::warn!(
-                            broker = node.id,
-                            "no free local port for a new broker near {}",
-                            st.bootstrap_port
-                        );
-                        return None;
-                    }
-                    port = next;
-                }
-            }
+        // A hostile answer could name thousands of ids: each would cost a listener, a task and
+        // a line in profile.json. Real clusters are far below this.
+        if st.brokers.len() >= MAX_BROKERS {
+            tracing::warn!(
+                broker = node.id,
+                "an answer names more than {MAX_BROKERS} brokers; refusing to open more ports"
+            );
+            return None;
+        }
+        let taken: Vec<u16> = st.brokers.values().map(|s| s.port).collect();
+        let first = u32::from(st.bootstrap_port) + 1;
+        let last = (first + u32::from(PORT_SEARCH)).min(u32::from(u16::MAX));
+        let listener = (first..=last)
+            .filter_map(|p| u16::try_from(p).ok())
+            .filter(|p| !taken.contains(p))
+            .find_map(|p| ports::try_bind(p).ok().map(|l| (p, l)));
+        let Some((port, listener)) = listener else {
+            tracing::warn!(
+                broker = node.id,
+                "no free local port for a new broker in {first}-{last}"
+            );
+            return None;
         };
         let task = tokio::spawn(relay::serve(
             listener,

@@ -25,6 +25,9 @@ const MAX_REQUEST: usize = 100 * 1024 * 1024;
 /// The largest answer passed on (a Fetch answer is at most `fetch.max.bytes`, 50 MiB by
 /// default, plus headers; a client that raises it past this sees its connection closed).
 const MAX_ANSWER: usize = 256 * 1024 * 1024;
+/// How long one broker may take to open a channel and finish TLS (the SSH connection coming
+/// back is waited for inside, up to its own limit).
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(25);
 /// Read and write buffers per direction: two full SSH packets.
 const BUFFER: usize = 64 * 1024;
 /// A frame's memory grows with the bytes that arrive, from at most this much: a length prefix
@@ -67,26 +70,41 @@ async fn connection(socket: TcpStream, peer: SocketAddr, role: Role, ep: &Arc<Lo
             return;
         }
     };
+    // The bootstrap port starts at a different broker each time, so one broker that does not
+    // answer costs each client at most one timeout, not every connection.
+    let start = usize::from(peer.port()) % candidates.len();
     let mut upstream = None;
-    for u in &candidates {
-        let Some(channel) =
-            forward::open(ep.shared(), (u.host.as_str(), u.port.get()), peer, port).await
-        else {
-            continue;
-        };
+    for u in candidates[start..].iter().chain(&candidates[..start]) {
         let Ok(name) = ServerName::try_from(u.host.to_string()) else {
             continue;
         };
-        match tls.connect(name, channel).await {
-            Ok(stream) => {
+        let target = (u.host.as_str(), u.port.get());
+        let attempt = async {
+            let channel = forward::open(ep.shared(), target, peer, port).await?;
+            match tls.connect(name, channel).await {
+                Ok(stream) => Some(stream),
+                Err(e) => {
+                    tracing::warn!(
+                        port,
+                        broker = %format!("{}:{}", u.host, u.port),
+                        error = %e,
+                        "local endpoint: TLS with the broker failed"
+                    );
+                    None
+                }
+            }
+        };
+        match tokio::time::timeout(CONNECT_TIMEOUT, attempt).await {
+            Ok(Some(stream)) => {
                 upstream = Some((u.clone(), stream));
                 break;
             }
-            Err(e) => tracing::warn!(
+            Ok(None) => {}
+            Err(_) => tracing::warn!(
                 port,
                 broker = %format!("{}:{}", u.host, u.port),
-                error = %e,
-                "local endpoint: TLS with the broker failed"
+                "local endpoint: the broker did not answer within {}s",
+                CONNECT_TIMEOUT.as_secs()
             ),
         }
     }

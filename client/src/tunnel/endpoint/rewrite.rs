@@ -199,11 +199,19 @@ struct Rewriter<'a> {
 }
 
 impl Rewriter<'_> {
-    /// Points one broker entry at its local port. Entries without a broker (`-1`, an empty
-    /// host: "no coordinator yet") stay as they are.
+    /// Points one broker entry at its local port. Entries without a broker (an empty host:
+    /// "no coordinator yet") stay as they are; a host under a negative id is refused, since
+    /// clients would still dial it (Java's coordinator code takes any id).
     fn node(&mut self, id: i32, host: &mut StrBytes, port: &mut i32) -> Result<(), String> {
-        if id < 0 || host.is_empty() {
+        if host.is_empty() {
             return Ok(());
+        }
+        if id < 0 {
+            return Err(format!(
+                "an answer names {:?} under broker id {id}; closing the connection rather than \
+                 sending the client there",
+                host.as_str()
+            ));
         }
         let node = Node {
             id,
@@ -212,8 +220,8 @@ impl Rewriter<'_> {
         };
         let local = self.ports.local_port(&node).ok_or_else(|| {
             format!(
-                "broker {id} ({}:{}) has no local port; closing the connection rather than \
-                 sending the client around the tunnel",
+                "broker {id} ({:?}, port {}) has no local port; closing the connection rather \
+                 than sending the client around the tunnel",
                 node.host, node.port
             )
         })?;
@@ -459,6 +467,21 @@ mod tests {
                 "tag {tag}"
             );
         }
+    }
+
+    #[test]
+    fn a_host_under_a_negative_id_is_refused_not_passed() {
+        let m = FindCoordinatorResponse::default()
+            .with_node_id(BrokerId(-1))
+            .with_host(StrBytes::from_static_str("evil.example"))
+            .with_port(9092);
+        let err = response(
+            &req(ApiKey::FindCoordinator, 3),
+            &frame(7, &m, 3),
+            &mut Fixed::default(),
+        )
+        .expect_err("refused");
+        assert!(err.contains("\"evil.example\" under broker id -1"), "{err}");
     }
 
     #[test]
