@@ -89,6 +89,63 @@ fn assert_plain_client_files(profile: &Path, port: u16) {
     );
 }
 
+/// The console producer with the profile's (plaintext) client.properties through `bootstrap`:
+/// `records` (one per line) to `topic`, `--sync` so an error exits non-zero; `extra` are more
+/// arguments (`--producer-property acks=all`).
+fn produce_plain(
+    s: &Stack,
+    profile: &Path,
+    bootstrap: &str,
+    topic: &str,
+    records: &str,
+    extra: &[&str],
+) -> Out {
+    let config = profile.join("client.properties").display().to_string();
+    let mut args = vec![
+        "--bootstrap-server",
+        bootstrap,
+        "--producer.config",
+        &config,
+        "--topic",
+        topic,
+        "--sync",
+    ];
+    args.extend_from_slice(extra);
+    laptop_kafka_tool(
+        s,
+        "org.apache.kafka.tools.ConsoleProducer",
+        &args,
+        Some(records.as_bytes()),
+    )
+}
+
+/// A console consumer in the background through `bootstrap`, from the beginning of `topic` in
+/// group `topic`, logging to the home's `consumer.log`; `extra` are more arguments.
+fn consumer_plain<'a>(
+    s: &'a Stack,
+    home: &Home,
+    profile: &Path,
+    bootstrap: &str,
+    topic: &str,
+    extra: &[&str],
+) -> Background<'a> {
+    let config = profile.join("client.properties").display().to_string();
+    let mut args = vec![
+        "--bootstrap-server",
+        bootstrap,
+        "--consumer.config",
+        &config,
+        "--topic",
+        topic,
+        "--group",
+        topic,
+        "--from-beginning",
+    ];
+    args.extend_from_slice(extra);
+    let command = java_tool(s, "org.apache.kafka.tools.consumer.ConsoleConsumer", &args);
+    Background::start(s, home.dir.join("consumer.log"), &command)
+}
+
 /// Console producer then a console consumer in a group, through `bootstrap` with the
 /// profile's (plaintext) client.properties: every record back, from every partition.
 fn round_trip(s: &Stack, profile: &Path, bootstrap: &str, topic: &str) {
@@ -522,22 +579,7 @@ fn a_broker_that_joins_gets_a_port_on_the_running_endpoint() {
         ],
     )
     .ok();
-    let config = profile.join("client.properties").display().to_string();
-    laptop_kafka_tool(
-        s,
-        "org.apache.kafka.tools.ConsoleProducer",
-        &[
-            "--bootstrap-server",
-            "127.0.0.1:19700",
-            "--producer.config",
-            &config,
-            "--topic",
-            &topic,
-            "--sync",
-        ],
-        Some(b"led by four\n"),
-    )
-    .ok();
+    produce_plain(s, &profile, "127.0.0.1:19700", &topic, "led by four\n", &[]).ok();
     let json = profile_json(&profile);
     let ports: Vec<u64> = json["endpoint"]["brokers"]
         .as_array()
@@ -577,44 +619,13 @@ fn a_consumer_carries_on_through_the_endpoint_when_its_partition_leader_stops() 
         ],
     )
     .ok();
-    let config = profile.join("client.properties").display().to_string();
     let produce = |from: usize| -> Out {
         let records: String = (from..from + 20).map(|i| format!("r{i}\n")).collect();
-        laptop_kafka_tool(
-            s,
-            "org.apache.kafka.tools.ConsoleProducer",
-            &[
-                "--bootstrap-server",
-                "127.0.0.1:19500",
-                "--producer.config",
-                &config,
-                "--topic",
-                &topic,
-                "--producer-property",
-                "acks=all",
-                "--sync",
-            ],
-            Some(records.as_bytes()),
-        )
+        let acks = ["--producer-property", "acks=all"];
+        produce_plain(s, &profile, "127.0.0.1:19500", &topic, &records, &acks)
     };
-    let command = java_tool(
-        s,
-        "org.apache.kafka.tools.consumer.ConsoleConsumer",
-        &[
-            "--bootstrap-server",
-            "127.0.0.1:19500",
-            "--consumer.config",
-            &config,
-            "--topic",
-            &topic,
-            "--group",
-            &topic,
-            "--from-beginning",
-            "--max-messages",
-            "40",
-        ],
-    );
-    let consumer = Background::start(s, home.dir.join("consumer.log"), &command);
+    let max = ["--max-messages", "40"];
+    let consumer = consumer_plain(s, &home, &profile, "127.0.0.1:19500", &topic, &max);
     produce(0).ok();
     assert!(
         within(Duration::from_secs(60), || consumer.log().contains("r19")).is_some(),
@@ -666,38 +677,8 @@ fn revoking_a_name_reaches_the_endpoints_clients_as_it_reaches_direct_ones() {
     up.ok();
     let topic = format!("app.{name}");
     create_three_leader_topic(s, &topic);
-    let config = profile.join("client.properties").display().to_string();
-    let command = java_tool(
-        s,
-        "org.apache.kafka.tools.consumer.ConsoleConsumer",
-        &[
-            "--bootstrap-server",
-            "127.0.0.1:19600",
-            "--consumer.config",
-            &config,
-            "--topic",
-            &topic,
-            "--group",
-            &topic,
-            "--from-beginning",
-        ],
-    );
-    let consumer = Background::start(s, home.dir.join("consumer.log"), &command);
-    laptop_kafka_tool(
-        s,
-        "org.apache.kafka.tools.ConsoleProducer",
-        &[
-            "--bootstrap-server",
-            "127.0.0.1:19600",
-            "--producer.config",
-            &config,
-            "--topic",
-            &topic,
-            "--sync",
-        ],
-        Some(b"before\n"),
-    )
-    .ok();
+    let consumer = consumer_plain(s, &home, &profile, "127.0.0.1:19600", &topic, &[]);
+    produce_plain(s, &profile, "127.0.0.1:19600", &topic, "before\n", &[]).ok();
     assert!(
         within(Duration::from_secs(60), || consumer
             .log()
@@ -805,40 +786,11 @@ fn the_tunnel_renews_its_certificate_and_clients_of_the_endpoint_never_notice() 
     up.ok();
     let topic = format!("app.{name}");
     create_three_leader_topic(s, &topic);
-    let config = profile.join("client.properties").display().to_string();
     let produce = |record: &str| {
-        laptop_kafka_tool(
-            s,
-            "org.apache.kafka.tools.ConsoleProducer",
-            &[
-                "--bootstrap-server",
-                "127.0.0.1:19800",
-                "--producer.config",
-                &config,
-                "--topic",
-                &topic,
-                "--sync",
-            ],
-            Some(format!("{record}\n").as_bytes()),
-        )
-        .ok();
+        let line = format!("{record}\n");
+        produce_plain(s, &profile, "127.0.0.1:19800", &topic, &line, &[]).ok();
     };
-    let command = java_tool(
-        s,
-        "org.apache.kafka.tools.consumer.ConsoleConsumer",
-        &[
-            "--bootstrap-server",
-            "127.0.0.1:19800",
-            "--consumer.config",
-            &config,
-            "--topic",
-            &topic,
-            "--group",
-            &topic,
-            "--from-beginning",
-        ],
-    );
-    let consumer = Background::start(s, home.dir.join("consumer.log"), &command);
+    let consumer = consumer_plain(s, &home, &profile, "127.0.0.1:19800", &topic, &[]);
     produce("before");
     assert!(
         within(Duration::from_secs(60), || consumer

@@ -67,6 +67,14 @@ pub async fn api_versions(
             })
             .map_err(|why| format!("{version} handshake done, but {why}"))
     };
+    within(timeout, run).await
+}
+
+/// `run`'s verdict, or a failure naming the timeout.
+async fn within(
+    timeout: Duration,
+    run: impl std::future::Future<Output = Result<String, String>>,
+) -> Outcome {
     match tokio::time::timeout(timeout, run).await {
         Ok(Ok(detail)) => Outcome::ok(detail),
         Ok(Err(why)) => Outcome::fail(why),
@@ -158,14 +166,7 @@ pub async fn endpoint(port: u16, timeout: Duration) -> Outcome {
             ports.join(", ")
         ))
     };
-    match tokio::time::timeout(timeout, run).await {
-        Ok(Ok(detail)) => Outcome::ok(detail),
-        Ok(Err(why)) => Outcome::fail(why),
-        Err(_) => Outcome::fail(format!(
-            "no answer within {}s (the tunnel may be reconnecting)",
-            timeout.as_secs()
-        )),
-    }
+    within(timeout, run).await
 }
 
 /// The brokers the cluster advertises, asked of `host:port` (every address it resolves to, in

@@ -447,17 +447,7 @@ impl Daemon {
             return;
         }
         let now = OffsetDateTime::now_utc();
-        let last_change = self
-            .state
-            .brokers
-            .as_ref()
-            .and_then(|b| b.last_change.clone());
-        let mut check = BrokersCheck {
-            checked: now,
-            error: None,
-            not_serving: Vec::new(),
-            last_change,
-        };
+        let mut check = self.new_check(now);
         match self.ask_registered().await {
             Err(why) => {
                 tracing::warn!("cannot ask the cluster for its brokers: {why}");
@@ -583,17 +573,7 @@ impl Daemon {
     /// into `profile.json` (the endpoint's ports and the brokers' advertised addresses).
     async fn check_through_endpoint(&mut self, ep: &Arc<LocalEndpoint>) {
         let now = OffsetDateTime::now_utc();
-        let last_change = self
-            .state
-            .brokers
-            .as_ref()
-            .and_then(|b| b.last_change.clone());
-        let mut check = BrokersCheck {
-            checked: now,
-            error: None,
-            not_serving: Vec::new(),
-            last_change,
-        };
+        let mut check = self.new_check(now);
         let bootstrap = ep.listening().first().map(|(_, port, _)| *port);
         let asked = match bootstrap {
             Some(port) => probe::kafka::registered_plain(port, BROKERS_TIMEOUT)
@@ -632,6 +612,20 @@ impl Daemon {
         self.state.endpoint = self.endpoint_records();
         self.state.brokers = Some(check);
         self.save();
+    }
+
+    /// A fresh look at the cluster, keeping the last change it made.
+    fn new_check(&self, now: OffsetDateTime) -> BrokersCheck {
+        BrokersCheck {
+            checked: now,
+            error: None,
+            not_serving: Vec::new(),
+            last_change: self
+                .state
+                .brokers
+                .as_ref()
+                .and_then(|b| b.last_change.clone()),
+        }
     }
 
     /// The endpoint's ports as the state file lists them.
