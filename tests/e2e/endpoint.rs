@@ -89,6 +89,23 @@ fn assert_plain_client_files(profile: &Path, port: u16) {
     );
 }
 
+/// A new profile `PREFIX-…` with the local endpoint on `port`, and its tunnel up (with `extra`
+/// for `tunnel up`): the name, the profile folder and the tunnel (down when dropped).
+fn local_with_tunnel<'a>(
+    s: &'a Stack,
+    home: &'a Home,
+    prefix: &str,
+    port: &str,
+    extra: &[&str],
+) -> (String, std::path::PathBuf, Tunnel<'a>) {
+    let name = unique_name(prefix);
+    home.setup(s, &name, &["--endpoint", "local", "--endpoint-port", port])
+        .ok();
+    let (tunnel, up) = Tunnel::up(s, home, &name, extra);
+    up.ok();
+    (name.clone(), home.profile(&name), tunnel)
+}
+
 /// The console producer with the profile's (plaintext) client.properties through `bootstrap`:
 /// `records` (one per line) to `topic`, `--sync` so an error exits non-zero; `extra` are more
 /// arguments (`--producer-property acks=all`).
@@ -537,16 +554,8 @@ fn the_local_endpoint_serves_the_localhost_shape_too_and_the_mode_switches_both_
 fn a_broker_that_joins_gets_a_port_on_the_running_endpoint() {
     let s = stack();
     let home = Home::new(s, "endpoint");
-    let name = unique_name("nb");
-    home.setup(
-        s,
-        &name,
-        &["--endpoint", "local", "--endpoint-port", "19700"],
-    )
-    .ok();
-    let profile = home.profile(&name);
-    let (tunnel, up) = Tunnel::up(s, &home, &name, &["--check-every", "5"]);
-    up.ok();
+    let (name, profile, tunnel) =
+        local_with_tunnel(s, &home, "nb", "19700", &["--check-every", "5"]);
     let _four = crate::tunnel::FourthBroker::start(s);
 
     // No command typed: the daemon's look at the cluster (or any answer naming broker 4)
@@ -665,16 +674,7 @@ impl Drop for NodeBack<'_> {
 fn revoking_a_name_reaches_the_endpoints_clients_as_it_reaches_direct_ones() {
     let s = stack();
     let home = Home::new(s, "endpoint");
-    let name = unique_name("erv");
-    home.setup(
-        s,
-        &name,
-        &["--endpoint", "local", "--endpoint-port", "19600"],
-    )
-    .ok();
-    let profile = home.profile(&name);
-    let (tunnel, up) = Tunnel::up(s, &home, &name, &[]);
-    up.ok();
+    let (name, profile, tunnel) = local_with_tunnel(s, &home, "erv", "19600", &[]);
     let topic = format!("app.{name}");
     create_three_leader_topic(s, &topic);
     let consumer = consumer_plain(s, &home, &profile, "127.0.0.1:19600", &topic, &[]);
@@ -774,16 +774,7 @@ fn server_kcat_with(s: &Stack, dir: &Path) -> Out {
 fn the_tunnel_renews_its_certificate_and_clients_of_the_endpoint_never_notice() {
     let s = stack();
     let home = Home::new(s, "endpoint");
-    let name = unique_name("rn");
-    home.setup(
-        s,
-        &name,
-        &["--endpoint", "local", "--endpoint-port", "19800"],
-    )
-    .ok();
-    let profile = home.profile(&name);
-    let (tunnel, up) = Tunnel::up(s, &home, &name, &[]);
-    up.ok();
+    let (name, profile, tunnel) = local_with_tunnel(s, &home, "rn", "19800", &[]);
     let topic = format!("app.{name}");
     create_three_leader_topic(s, &topic);
     let produce = |record: &str| {
