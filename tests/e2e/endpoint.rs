@@ -573,21 +573,7 @@ fn a_broker_that_joins_gets_a_port_on_the_running_endpoint() {
     );
     // Records to a partition that broker 4 leads go through its new port.
     let topic = format!("app.{name}");
-    s.kafka_tool(
-        "org.apache.kafka.tools.TopicCommand",
-        &[
-            "--bootstrap-server",
-            s.info("kafka_bootstrap"),
-            "--command-config",
-            s.info("kafka_admin_properties"),
-            "--create",
-            "--topic",
-            &topic,
-            "--replica-assignment",
-            "4",
-        ],
-    )
-    .ok();
+    crate::kafka::create_topic_on(s, &topic, "4");
     produce_plain(s, &profile, "127.0.0.1:19700", &topic, "led by four\n", &[]).ok();
     let json = profile_json(&profile);
     let ports: Vec<u64> = json["endpoint"]["brokers"]
@@ -613,21 +599,7 @@ fn a_consumer_carries_on_through_the_endpoint_when_its_partition_leader_stops() 
 
     // One partition led by broker 2, replicated on all three.
     let topic = format!("app.{name}");
-    s.kafka_tool(
-        "org.apache.kafka.tools.TopicCommand",
-        &[
-            "--bootstrap-server",
-            s.info("kafka_bootstrap"),
-            "--command-config",
-            s.info("kafka_admin_properties"),
-            "--create",
-            "--topic",
-            &topic,
-            "--replica-assignment",
-            "2:3:1",
-        ],
-    )
-    .ok();
+    crate::kafka::create_topic_on(s, &topic, "2:3:1");
     let produce = |from: usize| -> Out {
         let records: String = (from..from + 20).map(|i| format!("r{i}\n")).collect();
         let acks = ["--producer-property", "acks=all"];

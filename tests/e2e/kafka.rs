@@ -8,6 +8,12 @@ use crate::stack::{Out, Stack};
 
 /// Creates `topic` (as the admin, on the server) with one partition led by each broker.
 pub(crate) fn create_three_leader_topic(s: &Stack, topic: &str) {
+    create_topic_on(s, topic, "1:2:3,2:3:1,3:1:2");
+}
+
+/// Creates `topic` (as the admin, on the server) with the partitions and replicas `assignment`
+/// names (`--replica-assignment`: `2:3:1` is one partition led by broker 2).
+pub(crate) fn create_topic_on(s: &Stack, topic: &str, assignment: &str) {
     s.kafka_tool(
         "org.apache.kafka.tools.TopicCommand",
         &[
@@ -19,7 +25,7 @@ pub(crate) fn create_three_leader_topic(s: &Stack, topic: &str) {
             "--topic",
             topic,
             "--replica-assignment",
-            "1:2:3,2:3:1,3:1:2",
+            assignment,
         ],
     )
     .ok();

@@ -612,21 +612,7 @@ fn a_broker_that_returns_or_joins_gets_its_forward_with_no_command_typed() {
 
     // A partition led by broker 2, written and read back through the tunnel.
     let topic = format!("app.{name}");
-    s.kafka_tool(
-        "org.apache.kafka.tools.TopicCommand",
-        &[
-            "--bootstrap-server",
-            s.info("kafka_bootstrap"),
-            "--command-config",
-            s.info("kafka_admin_properties"),
-            "--create",
-            "--topic",
-            &topic,
-            "--replica-assignment",
-            "2",
-        ],
-    )
-    .ok();
+    crate::kafka::create_topic_on(s, &topic, "2");
     let profile = home.profile(&name);
     crate::lifecycle::produce(s, &profile, &topic, "led-by-two\n").ok();
     let props = profile.join("client.properties").display().to_string();
