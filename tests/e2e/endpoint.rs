@@ -167,27 +167,15 @@ fn consumer_plain<'a>(
 /// profile's (plaintext) client.properties: every record back, from every partition.
 fn round_trip(s: &Stack, profile: &Path, bootstrap: &str, topic: &str) {
     create_three_leader_topic(s, topic);
-    let config = profile.join("client.properties").display().to_string();
     let records: String = (0..30).map(|i| format!("k{i}:v{i}\n")).collect();
-    laptop_kafka_tool(
-        s,
-        "org.apache.kafka.tools.ConsoleProducer",
-        &[
-            "--bootstrap-server",
-            bootstrap,
-            "--producer.config",
-            &config,
-            "--topic",
-            topic,
-            "--property",
-            "parse.key=true",
-            "--property",
-            "key.separator=:",
-            "--sync",
-        ],
-        Some(records.as_bytes()),
-    )
-    .ok();
+    let keyed = [
+        "--property",
+        "parse.key=true",
+        "--property",
+        "key.separator=:",
+    ];
+    produce_plain(s, profile, bootstrap, topic, &records, &keyed).ok();
+    let config = profile.join("client.properties").display().to_string();
     let consumed = laptop_kafka_tool(
         s,
         "org.apache.kafka.tools.consumer.ConsoleConsumer",
