@@ -582,6 +582,9 @@ pub(crate) mod tests {
                         body.extend(i32::from(*port).to_be_bytes());
                         body.extend((-1i16).to_be_bytes()); // no rack
                     }
+                    body.extend((-1i16).to_be_bytes()); // no cluster id
+                    body.extend(1i32.to_be_bytes()); // controller
+                    body.extend(0i32.to_be_bytes()); // no topics
                 }
                 _ => return,
             }

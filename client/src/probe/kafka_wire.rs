@@ -1,26 +1,26 @@
-//! The few Kafka protocol messages the laptop sends, encoded once: `ApiVersions` v0 (every broker
-//! answers it, before any authorization), `Metadata` v4 for no topics (the brokers the cluster
-//! advertises; needs no ACL) and `DescribeCluster` v2 with fenced brokers (every registered
-//! broker, serving or not; KIP-1073, Kafka 4.0+; needs no ACL either). Request header v1 (v2 for
-//! the flexible DescribeCluster), response header v0 (v1), big-endian
-//! (kafka.apache.org/protocol). No I/O here.
+//! The few Kafka protocol messages the laptop's probes send, through `kafka-protocol` (the
+//! one Kafka wire home, which the local endpoint's rewrite uses too): `ApiVersions` v0 (every
+//! broker answers it, before any authorization), `Metadata` v4 for no topics (the brokers the
+//! cluster advertises; needs no ACL) and `DescribeCluster` v2 with fenced brokers (every
+//! registered broker, serving or not; KIP-1073, Kafka 4.0+; needs no ACL either). No I/O here.
 //!
-//! The agent speaks Kafka through `kafka-protocol` to its own brokers; the laptop keeps these
-//! few decoders because it reads any server a config names (`doctor --bootstrap`), and
-//! `kafka-protocol` 0.18 sizes each array with `Vec::with_capacity` of the count the server
-//! sends (up to 2^31 entries), which a hostile server could use to abort the process. Here a
-//! count beyond what the reply's bytes can hold is refused before anything is allocated.
+//! The probes read any server a config names (`doctor --bootstrap`): the vendored crate refuses
+//! an array count beyond the bytes left before allocating (vendor/kafka-protocol/PATCHED.md),
+//! and a frame over [`MAX_FRAME`] is not read at all.
 
-/// `ApiVersions`.
-const API_VERSIONS: i16 = 18;
-/// `Metadata`; v4 is the oldest Kafka 4 still serves (KIP-896) and has been served since 1.0.
-const METADATA: i16 = 3;
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, DescribeClusterRequest,
+    DescribeClusterResponse, MetadataRequest, MetadataResponse, RequestHeader, ResponseHeader,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+
+/// `Metadata` v4: the oldest Kafka 4 still serves (KIP-896), served since 1.0.
 const METADATA_VERSION: i16 = 4;
-/// `DescribeCluster`; v2 adds `IncludeFencedBrokers`.
-const DESCRIBE_CLUSTER: i16 = 60;
+/// `DescribeCluster` v2 adds `IncludeFencedBrokers`.
 const DESCRIBE_CLUSTER_VERSION: i16 = 2;
 /// `DescribeCluster`'s `EndpointType`: the brokers' listeners (not the controllers').
-const ENDPOINT_BROKERS: u8 = 1;
+const ENDPOINT_BROKERS: i8 = 1;
 /// The broker's reply when it wants another ApiVersions version; still a Kafka answer.
 const UNSUPPORTED_VERSION: i16 = 35;
 /// Our client id in requests (brokers log it).
@@ -28,48 +28,56 @@ pub const CLIENT_ID: &str = "shiqi-connect";
 /// Frames larger than this are not an answer to these requests.
 pub const MAX_FRAME: usize = 1 << 20;
 
-/// A length-prefixed request: header v1 (`api_key`, `api_version`, `correlation`, client id),
-/// then `body`.
-fn request(api_key: i16, api_version: i16, correlation: i32, body: &[u8]) -> Vec<u8> {
-    let mut frame = Vec::with_capacity(4 + 10 + CLIENT_ID.len() + body.len());
+/// A length-prefixed request: `body` at `version` behind its header.
+fn request<M: Encodable + HeaderVersion>(
+    key: ApiKey,
+    version: i16,
+    correlation: i32,
+    body: &M,
+) -> Vec<u8> {
+    let header = RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation)
+        .with_client_id(Some(StrBytes::from_static_str(CLIENT_ID)));
+    let mut frame = BytesMut::new();
     frame.extend_from_slice(&[0; 4]);
-    frame.extend_from_slice(&api_key.to_be_bytes());
-    frame.extend_from_slice(&api_version.to_be_bytes());
-    frame.extend_from_slice(&correlation.to_be_bytes());
-    // A 13-byte constant: fits the i16 length.
-    frame.extend_from_slice(&(CLIENT_ID.len() as i16).to_be_bytes());
-    frame.extend_from_slice(CLIENT_ID.as_bytes());
-    frame.extend_from_slice(body);
-    let len = (frame.len() - 4) as i32;
+    // These fixed requests always encode: every field is within its type's range.
+    let _ = header
+        .encode(&mut frame, M::header_version(version))
+        .and_then(|()| body.encode(&mut frame, version));
+    let len = u32::try_from(frame.len() - 4).unwrap_or_default();
     frame[..4].copy_from_slice(&len.to_be_bytes());
-    frame
+    frame.to_vec()
 }
 
 /// `ApiVersions` v0.
 pub fn api_versions_request(correlation: i32) -> Vec<u8> {
-    request(API_VERSIONS, 0, correlation, &[])
+    request(
+        ApiKey::ApiVersions,
+        0,
+        correlation,
+        &ApiVersionsRequest::default(),
+    )
 }
 
 /// `Metadata` v4 for no topics (an empty array, not null, which means all topics), without
 /// creating any.
 pub fn metadata_request(correlation: i32) -> Vec<u8> {
-    let mut body = 0i32.to_be_bytes().to_vec();
-    body.push(0);
-    request(METADATA, METADATA_VERSION, correlation, &body)
+    let body = MetadataRequest::default()
+        .with_topics(Some(Vec::new()))
+        .with_allow_auto_topic_creation(false);
+    request(ApiKey::Metadata, METADATA_VERSION, correlation, &body)
 }
 
-/// `DescribeCluster` v2 asking for fenced brokers too. A flexible request: header v2 (the
-/// classic client id, then no tagged fields), a compact body.
+/// `DescribeCluster` v2 asking for fenced brokers too.
 pub fn describe_cluster_request(correlation: i32) -> Vec<u8> {
-    let body = [
-        0, // header tagged fields
-        0, // IncludeClusterAuthorizedOperations: false
-        ENDPOINT_BROKERS,
-        1, // IncludeFencedBrokers: true
-        0, // body tagged fields
-    ];
+    let body = DescribeClusterRequest::default()
+        .with_include_cluster_authorized_operations(false)
+        .with_endpoint_type(ENDPOINT_BROKERS)
+        .with_include_fenced_brokers(true);
     request(
-        DESCRIBE_CLUSTER,
+        ApiKey::DescribeCluster,
         DESCRIBE_CLUSTER_VERSION,
         correlation,
         &body,
@@ -90,6 +98,28 @@ pub struct RegisteredBroker {
     pub fenced: bool,
 }
 
+/// Decodes an answer body (after the length) to a request of ours: its header must repeat
+/// `correlation`.
+fn answer<M: Decodable + HeaderVersion>(
+    body: &[u8],
+    correlation: i32,
+    version: i16,
+) -> Result<M, String> {
+    if body.len() > MAX_FRAME {
+        return Err(format!("a {}-byte answer", body.len()));
+    }
+    let mut buf = Bytes::copy_from_slice(body);
+    let header = ResponseHeader::decode(&mut buf, M::header_version(version))
+        .map_err(|e| format!("a malformed answer: {e}"))?;
+    if header.correlation_id != correlation {
+        return Err(format!(
+            "an answer to another request (correlation id {})",
+            header.correlation_id
+        ));
+    }
+    M::decode(&mut buf, version).map_err(|e| format!("a malformed answer: {e}"))
+}
+
 /// Reads a `DescribeCluster` v2 response body (after the length): every registered broker.
 ///
 /// # Errors
@@ -98,37 +128,25 @@ pub fn read_describe_cluster(
     body: &[u8],
     correlation: i32,
 ) -> Result<Vec<RegisteredBroker>, String> {
-    let mut r = Reader::after_header(body, correlation)?;
-    r.skip_tagged_fields()?;
-    let _throttle_ms = r.i32()?;
-    let error = r.i16()?;
-    let message = r.compact_string()?;
-    if error != 0 {
+    let m: DescribeClusterResponse = answer(body, correlation, DESCRIBE_CLUSTER_VERSION)?;
+    if m.error_code != 0 {
         return Err(format!(
-            "the broker answered DescribeCluster with error code {error}{}",
-            message.map(|m| format!(": {m}")).unwrap_or_default()
+            "the broker answered DescribeCluster with error code {}{}",
+            m.error_code,
+            m.error_message
+                .map(|msg| format!(": {msg}"))
+                .unwrap_or_default()
         ));
     }
-    let _endpoint_type = r.take(1)?;
-    let _cluster_id = r.compact_string()?;
-    let _controller = r.i32()?;
-    let count = r.compact_len()?.ok_or("a null broker list")?;
-    let mut brokers = Vec::with_capacity(broker_count(count, body, 12)?);
-    for _ in 0..count {
-        let id = r.i32()?;
-        let host = r.compact_string()?.ok_or("a broker without a host")?;
-        let port = r.i32()?;
-        let _rack = r.compact_string()?;
-        let fenced = r.take(1)?[0] != 0;
-        r.skip_tagged_fields()?;
-        brokers.push(RegisteredBroker {
-            id,
-            host,
-            port,
-            fenced,
-        });
-    }
-    Ok(brokers)
+    Ok(m.brokers
+        .into_iter()
+        .map(|b| RegisteredBroker {
+            id: b.broker_id.0,
+            host: b.host.to_string(),
+            port: b.port,
+            fenced: b.is_fenced,
+        })
+        .collect())
 }
 
 /// What a Java client makes of a reply's first four bytes: the size it will allocate
@@ -150,13 +168,15 @@ pub fn answers(reply: &[u8], correlation: i32) -> bool {
 /// # Errors
 /// A reply to another request, a broker error, or a cut-off body.
 pub fn read_api_versions(body: &[u8], correlation: i32) -> Result<usize, String> {
-    let mut r = Reader::after_header(body, correlation)?;
-    let error = r.i16()?;
-    if error != 0 && error != UNSUPPORTED_VERSION {
-        return Err(format!("the broker answered with error code {error}"));
-    }
     // v0 is answered in v0 even on UNSUPPORTED_VERSION, so the array follows either way.
-    Ok(usize::try_from(r.i32()?).unwrap_or(0))
+    let m: ApiVersionsResponse = answer(body, correlation, 0)?;
+    if m.error_code != 0 && m.error_code != UNSUPPORTED_VERSION {
+        return Err(format!(
+            "the broker answered with error code {}",
+            m.error_code
+        ));
+    }
+    Ok(m.api_keys.len())
 }
 
 /// One broker of a `Metadata` answer, as the cluster advertises it.
@@ -175,113 +195,15 @@ pub struct AdvertisedBroker {
 /// # Errors
 /// A reply to another request or a malformed body.
 pub fn read_metadata(body: &[u8], correlation: i32) -> Result<Vec<AdvertisedBroker>, String> {
-    let mut r = Reader::after_header(body, correlation)?;
-    let _throttle_ms = r.i32()?;
-    let count = r.i32()?;
-    let count = usize::try_from(count).map_err(|_| format!("a broker count of {count}"))?;
-    let mut brokers = Vec::with_capacity(broker_count(count, body, 14)?);
-    for _ in 0..count {
-        let id = r.i32()?;
-        let host = r.string()?.ok_or("a broker without a host")?;
-        let port = r.i32()?;
-        let _rack = r.string()?;
-        brokers.push(AdvertisedBroker { id, host, port });
-    }
-    Ok(brokers)
-}
-
-/// `count` brokers of at least `each` bytes must fit in `body`: a count beyond it is a lie, not
-/// an allocation.
-fn broker_count(count: usize, body: &[u8], each: usize) -> Result<usize, String> {
-    if count > body.len() / each {
-        return Err(format!(
-            "a broker count of {count} in a {}-byte reply",
-            body.len()
-        ));
-    }
-    Ok(count)
-}
-
-/// A cursor over a response body.
-struct Reader<'a> {
-    body: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Reader<'a> {
-    /// Past response header v0 (the correlation id), which must be ours.
-    fn after_header(body: &'a [u8], correlation: i32) -> Result<Self, String> {
-        let mut r = Self { body, at: 0 };
-        match r.i32() {
-            Ok(c) if c == correlation => Ok(r),
-            _ => Err("the reply is not an answer to our request".to_owned()),
-        }
-    }
-
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        let end = self.at.checked_add(n).filter(|e| *e <= self.body.len());
-        let end = end.ok_or_else(|| format!("the reply ends early (at byte {})", self.at))?;
-        let bytes = &self.body[self.at..end];
-        self.at = end;
-        Ok(bytes)
-    }
-
-    fn i16(&mut self) -> Result<i16, String> {
-        let b = self.take(2)?;
-        Ok(i16::from_be_bytes([b[0], b[1]]))
-    }
-
-    fn i32(&mut self) -> Result<i32, String> {
-        let b = self.take(4)?;
-        Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-    }
-
-    /// An unsigned varint (flexible versions' lengths and tags), at most 32 bits.
-    fn uvarint(&mut self) -> Result<u32, String> {
-        let mut value = 0u32;
-        for shift in (0..35).step_by(7) {
-            let b = self.take(1)?[0];
-            value |= u32::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        Err("a varint longer than 5 bytes".to_owned())
-    }
-
-    /// A compact length: the varint is length + 1, 0 for null.
-    fn compact_len(&mut self) -> Result<Option<usize>, String> {
-        let n = self.uvarint()?;
-        Ok(n.checked_sub(1).map(|n| n as usize))
-    }
-
-    /// A compact (nullable) string.
-    fn compact_string(&mut self) -> Result<Option<String>, String> {
-        match self.compact_len()? {
-            None => Ok(None),
-            Some(len) => Ok(Some(String::from_utf8_lossy(self.take(len)?).into_owned())),
-        }
-    }
-
-    /// Tagged fields we do not read: a count, then each tag's id and sized bytes.
-    fn skip_tagged_fields(&mut self) -> Result<(), String> {
-        for _ in 0..self.uvarint()? {
-            let _tag = self.uvarint()?;
-            let size = self.uvarint()? as usize;
-            self.take(size)?;
-        }
-        Ok(())
-    }
-
-    /// A (nullable) string: i16 length, -1 for null.
-    fn string(&mut self) -> Result<Option<String>, String> {
-        let len = self.i16()?;
-        if len < 0 {
-            return Ok(None);
-        }
-        let bytes = self.take(len as usize)?;
-        Ok(Some(String::from_utf8_lossy(bytes).into_owned()))
-    }
+    let m: MetadataResponse = answer(body, correlation, METADATA_VERSION)?;
+    Ok(m.brokers
+        .into_iter()
+        .map(|b| AdvertisedBroker {
+            id: b.node_id.0,
+            host: b.host.to_string(),
+            port: b.port,
+        })
+        .collect())
 }
 
 #[cfg(test)]
@@ -316,7 +238,15 @@ mod tests {
         let mut reply = 9i32.to_be_bytes().to_vec();
         reply.extend_from_slice(&0i16.to_be_bytes());
         reply.extend_from_slice(&2i32.to_be_bytes());
+        // Two entries (key, min, max): Metadata 0-13, ApiVersions 0-4.
+        for v in [3i16, 0, 13, 18, 0, 4] {
+            reply.extend_from_slice(&v.to_be_bytes());
+        }
         assert_eq!(read_api_versions(&reply, 9), Ok(2));
+        // A count the bytes cannot hold is refused, not allocated.
+        let mut lie = reply.clone();
+        lie[6..10].copy_from_slice(&i32::MAX.to_be_bytes());
+        assert!(read_api_versions(&lie, 9).is_err());
         reply[5] = 35;
         assert_eq!(read_api_versions(&reply, 9), Ok(2));
         reply[5] = 58;
@@ -399,7 +329,7 @@ mod tests {
         b.extend_from_slice(&0i32.to_be_bytes()); // throttle
         b.extend_from_slice(&error.to_be_bytes());
         compact(&mut b, (error != 0).then_some("no"));
-        b.push(ENDPOINT_BROKERS);
+        b.push(ENDPOINT_BROKERS as u8);
         compact(&mut b, Some("cluster-id"));
         b.extend_from_slice(&1i32.to_be_bytes()); // controller
         b.push(brokers.len() as u8 + 1);
