@@ -14,9 +14,19 @@ use shiqi_ca::key::KeyType;
 use crate::jdbc::{Driver, Verification};
 use crate::printer::ColorChoice;
 
+/// `--version`: the version, the commit built from and the target (set by build.rs).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("SHIQI_COMMIT"),
+    ", ",
+    env!("SHIQI_TARGET"),
+    ")"
+);
+
 /// One command from nothing to certificate logins for Kafka and MySQL over SSH.
 #[derive(Debug, Parser)]
-#[command(name = "shiqi-connect", version, propagate_version = true)]
+#[command(name = "shiqi-connect", version = VERSION, propagate_version = true)]
 pub struct Cli {
     /// Flags every subcommand takes.
     #[command(flatten)]
@@ -390,6 +400,18 @@ mod tests {
     use clap::CommandFactory;
 
     use super::*;
+
+    #[test]
+    fn version_names_the_commit_and_the_target() {
+        let v = Cli::command().render_version();
+        assert!(v.starts_with("shiqi-connect 0."), "{v}");
+        assert!(v.contains(env!("SHIQI_TARGET")), "{v}");
+        let commit = v.split(['(', ',']).nth(1).unwrap_or_default();
+        assert!(
+            commit == "unknown commit" || commit.chars().all(|c| c.is_ascii_hexdigit()),
+            "{v}"
+        );
+    }
 
     #[test]
     fn the_cli_is_well_formed() {

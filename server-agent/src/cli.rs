@@ -7,9 +7,19 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+/// `--version`: the version, the commit built from and the target (set by build.rs).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("SHIQI_COMMIT"),
+    ", ",
+    env!("SHIQI_TARGET"),
+    ")"
+);
+
 /// The shiqi CA agent: signs client CSRs, provisions MySQL users, reports the Kafka cluster.
 #[derive(Debug, Parser)]
-#[command(name = "shiqi-ca-agent", version, about)]
+#[command(name = "shiqi-ca-agent", version = VERSION, about)]
 pub struct Cli {
     /// Global options.
     #[command(flatten)]

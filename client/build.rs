@@ -1,0 +1,23 @@
+//! `--version` names the build: the commit it was built from and the target it runs on.
+
+use std::process::Command;
+
+fn main() {
+    let commit = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| "unknown commit".to_owned());
+    println!("cargo:rustc-env=SHIQI_COMMIT={commit}");
+    println!(
+        "cargo:rustc-env=SHIQI_TARGET={}",
+        std::env::var("TARGET").unwrap_or_default()
+    );
+    // Again after a commit or a checkout, not on every edit.
+    println!("cargo:rerun-if-changed=../.git/HEAD");
+    println!("cargo:rerun-if-changed=../.git/refs/heads");
+    println!("cargo:rerun-if-changed=../.git/packed-refs");
+}
