@@ -5,6 +5,22 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+/// `--version` of a binary whose package runs `build-info.rs` as its build script: the
+/// version, the commit built from and the target (`0.1.0 (e2d2f97bc811, x86_64-unknown-linux-gnu)`).
+#[macro_export]
+macro_rules! version {
+    () => {
+        concat!(
+            env!("CARGO_PKG_VERSION"),
+            " (",
+            env!("SHIQI_COMMIT"),
+            ", ",
+            env!("SHIQI_TARGET"),
+            ")"
+        )
+    };
+}
+
 pub mod cert;
 pub mod crl;
 pub mod csr;

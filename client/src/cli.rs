@@ -14,15 +14,8 @@ use shiqi_ca::key::KeyType;
 use crate::jdbc::{Driver, Verification};
 use crate::printer::ColorChoice;
 
-/// `--version`: the version, the commit built from and the target (set by build.rs).
-pub const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (",
-    env!("SHIQI_COMMIT"),
-    ", ",
-    env!("SHIQI_TARGET"),
-    ")"
-);
+/// `--version`: the version, the commit built from and the target.
+pub const VERSION: &str = shiqi_ca::version!();
 
 /// One command from nothing to certificate logins for Kafka and MySQL over SSH.
 #[derive(Debug, Parser)]

@@ -7,15 +7,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-/// `--version`: the version, the commit built from and the target (set by build.rs).
-pub const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (",
-    env!("SHIQI_COMMIT"),
-    ", ",
-    env!("SHIQI_TARGET"),
-    ")"
-);
+/// `--version`: the version, the commit built from and the target.
+pub const VERSION: &str = shiqi_ca::version!();
 
 /// The shiqi CA agent: signs client CSRs, provisions MySQL users, reports the Kafka cluster.
 #[derive(Debug, Parser)]

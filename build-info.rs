@@ -1,4 +1,5 @@
-//! `--version` names the build: the commit it was built from and the target it runs on.
+//! The build script of both binaries (`build = "../build-info.rs"`): `--version` names the
+//! commit they were built from and the target they run on (`shiqi_ca::version!`).
 
 use std::process::Command;
 
