@@ -1,6 +1,11 @@
 //! The build script of both binaries (`build = "../build-info.rs"`): `--version` names the
 //! commit they were built from and the target they run on (`shiqi_ca::version!`).
 
+#![allow(
+    clippy::print_stdout,
+    reason = "a build script talks to cargo on stdout"
+)]
+
 use std::process::Command;
 
 fn main() {
