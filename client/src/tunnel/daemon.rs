@@ -603,8 +603,10 @@ impl Daemon {
                     check.last_change = Some(format!("{}: {what}", shiqi_ca::text::utc(now)));
                 }
                 Err(e) => {
+                    // Written at the next look at the cluster.
+                    ep.keep_changes();
                     let why = one_line(&e);
-                    tracing::warn!("cannot record the endpoint's brokers: {why}");
+                    tracing::warn!("cannot record the endpoint's brokers yet: {why}");
                     check.error = Some(why);
                 }
             }

@@ -151,9 +151,11 @@ pub fn write(plan: &Plan, dir: &Path, host_key_alias: Option<&str>) -> Result<()
 
 /// Records what a running local endpoint learned: its ports and the brokers' advertised
 /// addresses, into `profile.json` (the only file that names them in local mode). What changed,
-/// in words.
+/// in words. Under the profile's lock, as `rotate` and `renew` write: a rotation that swaps
+/// the folder meanwhile would otherwise drop this write, or carry an old certificate section.
 ///
 /// # Errors
+/// [`Error::ProfileBusy`] while a rotation holds the lock (the caller tries again later);
 /// [`Error::ProfileRead`] or [`Error::Io`].
 pub fn write_endpoint(
     dir: &Path,
@@ -161,6 +163,9 @@ pub fn write_endpoint(
     brokers: Vec<Broker>,
 ) -> Result<String, Error> {
     let mut profile = Profile::load(dir)?;
+    let _lock = crate::steps::journal::lock(dir.parent().unwrap_or(dir), &profile.name)?;
+    // Read again under the lock: a rotation may have finished just before.
+    profile = Profile::load(dir)?;
     let before: Vec<i32> = profile.brokers.iter().map(|b| b.id).collect();
     let mut brokers = brokers;
     brokers.sort_by_key(|b| b.id);
@@ -358,6 +363,27 @@ mod tests {
         let back = Profile::load(dir.path()).expect("load");
         assert_eq!(back, p.profile);
         assert_eq!(back.brokers.len(), 4);
+    }
+
+    #[test]
+    fn the_endpoints_record_waits_for_a_rotation_holding_the_profile() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let p = sample();
+        let dir = root.path().join(p.name.as_str());
+        crate::fsutil::create_private_dir(&dir).expect("dir");
+        crate::fsutil::write_private(&dir.join(files::PROFILE_JSON), p.to_json().as_bytes())
+            .expect("profile.json");
+        let endpoint = Endpoint::Direct.local(9092, &p.brokers, &[]);
+        let held = crate::steps::journal::lock(root.path(), &p.name).expect("lock");
+        let busy = write_endpoint(&dir, endpoint.clone(), p.brokers.clone());
+        assert!(matches!(busy, Err(Error::ProfileBusy { .. })), "{busy:?}");
+        assert_eq!(
+            Profile::load(&dir).expect("load").endpoint,
+            Endpoint::Direct
+        );
+        drop(held);
+        write_endpoint(&dir, endpoint.clone(), p.brokers.clone()).expect("written");
+        assert_eq!(Profile::load(&dir).expect("load").endpoint, endpoint);
     }
 
     #[test]

@@ -288,6 +288,11 @@ impl LocalEndpoint {
         self.new_broker.clone()
     }
 
+    /// Marks the endpoint as changed again (its last [`Self::take_changes`] could not be written).
+    pub fn keep_changes(&self) {
+        self.lock().changed = true;
+    }
+
     /// The endpoint as `profile.json` keeps it, when its brokers changed since the last call.
     pub fn take_changes(&self) -> Option<(Endpoint, Vec<Broker>)> {
         let mut st = self.lock();
