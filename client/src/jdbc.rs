@@ -193,6 +193,18 @@ fn mariadb(verify: Verification, e: &Endpoint<'_>) -> Result<Secret<String>, Err
     )))
 }
 
+/// The URL for `driver` through the tunnel's local endpoint, which does TLS with the
+/// certificate itself: the user and nothing else (no SSL option, no keystore, no password).
+/// Connector/J's default `sslMode=PREFERRED` goes without TLS when the endpoint offers none, and
+/// MariaDB Connector/J's default is no TLS.
+pub fn plain_url(driver: Driver, port: u16, user: &ProfileName) -> String {
+    let scheme = match driver {
+        Driver::Mysql => "mysql",
+        Driver::Mariadb => "mariadb",
+    };
+    format!("jdbc:{scheme}://{TUNNEL_HOST}:{port}/?user={user}")
+}
+
 /// A path as the drivers read it: `/` separators (Java accepts them on Windows too).
 fn path_text(p: &Path) -> String {
     p.to_string_lossy().replace('\\', "/")

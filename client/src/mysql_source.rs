@@ -26,6 +26,9 @@ pub struct Source {
     pub port: u16,
     /// Where the server's MySQL is, as the server sees it (`127.0.0.1:3306`), for messages.
     pub remote: String,
+    /// Reached through the tunnel's local endpoint: plaintext here, no SSL settings, no
+    /// password; the tunnel does TLS with the certificate.
+    pub local: bool,
 }
 
 /// What the server showed through the tunnel.
@@ -64,6 +67,7 @@ impl Source {
             dir: dir.to_path_buf(),
             port,
             remote: format!("{}:{}", m.host, m.port),
+            local: !profile.endpoint.is_direct(),
         })
     }
 

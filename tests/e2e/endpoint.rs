@@ -91,7 +91,7 @@ fn assert_plain_client_files(profile: &Path, port: u16) {
 
 /// A new profile `PREFIX-…` with the local endpoint on `port`, and its tunnel up (with `extra`
 /// for `tunnel up`): the name, the profile folder and the tunnel (down when dropped).
-fn local_with_tunnel<'a>(
+pub(crate) fn local_with_tunnel<'a>(
     s: &'a Stack,
     home: &'a Home,
     prefix: &str,
@@ -683,7 +683,7 @@ fn revoking_a_name_reaches_the_endpoints_clients_as_it_reaches_direct_ones() {
     );
     let log = std::fs::read_to_string(profile.join("tunnel.log")).expect("log");
     assert!(
-        log.contains("the broker refused the profile's certificate"),
+        log.contains("the server refused the profile's certificate"),
         "{log}"
     );
     drop(tunnel);
@@ -730,6 +730,47 @@ fn server_kcat_with(s: &Stack, dir: &Path) -> Out {
     )
 }
 
+/// A MySQL login with a certificate from the server's side, straight to MariaDB (no tunnel).
+fn server_mariadb_with(s: &Stack, dir: &Path, user: &str) -> Out {
+    let f = |n: &str| dir.join(n).display().to_string();
+    s.server(
+        None,
+        &[
+            "mariadb",
+            "--no-defaults",
+            "-h",
+            "127.0.0.1",
+            "-u",
+            user,
+            &format!("--ssl-ca={}", f("ca.crt")),
+            &format!("--ssl-cert={}", f("client.crt")),
+            &format!("--ssl-key={}", f("client.key")),
+            "-N",
+            "-e",
+            "SELECT 1",
+        ],
+        None,
+    )
+}
+
+/// One PyMySQL connection (no `ssl`, no password) to `127.0.0.1:ARGV1` as ARGV2, one query a
+/// second for ten minutes: `query N connection ID USER` per line, the error and exit 1 if it
+/// breaks.
+const MYSQL_SESSION: &str = r#"
+import sys, time, pymysql
+c = pymysql.connect(host="127.0.0.1", port=int(sys.argv[1]), user=sys.argv[2])
+cur = c.cursor()
+for i in range(600):
+    cur.execute("SELECT CONNECTION_ID(), CURRENT_USER()")
+    cid, who = cur.fetchone()
+    print(f"query {i} connection {cid} {who}", flush=True)
+    time.sleep(1)
+"#;
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
 #[test]
 fn the_tunnel_renews_its_certificate_and_clients_of_the_endpoint_never_notice() {
     let s = stack();
@@ -750,6 +791,24 @@ fn the_tunnel_renews_its_certificate_and_clients_of_the_endpoint_never_notice() 
         .is_some(),
         "{}",
         consumer.log()
+    );
+    // A MySQL session through the endpoint, open across the renewal: one query a second.
+    let session = Background::start(
+        s,
+        home.dir.join("mysql-session.log"),
+        &format!(
+            "{} -c {} 3306 {name}",
+            s.info("python"),
+            shell_quote(MYSQL_SESSION)
+        ),
+    );
+    assert!(
+        within(Duration::from_secs(30), || session
+            .log()
+            .contains("query 1 "))
+        .is_some(),
+        "{}",
+        session.log()
     );
 
     // The old certificate, kept aside to ask the brokers about it afterwards.
@@ -792,6 +851,49 @@ fn the_tunnel_renews_its_certificate_and_clients_of_the_endpoint_never_notice() 
         consumer.log()
     );
     assert!(consumer.alive(), "{}", consumer.log());
+    // MariaDB refuses the old certificate too (the renewal revoked it and reloaded the CRL);
+    // the session opened before goes on, on the same connection, and a new login works: the
+    // endpoint presented the new certificate.
+    assert!(
+        within(Duration::from_secs(30), || !server_mariadb_with(
+            s,
+            old.path(),
+            &name
+        )
+        .success())
+        .is_some(),
+        "MariaDB still takes the old certificate"
+    );
+    let queries = session.log().lines().count();
+    assert!(
+        within(Duration::from_secs(15), || session.log().lines().count()
+            > queries + 3)
+        .is_some(),
+        "the MySQL session opened before the renewal stopped:\n{}",
+        session.log()
+    );
+    let log = session.log();
+    let connections: std::collections::BTreeSet<&str> = log
+        .lines()
+        .filter_map(|l| l.split(" connection ").nth(1))
+        .map(|rest| rest.split(' ').next().unwrap_or_default())
+        .collect();
+    assert_eq!(connections.len(), 1, "{}", session.log());
+    let cnf = format!("--defaults-file={}", profile.join("my.cnf").display());
+    let out = s
+        .laptop(
+            &["mariadb", &cnf, "-N", "-e", "SELECT CURRENT_USER()"],
+            &[],
+            None,
+        )
+        .ok();
+    assert_eq!(
+        out.stdout.trim(),
+        format!("{name}@127.0.0.1"),
+        "{}",
+        out.all()
+    );
+    drop(session);
 
     // A daemon frozen past the renewal point renews within a minute of going on.
     let pid = std::fs::read_to_string(profile.join("tunnel.pid")).expect("pid");

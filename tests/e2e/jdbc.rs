@@ -12,7 +12,7 @@ use crate::setup::Home;
 use crate::stack::{Stack, stack, unique_name};
 
 /// The checker jar, built once per test run.
-fn jar(s: &Stack) -> &'static str {
+pub(crate) fn jar(s: &Stack) -> &'static str {
     static JAR: OnceLock<String> = OnceLock::new();
     JAR.get_or_init(|| {
         let build = s.script().parent().expect("scripts/").join("jdbc/build");

@@ -14,6 +14,7 @@ mod cluster;
 mod crash;
 mod doctor;
 mod endpoint;
+mod endpoint_mysql;
 mod hardening;
 mod hostile;
 mod hostile_table;

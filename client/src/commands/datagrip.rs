@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::cli::{DatagripArgs, GlobalArgs};
 use crate::commands::{MysqlClient, print_stdout};
-use crate::datagrip::{self, DataSource, launch, project};
+use crate::datagrip::{self, DataSource, Tls, launch, project};
 use crate::error::Error;
 use crate::mysql_source::Paths;
 use crate::printer::Printer;
@@ -20,7 +20,8 @@ struct Json<'a> {
     name: &'a str,
     uuid: &'a str,
     driver: String,
-    verify: String,
+    /// `null` through the local endpoint (the data source has no SSL settings).
+    verify: Option<String>,
     jdbc_url: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     clipboard: Option<String>,
@@ -47,10 +48,12 @@ pub fn run(
         driver: c.driver,
         port: c.source.port,
         user: name.clone(),
-        verification: c.verify,
-        ca_crt: paths.ca_crt,
-        client_crt: paths.client_crt,
-        client_key: paths.client_key,
+        tls: c.verify.map(|verification| Tls {
+            verification,
+            ca_crt: paths.ca_crt,
+            client_crt: paths.client_crt,
+            client_key: paths.client_key,
+        }),
         tunnel_up: format!("shiqi-connect tunnel up {name}"),
     };
     let Some(dir) = &args.project else {
@@ -117,7 +120,7 @@ fn json(
         name: &ds.name,
         uuid: &ds.uuid,
         driver: ds.driver.to_string(),
-        verify: ds.verification.to_string(),
+        verify: ds.tls.as_ref().map(|t| t.verification.to_string()),
         jdbc_url: ds.jdbc_url(),
         clipboard,
         files,

@@ -1,13 +1,15 @@
 //! `shiqi-connect jdbc [NAME] [--driver mysql|mariadb] [--verify full|ca]`: the JDBC URL for
 //! the profile's MySQL through the tunnel, on stdout (`--json`: with the driver and mode).
 //!
-//! The URL holds the keystore password: neither Connector/J nor MariaDB Connector/J reads a
-//! password from a file, and PKCS#12 needs one. It goes to stdout only because the user asked
+//! In direct mode the URL holds the keystore password: neither Connector/J nor MariaDB
+//! Connector/J reads a password from a file, and PKCS#12 needs one. Through the local endpoint
+//! it holds the user only. It goes to stdout only because the user asked
 //! for it; it is never logged, and the notes on stderr say where it came from.
 
 use std::process::ExitCode;
 
 use serde::Serialize;
+use shiqi_ca::Secret;
 
 use crate::cli::{GlobalArgs, JdbcArgs};
 use crate::commands::{MysqlClient, print_stdout};
@@ -20,7 +22,8 @@ use crate::printer::Printer;
 struct Json<'a> {
     driver: String,
     driver_class: &'a str,
-    verify: String,
+    /// `null` through the local endpoint (the client does no TLS).
+    verify: Option<String>,
     url: &'a str,
 }
 
@@ -30,24 +33,37 @@ struct Json<'a> {
 /// No profile, no MySQL in it, no `keystore.password`, or a path the driver cannot take.
 pub fn run(args: &JdbcArgs, global: &GlobalArgs, printer: &Printer) -> anyhow::Result<ExitCode> {
     let c = MysqlClient::settle(&args.source, global, "jdbc", printer)?;
-    let paths = Paths::of(&c.source.dir);
-    let password = c.source.password()?;
-    let url = jdbc::url(
-        c.driver,
-        c.verify,
-        &mysql_source::endpoint(&c.source, &paths, &password),
-    )?;
-    printer.note(&format!(
-        "the URL holds the password of `{}`; paste it where only you can read it",
-        c.source
-            .file(crate::profile::files::KEYSTORE_PASSWORD)
-            .display()
-    ));
+    let url = match c.verify {
+        Some(verify) => {
+            let paths = Paths::of(&c.source.dir);
+            let password = c.source.password()?;
+            let url = jdbc::url(
+                c.driver,
+                verify,
+                &mysql_source::endpoint(&c.source, &paths, &password),
+            )?;
+            printer.note(&format!(
+                "the URL holds the password of `{}`; paste it where only you can read it",
+                c.source
+                    .file(crate::profile::files::KEYSTORE_PASSWORD)
+                    .display()
+            ));
+            url
+        }
+        None => {
+            printer.note(&format!(
+                "through the tunnel's local endpoint: no password and no SSL settings (the \
+                 tunnel logs in with the certificate; start it with `shiqi-connect tunnel up {}`)",
+                c.source.name
+            ));
+            Secret::new(jdbc::plain_url(c.driver, c.source.port, &c.source.name))
+        }
+    };
     if global.json {
         let j = Json {
             driver: c.driver.to_string(),
             driver_class: c.driver.class(),
-            verify: c.verify.to_string(),
+            verify: c.verify.map(|v| v.to_string()),
             url: url.expose(),
         };
         let mut text = serde_json::to_string_pretty(&j).unwrap_or_default();

@@ -64,7 +64,8 @@ pub(crate) struct MysqlClient {
     pub(crate) profile: Profile,
     pub(crate) source: Source,
     pub(crate) driver: Driver,
-    pub(crate) verify: Verification,
+    /// `None` through the local endpoint: the client does no TLS.
+    pub(crate) verify: Option<Verification>,
 }
 
 impl MysqlClient {
@@ -79,24 +80,34 @@ impl MysqlClient {
         let dir = roots.dir(&name);
         let profile = Profile::load(&dir)?;
         let source = Source::of(&profile, &dir)?;
-        let seen = if args.driver.is_some() && args.verify.is_some() {
+        if source.local && args.verify.is_some() {
+            return Err(Error::InvalidValue {
+                what: "--verify",
+                given: args.verify.map(|v| v.to_string()).unwrap_or_default(),
+                why: "the profile uses the tunnel's local endpoint, which checks the server's \
+                      certificate itself and leaves the client no TLS to verify; drop the flag",
+            }
+            .into());
+        }
+        let seen = if args.driver.is_some() && (args.verify.is_some() || source.local) {
             mysql_source::Seen::default()
         } else {
             source.look()
         };
         let (driver, why_driver) = mysql_source::driver(args.driver, &seen);
-        let (verify, why_verify) = mysql_source::verification(args.verify, &seen);
+        let verify = (!source.local).then(|| mysql_source::verification(args.verify, &seen));
         // One note on stderr: what was settled, and from what.
         let mut seen_from = Vec::new();
         let mut defaulted = Vec::new();
         let mut unseen = None;
-        for (what, why) in [
-            (
-                format!("driver `{driver}` ({})", driver.title()),
-                &why_driver,
-            ),
-            (format!("verification `{verify}`"), &why_verify),
-        ] {
+        let mut choices = vec![(
+            format!("driver `{driver}` ({})", driver.title()),
+            &why_driver,
+        )];
+        if let Some((v, why)) = &verify {
+            choices.push((format!("verification `{v}`"), why));
+        }
+        for (what, why) in choices {
             match why {
                 Why::Given => {}
                 Why::Seen(s) => seen_from.push(format!("{what} because {s}")),
@@ -120,7 +131,7 @@ impl MysqlClient {
             profile,
             source,
             driver,
-            verify,
+            verify: verify.map(|(v, _)| v),
         })
     }
 }

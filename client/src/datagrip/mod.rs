@@ -5,8 +5,9 @@
 //! Shapes (FIELD-NOTES "DataGrip import"; seen in DataGrip's own files and pastes, Border0's
 //! CLI): the two files hold one `<data-source>` each per source, matched by `uuid`; a clipboard
 //! block holds both halves in one element. The login is by certificate only: `no-auth` (no
-//! password prompt) with the user in the JDBC URL, and the SSL tab's PEM files. No SSH: the
-//! profile's own tunnel runs.
+//! password prompt) with the user in the JDBC URL, and the SSL tab's PEM files; through the
+//! tunnel's local endpoint (which does TLS with the certificate itself) no SSL settings at all.
+//! No SSH: the profile's own tunnel runs.
 //!
 //! [`DataSource`] and [`xml`] are pure; [`project`] reads and writes the two files (through
 //! `fsutil`), [`launch`] starts DataGrip.
@@ -16,11 +17,34 @@ use std::path::PathBuf;
 use sha1::{Digest as _, Sha1};
 use shiqi_ca::ProfileName;
 
-use crate::jdbc::{Driver, TUNNEL_HOST, Verification};
+use crate::jdbc::{Driver, Verification};
 
 pub mod launch;
 pub mod project;
 pub mod xml;
+
+/// The SSL tab of a data source that does TLS itself (direct mode).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tls {
+    /// How the server's certificate is checked.
+    pub verification: Verification,
+    /// The CA (PEM).
+    pub ca_crt: PathBuf,
+    /// The client certificate (PEM).
+    pub client_crt: PathBuf,
+    /// The private key (PKCS#8 PEM; DataGrip's drivers refuse PKCS#1).
+    pub client_key: PathBuf,
+}
+
+impl Tls {
+    /// The SSL tab's mode: "Full verification" or "Verify CA".
+    pub fn ssl_mode(&self) -> &'static str {
+        match self.verification {
+            Verification::Full => "VERIFY_FULL",
+            Verification::Ca => "VERIFY_CA",
+        }
+    }
+}
 
 /// One data source, as DataGrip stores it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,14 +59,8 @@ pub struct DataSource {
     pub port: u16,
     /// The MySQL user.
     pub user: ProfileName,
-    /// How the server's certificate is checked.
-    pub verification: Verification,
-    /// The CA (PEM).
-    pub ca_crt: PathBuf,
-    /// The client certificate (PEM).
-    pub client_crt: PathBuf,
-    /// The private key (PKCS#8 PEM; DataGrip's drivers refuse PKCS#1).
-    pub client_key: PathBuf,
+    /// The TLS settings; `None` through the tunnel's local endpoint, which does TLS itself.
+    pub tls: Option<Tls>,
     /// The command that starts the tunnel, for the data source's comment.
     pub tunnel_up: String,
 }
@@ -51,14 +69,7 @@ impl DataSource {
     /// `jdbc:mysql://127.0.0.1:PORT/?user=NAME`: the user in the URL, because with `no-auth`
     /// DataGrip passes none. No secret: the certificate comes from the SSL settings.
     pub fn jdbc_url(&self) -> String {
-        let scheme = match self.driver {
-            Driver::Mysql => "mysql",
-            Driver::Mariadb => "mariadb",
-        };
-        format!(
-            "jdbc:{scheme}://{TUNNEL_HOST}:{}/?user={}",
-            self.port, self.user
-        )
+        crate::jdbc::plain_url(self.driver, self.port, &self.user)
     }
 
     /// DataGrip's id of its bundled driver.
@@ -66,14 +77,6 @@ impl DataSource {
         match self.driver {
             Driver::Mysql => "mysql.8",
             Driver::Mariadb => "mariadb",
-        }
-    }
-
-    /// The SSL tab's mode: "Full verification" or "Verify CA".
-    pub fn ssl_mode(&self) -> &'static str {
-        match self.verification {
-            Verification::Full => "VERIFY_FULL",
-            Verification::Ca => "VERIFY_CA",
         }
     }
 
@@ -138,10 +141,12 @@ pub(crate) mod tests {
             driver,
             port: 3306,
             user: name,
-            verification: Verification::Full,
-            ca_crt: "/home/saige/.shiqi/saige/ca.crt".into(),
-            client_crt: "/home/saige/.shiqi/saige/client.crt".into(),
-            client_key: "/home/saige/.shiqi/saige/client.key".into(),
+            tls: Some(Tls {
+                verification: Verification::Full,
+                ca_crt: "/home/saige/.shiqi/saige/ca.crt".into(),
+                client_crt: "/home/saige/.shiqi/saige/client.crt".into(),
+                client_key: "/home/saige/.shiqi/saige/client.key".into(),
+            }),
             tunnel_up: "shiqi-connect tunnel up saige".into(),
         }
     }
@@ -172,6 +177,9 @@ pub(crate) mod tests {
         );
         let m = sample(Driver::Mariadb);
         assert_eq!(m.jdbc_url(), "jdbc:mariadb://127.0.0.1:3306/?user=saige");
-        assert_eq!((m.driver_ref(), m.ssl_mode()), ("mariadb", "VERIFY_FULL"));
+        assert_eq!(
+            (m.driver_ref(), m.tls.as_ref().map(Tls::ssl_mode)),
+            ("mariadb", Some("VERIFY_FULL"))
+        );
     }
 }

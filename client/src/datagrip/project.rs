@@ -323,7 +323,9 @@ mod tests {
     fn a_second_run_replaces_only_ours() {
         let (once, _) = merge_shared(OTHER).expect("merges");
         let mut ds = sample(Driver::Mariadb);
-        ds.verification = Verification::Ca;
+        if let Some(tls) = &mut ds.tls {
+            tls.verification = Verification::Ca;
+        }
         let (twice, replaced) = merge(&once, &SHARED, &xml::shared(&ds), &ds.uuid).expect("merges");
         assert!(replaced);
         assert_eq!(twice.matches("<data-source ").count(), 2, "{twice}");

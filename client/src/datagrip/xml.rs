@@ -99,10 +99,18 @@ pub fn shared(ds: &DataSource) -> Node {
         .child(Node::text("jdbc-url", ds.jdbc_url()))
         .child(Node::text(
             "remarks",
-            format!(
-                "Certificate login through the shiqi tunnel: start it first with `{}`",
-                ds.tunnel_up
-            ),
+            if ds.tls.is_some() {
+                format!(
+                    "Certificate login through the shiqi tunnel: start it first with `{}`",
+                    ds.tunnel_up
+                )
+            } else {
+                format!(
+                    "Through the shiqi tunnel's local endpoint, which logs in with the \
+                     profile's certificate: start it first with `{}`",
+                    ds.tunnel_up
+                )
+            },
         ))
         .child(Node::text("working-dir", "$ProjectFileDir$"))
 }
@@ -129,23 +137,28 @@ pub fn clipboard_element(ds: &DataSource) -> String {
 }
 
 fn per_user(ds: &DataSource) -> Vec<Node> {
-    vec![
-        // No password to prompt for or store: the certificate is the credential.
+    // No password to prompt for or store: the certificate is the credential.
+    let mut out = vec![
         Node::text("auth-provider", "no-auth"),
         Node::text("user-name", ds.user.as_str()),
-        Node::new("ssl-config")
-            .child(Node::text("ca-cert", ds.ca_crt.display().to_string()))
-            .child(Node::text(
-                "client-cert",
-                ds.client_crt.display().to_string(),
-            ))
-            .child(Node::text(
-                "client-key",
-                ds.client_key.display().to_string(),
-            ))
-            .child(Node::text("enabled", "true"))
-            .child(Node::text("mode", ds.ssl_mode())),
-    ]
+    ];
+    if let Some(tls) = &ds.tls {
+        out.push(
+            Node::new("ssl-config")
+                .child(Node::text("ca-cert", tls.ca_crt.display().to_string()))
+                .child(Node::text(
+                    "client-cert",
+                    tls.client_crt.display().to_string(),
+                ))
+                .child(Node::text(
+                    "client-key",
+                    tls.client_key.display().to_string(),
+                ))
+                .child(Node::text("enabled", "true"))
+                .child(Node::text("mode", tls.ssl_mode())),
+        );
+    }
+    out
 }
 
 #[cfg(test)]
@@ -167,9 +180,23 @@ mod tests {
     }
 
     #[test]
+    fn the_local_endpoint_needs_no_ssl_settings() {
+        let mut ds = sample(Driver::Mariadb);
+        ds.tls = None;
+        let x = ds.clipboard();
+        for absent in ["ssl", "key", "password", ".crt"] {
+            assert!(!x.contains(absent), "`{absent}` in {x}");
+        }
+        assert!(x.contains("<jdbc-url>jdbc:mariadb://127.0.0.1:3306/?user=saige</jdbc-url>"));
+        assert!(x.contains("<auth-provider>no-auth</auth-provider>"), "{x}");
+    }
+
+    #[test]
     fn values_are_escaped() {
         let mut ds = sample(Driver::Mariadb);
-        ds.client_key = "/a&b/<k>.key".into();
+        if let Some(tls) = &mut ds.tls {
+            tls.client_key = "/a&b/<k>.key".into();
+        }
         let x = clipboard_element(&ds);
         assert!(
             x.contains("<client-key>/a&amp;b/&lt;k&gt;.key</client-key>"),

@@ -65,6 +65,30 @@ pub async fn current_user_at(
             files.key.to_path_buf().into(),
         )))
         .with_danger_tls_hostname_override(Some(server_name.to_owned()));
+    select_current_user(host, port, user, Some(ssl), timeout).await
+}
+
+/// As [`current_user`], through the tunnel's local endpoint on `127.0.0.1:port`: plaintext, no
+/// password, as a client with no SSL settings logs in (the endpoint does TLS with the
+/// certificate).
+///
+/// # Errors
+/// As [`current_user`]; the endpoint's own refusals start with `shiqi-connect tunnel:`.
+pub async fn current_user_plain(
+    port: u16,
+    user: &str,
+    timeout: Duration,
+) -> Result<String, String> {
+    select_current_user("127.0.0.1", port, user, None, timeout).await
+}
+
+async fn select_current_user(
+    host: &str,
+    port: u16,
+    user: &str,
+    ssl: Option<SslOpts>,
+    timeout: Duration,
+) -> Result<String, String> {
     let opts = OptsBuilder::default()
         .ip_or_hostname(host)
         .tcp_port(port)
@@ -110,6 +134,16 @@ pub async fn login(
     timeout: Duration,
 ) -> Outcome {
     reported(current_user(port, server_name, user, dir, timeout).await)
+}
+
+/// [`current_user_plain`] as a report line.
+pub async fn login_plain(port: u16, user: &str, timeout: Duration) -> Outcome {
+    Outcome::from_result(current_user_plain(port, user, timeout).await.map(|who| {
+        format!(
+            "plaintext login through the local endpoint (TLS with the certificate beyond it); \
+             `SELECT CURRENT_USER()` = `{who}`"
+        )
+    }))
 }
 
 /// A login's result as a report line.

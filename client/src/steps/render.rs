@@ -42,7 +42,8 @@ impl Forward {
 /// The tunnel's forwards. Direct: one per advertised broker (after bootstrap a Kafka client
 /// dials every broker at its advertised address, so each needs its own local port), then MySQL;
 /// warnings name brokers the laptop would not reach through the tunnel. With the local endpoint
-/// Kafka needs no forward (the endpoint has its own ports): MySQL only.
+/// Kafka needs no forward (the endpoint has its own ports): MySQL only, which the endpoint
+/// serves (its clients need no SSL settings).
 ///
 /// # Errors
 /// [`Error::DuplicatePort`] when two brokers (or a broker and MySQL) share a port.
@@ -93,11 +94,20 @@ pub fn forwards(
         claim(f, who)?;
     }
     if let Some(m) = mysql {
+        let purpose = if endpoint.is_direct() {
+            format!("MySQL (on the server's {}:{})", m.host, m.port)
+        } else {
+            format!(
+                "MySQL, local endpoint (plaintext here; TLS with the certificate to the \
+                 server's {}:{})",
+                m.host, m.port
+            )
+        };
         let f = Forward {
             local_port: m.port.get(),
             remote_host: m.host.clone(),
             remote_port: m.port,
-            purpose: format!("MySQL (on the server's {}:{})", m.host, m.port),
+            purpose,
         };
         claim(f, "MySQL".to_owned())?;
     }

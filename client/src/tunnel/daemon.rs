@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use shiqi_ca::ProfileName;
+use shiqi_ca::protocol::MysqlFacts;
 use time::OffsetDateTime;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::{Notify, watch};
@@ -30,7 +31,7 @@ use crate::probe::{self, ProfileTls};
 use crate::profile::{ForwardRecord, Profile};
 use crate::ssh::Session;
 use crate::steps::renew;
-use crate::tunnel::endpoint::{LocalEndpoint, Role};
+use crate::tunnel::endpoint::{self, LocalEndpoint, Role, Upstream};
 use crate::tunnel::forward::{self, Link, Shared};
 use crate::tunnel::login::Targets;
 use crate::tunnel::refresh;
@@ -125,20 +126,13 @@ pub async fn run(opts: &Options) -> Result<(), Error> {
         link: rx,
         lost: Arc::new(Notify::new()),
     };
-    let mut listeners = BTreeMap::new();
-    for (f, l) in bound {
-        tracing::info!(
-            "forwarding 127.0.0.1:{} -> {}:{} ({})",
-            f.local_port,
-            f.remote_host,
-            f.remote_port,
-            f.purpose
-        );
-        let task = tokio::spawn(forward::serve(l, f.clone(), shared.clone()));
-        listeners.insert(f.local_port, (f, task));
-    }
     let endpoint = endpoint_bound
         .map(|l| LocalEndpoint::start(paths.dir.clone(), l, &profile.brokers, shared.clone()));
+    let mut listeners = BTreeMap::new();
+    for (f, l) in bound {
+        let task = serve_forward(l, &f, &shared, endpoint.as_ref(), profile.mysql.as_ref());
+        listeners.insert(f.local_port, (f, task));
+    }
     let signals = Signals::new().map_err(|source| Error::Io {
         action: "install signal handlers for",
         path: paths.pid.clone(),
@@ -382,15 +376,13 @@ impl Daemon {
                     match ports::bind(f.local_port) {
                         Ok(l) => {
                             added = true;
-                            tracing::info!(
-                                "forwarding 127.0.0.1:{} -> {}:{} ({})",
-                                f.local_port,
-                                f.remote_host,
-                                f.remote_port,
-                                f.purpose
+                            let task = serve_forward(
+                                l,
+                                &f,
+                                &self.shared,
+                                self.endpoint.as_ref(),
+                                profile.mysql.as_ref(),
                             );
-                            let task =
-                                tokio::spawn(forward::serve(l, f.clone(), self.shared.clone()));
                             self.listeners.insert(f.local_port, (f, task));
                         }
                         Err(e) => {
@@ -729,6 +721,35 @@ async fn until_lost(link: Option<Link>, lost: Arc<Notify>) {
             () = lost.notified() => {}
             () = tokio::time::sleep(CHECK_EVERY) => {}
         }
+    }
+}
+
+/// Serves one forward: bytes as they are, or (with the local endpoint) MySQL through the
+/// endpoint, which does the TLS part of the login for clients that have no SSL settings.
+fn serve_forward(
+    listener: tokio::net::TcpListener,
+    f: &ForwardRecord,
+    shared: &Shared,
+    endpoint: Option<&Arc<LocalEndpoint>>,
+    mysql: Option<&MysqlFacts>,
+) -> JoinHandle<()> {
+    tracing::info!(
+        "forwarding 127.0.0.1:{} -> {}:{} ({})",
+        f.local_port,
+        f.remote_host,
+        f.remote_port,
+        f.purpose
+    );
+    let is_mysql = mysql.is_some_and(|m| m.host == f.remote_host && m.port == f.remote_port);
+    match endpoint {
+        Some(ep) if is_mysql => {
+            let upstream = Upstream {
+                host: f.remote_host.clone(),
+                port: f.remote_port,
+            };
+            tokio::spawn(endpoint::mysql::serve(listener, upstream, ep.clone()))
+        }
+        _ => tokio::spawn(forward::serve(listener, f.clone(), shared.clone())),
     }
 }
 

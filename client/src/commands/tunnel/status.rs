@@ -186,6 +186,7 @@ pub async fn status(s: &Settings) -> anyhow::Result<ExitCode> {
             .map(|m| m.user.to_string())
             .unwrap_or_default();
         let (f, tls, dir) = (f.clone(), tls.clone(), s.paths.dir.clone());
+        let local = !profile.endpoint.is_direct();
         probes.spawn(async move {
             let listening = probe::kafka::listening(f.local_port).await;
             let host = f.remote_host.as_str();
@@ -197,6 +198,9 @@ pub async fn status(s: &Settings) -> anyhow::Result<ExitCode> {
                     probe::kafka::api_versions(f.local_port, host, &tls, PROBE_TIMEOUT).await
                 }
                 (true, Kind::Endpoint) => probe::kafka::endpoint(f.local_port, PROBE_TIMEOUT).await,
+                (true, Kind::Mysql) if local => {
+                    probe::mysql::login_plain(f.local_port, &user, PROBE_TIMEOUT).await
+                }
                 (true, Kind::Mysql) => {
                     probe::mysql::login(f.local_port, host, &user, &dir, PROBE_TIMEOUT).await
                 }

@@ -11,6 +11,7 @@
 //! Any local process can use an open endpoint (as with `tsh proxy db --tunnel`): the certificate
 //! acts for whoever connects to 127.0.0.1. Requests and records are never logged.
 
+pub mod mysql;
 pub mod relay;
 pub mod rewrite;
 

@@ -241,10 +241,15 @@ async fn read_frame<R: AsyncRead + Unpin>(
     Ok(Some(buf.freeze()))
 }
 
-/// A read error in words; a broker's TLS alert about the certificate says what it means (under
-/// TLS 1.3 the broker judges the client certificate after the handshake, so a refusal arrives
+/// A read error in words; a server's TLS alert about the certificate says what it means (under
+/// TLS 1.3 the server judges the client certificate after the handshake, so a refusal arrives
 /// as an alert on the first read).
-fn explain(e: &std::io::Error) -> String {
+pub(super) fn explain(e: &std::io::Error) -> String {
+    refused(e).unwrap_or_else(|| format!("cannot read: {e}"))
+}
+
+/// What a TLS alert about the profile's certificate means, when `e` is one.
+pub(super) fn refused(e: &std::io::Error) -> Option<String> {
     use rustls::AlertDescription as A;
     let alert = e
         .get_ref()
@@ -252,21 +257,22 @@ fn explain(e: &std::io::Error) -> String {
         .and_then(|r| match r {
             rustls::Error::AlertReceived(a) => Some(*a),
             _ => None,
-        });
-    match alert {
-        Some(
-            a @ (A::CertificateUnknown
+        })?;
+    matches!(
+        alert,
+        A::CertificateUnknown
             | A::BadCertificate
             | A::CertificateRevoked
             | A::CertificateExpired
             | A::UnknownCA
-            | A::AccessDenied),
-        ) => format!(
-            "the broker refused the profile's certificate ({a:?}): revoked, expired or from \
-             another CA (`shiqi-connect doctor` says which)"
-        ),
-        _ => format!("cannot read: {e}"),
-    }
+            | A::AccessDenied
+    )
+    .then(|| {
+        format!(
+            "the server refused the profile's certificate ({alert:?}): revoked, expired or \
+             from another CA (`shiqi-connect doctor` says which)"
+        )
+    })
 }
 
 #[cfg(test)]
