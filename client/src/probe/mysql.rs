@@ -115,7 +115,8 @@ async fn select_current_user(
         let _ = conn.disconnect().await;
         Ok(quote(&who.unwrap_or_default()))
     };
-    tokio::time::timeout(timeout, login)
+    // Boxed: mysql_async's futures are deep, and callers nest them in their own.
+    tokio::time::timeout(timeout, Box::pin(login))
         .await
         .unwrap_or_else(|_| {
             Err(format!(
