@@ -9,6 +9,7 @@ Rows:
               forward, added round trip (1-byte ping-pongs), peak RSS, CPU seconds per GiB
   kafka       Kafka's own producer and consumer perf tools through `ssh -N`, our tunnel forwarding
               the brokers (direct) and our local endpoint: throughput both ways, produce latency
+  mysql       PyMySQL the same three ways: login time, `SELECT 1` round trip, 1 MiB results
 
 The tunnel rows need a forward with a plain TCP server behind it. A broker-only Kafka node (4) is
 started so that both tunnels forward its advertised port, then stopped, and iperf3 (or the echo
@@ -387,11 +388,87 @@ def kafka_rows():
     ]
 
 
+MYSQL_CLIENT = r'''
+import json, os, ssl as _ssl, sys, time, pymysql
+port, user, tls_dir = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+ssl = None
+if tls_dir != "-":
+    ssl = {"ca": os.path.join(tls_dir, "ca.crt"), "cert": os.path.join(tls_dir, "client.crt"),
+           "key": os.path.join(tls_dir, "client.key"), "check_hostname": False}
+def login():
+    return pymysql.connect(host="127.0.0.1", port=port, user=user, ssl=ssl)
+logins = []
+for _ in range(20):
+    t = time.perf_counter(); c = login(); c.cursor().execute("SELECT CURRENT_USER()"); c.close()
+    logins.append(time.perf_counter() - t)
+c = login(); cur = c.cursor()
+for _ in range(200): cur.execute("SELECT 1")
+t = time.perf_counter()
+for _ in range(2000): cur.execute("SELECT 1"); cur.fetchall()
+rtt = (time.perf_counter() - t) / 2000
+cur.execute("SELECT REPEAT('x', 1048576)"); t = time.perf_counter()
+for _ in range(20): cur.execute("SELECT REPEAT('x', 1048576)"); cur.fetchall()
+mbps = 20 / (time.perf_counter() - t)
+logins.sort()
+print(json.dumps({"login": logins[len(logins) // 2], "rtt": rtt, "mbps": mbps}))
+'''
+
+
+def mysql_rows():
+    """MySQL through the tunnel three ways, alternating: OpenSSH forwarding MySQL (the client
+    does TLS with the certificate), our tunnel doing the same (direct), and our local endpoint
+    (PyMySQL with no TLS settings; the tunnel does TLS). Per way: a login (connect, TLS,
+    `SELECT CURRENT_USER()`, close; median of 20), the round trip of `SELECT 1` on an open
+    connection (mean of 2,000), and 1 MiB results (20)."""
+    env = [("SHIQI_HOME", HOME)]
+    direct, local = "benchmydirect", "benchmylocal"
+    for name, mode in ((direct, ["direct"]), (local, ["local", "--endpoint-port", "19750"])):
+        laptop("shiqi-connect", "setup", name, "--server", INFO["ssh_destination"], "--yes",
+               "--force", "-q", "--endpoint", *mode, env=env)
+    cfg = os.path.join(HOME, direct, "ssh_config")
+    kinds = ["openssh", "direct", "local"]
+    results = {k: {"login": [], "rtt": [], "mbps": []} for k in kinds}
+    for r in range(RUNS):
+        for kind in kinds[r % 3:] + kinds[:r % 3]:
+            name = local if kind == "local" else direct
+            if kind == "openssh":
+                laptop("ssh", "-fN", "-F", cfg, "shiqi-tunnel")
+            else:
+                laptop("shiqi-connect", "tunnel", "up", name, env=env)
+            try:
+                tls = "-" if kind == "local" else os.path.join(HOME, name)
+                out = laptop(INFO["python"], "-c", MYSQL_CLIENT, "3306", name, tls).stdout
+                for k, v in json.loads(out).items():
+                    results[kind][k].append(v)
+            finally:
+                if kind == "openssh":
+                    laptop("ssh", "-F", cfg, "-O", "exit", "shiqi-tunnel", check=False)
+                else:
+                    laptop("shiqi-connect", "tunnel", "down", name, env=env, check=False)
+    med = {k: {m: statistics.median(v) for m, v in vals.items()} for k, vals in results.items()}
+    o, d, l = med["openssh"], med["direct"], med["local"]
+    return [
+        f"| MySQL (PyMySQL), median of {RUNS} rotating rounds | `ssh -N`, client TLS (baseline)"
+        " | `tunnel up`, direct (client TLS) | `tunnel up`, local endpoint (no client TLS)"
+        " | direct ÷ ssh | local ÷ direct |",
+        "|---|---|---|---|---|---|",
+        f"| login: connect, TLS, `CURRENT_USER()` (lower is better) | {o['login'] * 1e3:.1f} ms"
+        f" | {d['login'] * 1e3:.1f} ms | {l['login'] * 1e3:.1f} ms"
+        f" | {d['login'] / o['login']:.2f}× | {l['login'] / d['login']:.2f}× |",
+        f"| `SELECT 1` round trip (lower is better) | {o['rtt'] * 1e6:.0f} µs"
+        f" | {d['rtt'] * 1e6:.0f} µs | {l['rtt'] * 1e6:.0f} µs"
+        f" | {d['rtt'] / o['rtt']:.2f}× | {l['rtt'] / d['rtt']:.2f}× |",
+        f"| 1 MiB results | {o['mbps']:.1f} MiB/s | {d['mbps']:.1f} MiB/s | {l['mbps']:.1f} MiB/s"
+        f" | {d['mbps'] / o['mbps']:.2f}× | {l['mbps'] / d['mbps']:.2f}× |",
+    ]
+
+
 def main():
-    which = sys.argv[1:] or ["setup", "tunnel", "kafka"]
+    which = sys.argv[1:] or ["setup", "tunnel", "kafka", "mysql"]
     rows = []
     for w in which:
-        rows += {"setup": setup_rows, "tunnel": tunnel_rows, "kafka": kafka_rows}[w]()
+        rows += {"setup": setup_rows, "tunnel": tunnel_rows, "kafka": kafka_rows,
+                 "mysql": mysql_rows}[w]()
         rows.append("")
     print("\n".join(rows))
 

@@ -503,7 +503,7 @@ fn the_local_endpoint_serves_the_localhost_shape_too_and_the_mode_switches_both_
         switched.stderr.contains("stop the running tunnel")
             && switched
                 .stderr
-                .contains("switch Kafka to the direct endpoint"),
+                .contains("switch Kafka and MySQL to the direct endpoint"),
         "{}",
         switched.all()
     );
@@ -518,6 +518,10 @@ fn the_local_endpoint_serves_the_localhost_shape_too_and_the_mode_switches_both_
     assert!(props.contains("security.protocol=SSL"), "{props}");
     assert_eq!(profile_json(&profile).get("endpoint"), None);
     crate::kafka::assert_round_trip_through_every_broker(s, &profile, &format!("{name}-d"));
+    // MySQL follows: my.cnf does TLS with the certificate itself again.
+    let cnf = std::fs::read_to_string(profile.join("my.cnf")).expect("my.cnf");
+    assert!(cnf.contains("\nssl-cert="), "{cnf}");
+    assert_eq!(mariadb_user(s, &profile), format!("{name}@127.0.0.1"));
 
     // And back, on another port.
     home.connect(
@@ -535,7 +539,23 @@ fn the_local_endpoint_serves_the_localhost_shape_too_and_the_mode_switches_both_
     .ok();
     assert_plain_client_files(&profile, 19400);
     assert_kcat_sees_only_local_ports(s, &profile);
+    let cnf = std::fs::read_to_string(profile.join("my.cnf")).expect("my.cnf");
+    assert!(!cnf.contains("ssl-"), "{cnf}");
+    assert_eq!(mariadb_user(s, &profile), format!("{name}@127.0.0.1"));
     drop(tunnel);
+}
+
+/// `SELECT CURRENT_USER()` with the profile's my.cnf and nothing else.
+fn mariadb_user(s: &Stack, profile: &Path) -> String {
+    let cnf = format!("--defaults-file={}", profile.join("my.cnf").display());
+    let out = s
+        .laptop(
+            &["mariadb", &cnf, "-N", "-e", "SELECT CURRENT_USER()"],
+            &[],
+            None,
+        )
+        .ok();
+    out.stdout.trim().to_owned()
 }
 
 #[test]

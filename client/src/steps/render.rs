@@ -712,6 +712,45 @@ mod tests {
     }
 
     #[test]
+    fn the_local_endpoint_leaves_no_tls_setting_and_no_secret_in_client_files() {
+        let name: ProfileName = "saige".parse().expect("name");
+        let b = brokers(&[19094, 29094, 39094]);
+        let m = mysql();
+        let endpoint = Endpoint::Local {
+            bootstrap_port: 9092,
+            brokers: vec![],
+        };
+        let (f, _) = forwards(&b, Some(&m), &endpoint).expect("forwards");
+        assert_eq!(f.len(), 1, "MySQL only: {f:?}");
+        assert!(f[0].purpose.contains("local endpoint"), "{f:?}");
+        let key = KeyUsed::File {
+            path: PathBuf::from("/home/saige/.ssh/id_ed25519"),
+            fingerprint: "SHA256:x".into(),
+        };
+        let pw = Secret::new("pw123".to_owned());
+        let dir = PathBuf::from("/home/saige/.shiqi/saige");
+        let mut i = input(&name, &b, Some(&m), &f, &key, &pw, &dir);
+        i.endpoint = &endpoint;
+        let r = render(&i).expect("render");
+
+        let cnf = r.my_cnf.expect("mysql");
+        let settings: Vec<&str> = cnf.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(
+            settings,
+            ["", "[client]", "host=127.0.0.1", "port=3306", "user=saige"],
+            "{cnf}"
+        );
+        // OpenSSH cannot stand in for the endpoint: no forward it could carry wrongly.
+        assert!(!r.ssh_config.contains("LocalForward"), "{}", r.ssh_config);
+        assert!(r.ssh_config.contains("MySQL 127.0.0.1:3306"), "{}", r.ssh_config);
+        let md = &r.datagrip_md;
+        assert!(md.contains("| Authentication | `No auth` |"), "{md}");
+        assert!(md.contains("`PLAINTEXT`"), "{md}");
+        assert!(!md.contains("Client key file") && !md.contains("pw123"), "{md}");
+        assert!(!md.contains("{{") && !md.contains("{%"));
+    }
+
+    #[test]
     fn agent_login_and_no_kafka() {
         let name: ProfileName = "bob".parse().expect("name");
         let m = mysql();

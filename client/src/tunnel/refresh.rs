@@ -192,8 +192,8 @@ pub fn write_endpoint(
 }
 
 /// Switches the profile to `endpoint`: the forwards follow (direct: one per broker; local:
-/// MySQL only), and `ssh_config`, `client.properties`, `librdkafka.conf` and `profile.json`
-/// (last) are rewritten to match.
+/// MySQL only, served by the endpoint), and `ssh_config`, `client.properties`,
+/// `librdkafka.conf`, `my.cnf`, `DATAGRIP.md` and `profile.json` (last) are rewritten to match.
 ///
 /// # Errors
 /// As [`plan`] (direct on a cluster with two brokers on one port); [`Error::Io`] when a file
@@ -224,6 +224,10 @@ pub fn switch_endpoint(
     if let Some(c) = &rendered.librdkafka_conf {
         fsutil::write_private(&dir.join(files::LIBRDKAFKA_CONF), c.as_bytes())?;
     }
+    if let Some(c) = &rendered.my_cnf {
+        fsutil::write_private(&dir.join(files::MY_CNF), c.as_bytes())?;
+    }
+    fsutil::write_private(&dir.join(files::DATAGRIP_MD), rendered.datagrip_md.as_bytes())?;
     fsutil::write_private(
         &dir.join(files::PROFILE_JSON),
         plan.profile.to_json().as_bytes(),

@@ -244,20 +244,31 @@ async fn apply_switch(
         process::stop(pid, Duration::from_secs(5)).await?;
         step.done(&format!("pid {pid} stopped"));
     }
-    let step = printer.step(&format!("switch Kafka to the {} endpoint", endpoint.mode()));
+    let what = if profile.mysql.is_some() {
+        "Kafka and MySQL"
+    } else {
+        "Kafka"
+    };
+    let step = printer.step(&format!("switch {what} to the {} endpoint", endpoint.mode()));
     let alias = Targets::resolve(profile, &s.home)
         .ok()
         .and_then(|t| t.first.host_key_alias.clone());
     let plan = refresh::switch_endpoint(profile, endpoint, &s.paths.dir, alias.as_deref())
         .with_context(|| format!("cannot update profile `{}`", s.name))?;
+    let mysql = if profile.mysql.is_some() {
+        ", my.cnf"
+    } else {
+        ""
+    };
     step.done(&match &plan.profile.endpoint {
         Endpoint::Local { bootstrap_port, .. } => format!(
-            "bootstrap 127.0.0.1:{bootstrap_port}; client.properties and librdkafka.conf now \
-             plaintext to it"
+            "bootstrap 127.0.0.1:{bootstrap_port}; client.properties, librdkafka.conf{mysql} \
+             now plaintext to the endpoint"
         ),
-        Endpoint::Direct => {
-            "client.properties and librdkafka.conf now TLS to each broker's forward".to_owned()
-        }
+        Endpoint::Direct => format!(
+            "client.properties, librdkafka.conf{mysql} now TLS with the certificate through \
+             the forwards"
+        ),
     });
     Ok(plan.profile)
 }
