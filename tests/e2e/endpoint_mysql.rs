@@ -200,6 +200,18 @@ fn mysql_clients_with_no_ssl_settings_log_in_as_the_certificate_through_the_loca
         clip.stdout
     );
 
+    // doctor agrees: the endpoint's plaintext greeting is what it should be, and the login
+    // through it is the certificate's account.
+    let doctor = home.connect(s, &["doctor", &name]);
+    assert_eq!(doctor.code, Some(0), "{}", doctor.all());
+    assert!(
+        doctor
+            .stdout
+            .contains("through the local endpoint on 127.0.0.1:3306"),
+        "{}",
+        doctor.stdout
+    );
+
     // Revoked: the server refuses the certificate at the handshake, and the client reads why
     // in the endpoint's words.
     home.connect(

@@ -4,7 +4,8 @@
 //! the tunnel (seed: wasted-weekend-on-kafka, names that resolved differently on each side).
 //! With the local endpoint the names are dialled on the server's side only, so resolving them
 //! here does not apply; the endpoint verifies each broker's name, so an answer through its port
-//! shows that the certificate covers it.
+//! shows that the certificate covers it. It serves MySQL without TLS on 127.0.0.1 and checks the
+//! server's certificate itself on every login, so there is no certificate to check here.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, ToSocketAddrs};
@@ -203,7 +204,16 @@ fn names_check(ctx: &Context, st: &mut Findings, targets: &[Service]) {
     let mut bad = Vec::new();
     let mut fixes = Vec::new();
     let mut worst = Status::Ok;
+    let mut endpoint_mysql = None;
     for t in reachable {
+        if t.endpoint && !t.kafka {
+            endpoint_mysql = Some(format!(
+                "MySQL not checked here: its port is the local endpoint's, which offers no TLS \
+                 and verifies the server's certificate itself (signed by `ca.crt`, naming `{}`)",
+                t.host
+            ));
+            continue;
+        }
         if t.endpoint {
             // The endpoint checked the broker's certificate against its advertised name (as a
             // Java client does) before it could answer on this port.
@@ -292,7 +302,8 @@ fn names_check(ctx: &Context, st: &mut Findings, targets: &[Service]) {
     if good.is_empty() && bad.is_empty() {
         st.push(Finding::skip(
             CheckId::AddressNames,
-            "no port showed a certificate (see `protocol`)",
+            endpoint_mysql
+                .unwrap_or_else(|| "no port showed a certificate (see `protocol`)".to_owned()),
         ));
         return;
     }
@@ -302,6 +313,7 @@ fn names_check(ctx: &Context, st: &mut Findings, targets: &[Service]) {
         .map(|t| t.what.clone())
         .collect();
     let mut found = if bad.is_empty() { good } else { bad };
+    found.extend(endpoint_mysql);
     if !unchecked.is_empty() {
         found.push(format!(
             "not checked: {} (see `tunnel`)",
@@ -330,7 +342,10 @@ fn quoted(names: &[String]) -> String {
 )]
 mod tests {
     use super::*;
-    use crate::doctor::tests::{context, fake_endpoint, local_profile, running_tunnel};
+    use crate::doctor::tests::{
+        FakeMysql, context, fake_endpoint, fake_mysql, local_mysql_profile, local_profile,
+        running_tunnel, running_tunnel_with_mysql,
+    };
 
     fn ip(s: &str) -> IpAddr {
         s.parse().expect("ip")
@@ -385,6 +400,47 @@ mod tests {
              covers `broker-2.kafka.invalid` (checked by the local endpoint)"
         );
         assert!(st.bypassed.is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_endpoints_mysql_port_shows_no_certificate_to_check() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ports = fake_endpoint(3, "127.0.0.1");
+        let db = fake_mysql(FakeMysql::Plain);
+        running_tunnel_with_mysql(dir.path(), &ports, db);
+        let ctx = context(dir.path(), &local_mysql_profile(&ports, db), &[], &[]);
+        let mut st = Findings::default();
+        forwards::check(&ctx, &mut st).await;
+        check(&ctx, &mut st);
+        let names = &st.checks[2];
+        assert_eq!(names.status, Status::Ok, "{names:?}");
+        let mysql = "MySQL not checked here: its port is the local endpoint's, which offers no \
+                     TLS and verifies the server's certificate itself (signed by `ca.crt`, \
+                     naming `db.shiqi.invalid`)";
+        assert!(
+            names.found.ends_with(&format!(
+                "broker 2 covers `broker-2.kafka.invalid` (checked by the local endpoint); \
+                 {mysql}"
+            )),
+            "{names:?}"
+        );
+        assert!(st.name_mismatch.is_empty());
+
+        // Nothing else to look at: a skip with the reason.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ports = fake_endpoint(1, "127.0.0.1");
+        running_tunnel_with_mysql(dir.path(), &ports, db);
+        let ctx = context(dir.path(), &local_mysql_profile(&ports, db), &[], &[]);
+        let mut st = Findings::default();
+        forwards::check(&ctx, &mut st).await;
+        check(&ctx, &mut st);
+        let names = &st.checks[2];
+        assert_eq!(
+            (names.check, names.status, names.found.as_str()),
+            (CheckId::AddressNames, Status::Skip, mysql),
+            "{:?}",
+            st.checks
+        );
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //! (seed: kafka-day-journal, the one-port tunnel that hung on broker 2); brokers that share a
 //! port cannot each have one, which only the local endpoint gets around. With the local
 //! endpoint the tunnel listens for Kafka itself (bootstrap and one port per broker, no
-//! `LocalForward`): each of its ports must answer as Kafka and name only local ports.
+//! `LocalForward`): each of its ports must answer as Kafka and name only local ports. It serves
+//! MySQL too (no `LocalForward` either): its port must be the tunnel's, not another server's;
+//! what it greets with is `protocol`'s to judge.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -49,7 +51,8 @@ pub struct Service {
     pub port: u16,
     /// Whether it is Kafka.
     pub kafka: bool,
-    /// A port of the tunnel's local endpoint: plaintext Kafka, no `LocalForward`.
+    /// A port the tunnel's local endpoint serves, with no `LocalForward`: plaintext Kafka, or
+    /// plaintext MySQL whose TLS the endpoint does.
     pub endpoint: bool,
 }
 
@@ -108,7 +111,7 @@ pub fn services(ctx: &Context) -> Vec<Service> {
             host: m.host.to_string(),
             port: m.port.get(),
             kafka: false,
-            endpoint: false,
+            endpoint: !p.endpoint.is_direct(),
         });
     }
     out
@@ -230,13 +233,16 @@ pub async fn check(ctx: &Context, st: &mut Findings) {
         .collect();
     st.answering.extend(listening.iter().copied());
     let tunnel = running_tunnel(ctx);
+    // The endpoint's Kafka ports, and (local mode) MySQL among the tunnel's forwards.
     let served: BTreeSet<u16> = tunnel
         .iter()
-        .flat_map(|s| s.endpoint.iter().map(|f| f.local_port))
+        .flat_map(|s| s.endpoint.iter().chain(&s.forwards).map(|f| f.local_port))
         .collect();
     let endpoint_ports: Vec<u16> = targets
         .iter()
-        .filter(|t| t.endpoint && listening.contains(&t.port) && served.contains(&t.port))
+        .filter(|t| {
+            t.endpoint && t.kafka && listening.contains(&t.port) && served.contains(&t.port)
+        })
         .map(|t| t.port)
         .collect();
     let outcomes = probe_endpoint(endpoint_ports).await;
@@ -246,15 +252,27 @@ pub async fn check(ctx: &Context, st: &mut Findings) {
     let mut wide = Vec::new();
     let mut silent = Vec::new();
     let mut foreign = Vec::new();
+    let mut foreign_mysql = Vec::new();
     let mut refused = Vec::new();
     let mut good = Vec::new();
     let mut good_endpoint = Vec::new();
+    let mut good_mysql = Vec::new();
     for t in &targets {
         let answers = listening.contains(&t.port);
         if t.endpoint {
             match outcomes.get(&t.port) {
                 _ if !answers => silent.push(t),
-                _ if !served.contains(&t.port) => foreign.push(t),
+                _ if !served.contains(&t.port) && t.kafka => foreign.push(t),
+                _ if !served.contains(&t.port) => foreign_mysql.push(t),
+                // The tunnel's own port: its greeting is `protocol`'s to judge.
+                _ if !t.kafka => {
+                    good_mysql.push(format!(
+                        "the endpoint serves MySQL on {} (TLS with the certificate to `{}`)",
+                        t.port,
+                        shiqi_render::hostport(&t.host, t.port)
+                    ));
+                    continue;
+                }
                 Some(o) if o.ok => {
                     good_endpoint.push(t);
                     st.probes
@@ -287,6 +305,7 @@ pub async fn check(ctx: &Context, st: &mut Findings) {
     let others = missing.is_empty()
         && wide.is_empty()
         && foreign.is_empty()
+        && foreign_mysql.is_empty()
         && shared.is_empty()
         && cfg.problems.is_empty();
     if others && silent.is_empty() && refused.is_empty() {
@@ -297,6 +316,7 @@ pub async fn check(ctx: &Context, st: &mut Findings) {
                 ports_of(&good_endpoint)
             ));
         }
+        found.extend(good_mysql);
         if !good.is_empty() {
             found.push(format!(
                 "{} forwards answer on 127.0.0.1: {}",
@@ -311,8 +331,11 @@ pub async fn check(ctx: &Context, st: &mut Findings) {
     // the tunnel cannot work yet, and that line already names the fault.
     let ssh_blocker = st.first_failed(&SSH);
     let endpoint_blocker = st.first_failed(&ENDPOINT_NEEDS);
-    let silent_blocked =
-        silent.is_empty() || (good.is_empty() && good_endpoint.is_empty() && ssh_blocker.is_some());
+    let silent_blocked = silent.is_empty()
+        || (good.is_empty()
+            && good_endpoint.is_empty()
+            && good_mysql.is_empty()
+            && ssh_blocker.is_some());
     let refused_blocked = refused.is_empty() || endpoint_blocker.is_some();
     if others
         && silent_blocked
@@ -435,6 +458,25 @@ pub async fn check(ctx: &Context, st: &mut Findings) {
              --endpoint-port PORT`"
         ));
     }
+    if !foreign_mysql.is_empty() {
+        // A MySQL server of this machine's own on the port, most often.
+        let list: Vec<String> = foreign_mysql
+            .iter()
+            .map(|t| match crate::tunnel::ports::owner_of(t.port) {
+                Some(owner) => format!("{} ({}; held by {owner})", t.port, t.what),
+                None => format!("{} ({})", t.port, t.what),
+            })
+            .collect();
+        found.push(format!(
+            "something other than this profile's tunnel listens on 127.0.0.1 port {}: the \
+             profile's mysql clients would talk to it instead of the server's MySQL",
+            list.join(", ")
+        ));
+        fixes.push(format!(
+            "stop it (the endpoint serves MySQL on the server's own port), then `{}`",
+            tunnel_up(ctx).unwrap_or_default()
+        ));
+    }
     if !refused.is_empty() {
         let list: Vec<String> = refused
             .iter()
@@ -482,7 +524,10 @@ mod tests {
     use std::net::TcpListener;
 
     use super::*;
-    use crate::doctor::tests::{context as load, fake_endpoint, local_profile, running_tunnel};
+    use crate::doctor::tests::{
+        FakeMysql, context as load, fake_endpoint, fake_mysql, local_mysql_profile, local_profile,
+        running_tunnel, running_tunnel_with_mysql,
+    };
     use crate::doctor::{Inputs, Status};
     use crate::profile::tests::sample;
 
@@ -653,6 +698,51 @@ mod tests {
                 Some(&Speaks::PlainKafka)
             );
         }
+    }
+
+    #[tokio::test]
+    async fn local_mode_expects_the_tunnel_to_serve_mysql_without_a_forward() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ports = fake_endpoint(2, "127.0.0.1");
+        let db = fake_mysql(FakeMysql::Plain);
+        running_tunnel_with_mysql(dir.path(), &ports, db);
+        let ctx = load(dir.path(), &local_mysql_profile(&ports, db), &[], &[]);
+        let mut st = Findings::default();
+        check(&ctx, &mut st).await;
+        let c = &st.checks[0];
+        assert_eq!(c.status, Status::Ok, "{c:?}");
+        assert!(
+            c.found.ends_with(&format!(
+                "; the endpoint serves MySQL on {db} (TLS with the certificate to \
+                 `db.shiqi.invalid:{db}`)"
+            )),
+            "{c:?}"
+        );
+        assert!(st.tunnel_broken.is_empty() && st.answering.contains(&db));
+
+        // Another MySQL on the port (the tunnel's state does not list it): not the profile's.
+        running_tunnel(dir.path(), &ports, None);
+        let mut st = Findings::default();
+        check(&ctx, &mut st).await;
+        let c = &st.checks[0];
+        assert_eq!(c.status, Status::Fail, "{c:?}");
+        assert!(
+            c.found.contains(&format!(
+                "something other than this profile's tunnel listens on 127.0.0.1 port {db} \
+                 (MySQL"
+            )) && c.found.ends_with(
+                "the profile's mysql clients would talk to it instead of the server's MySQL"
+            ),
+            "{c:?}"
+        );
+        assert_eq!(
+            c.fix.as_deref(),
+            Some(
+                "stop it (the endpoint serves MySQL on the server's own port), then \
+                 `shiqi-connect tunnel up saige`"
+            )
+        );
+        assert!(st.tunnel_broken.contains(&db));
     }
 
     #[tokio::test]

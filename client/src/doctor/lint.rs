@@ -1,7 +1,9 @@
 //! Config lint: every key of `client.properties`, `librdkafka.conf` and `my.cnf` against the
 //! real lists of settings their clients know (generated into `keys/` by `keys/generate.sh` from
 //! the Kafka 4.1.1 jars, librdkafka 2.12.1 and `mariadb --help --verbose`), with a "did you
-//! mean" for near misses, values of the wrong type, and paths that do not exist.
+//! mean" for near misses, values of the wrong type, and paths that do not exist. A `my.cnf` read
+//! through the tunnel's local endpoint must carry no TLS settings: the endpoint offers no TLS on
+//! 127.0.0.1 (it does the TLS with the certificate upstream).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -9,6 +11,7 @@ use std::path::Path;
 use crate::doctor::configs::{ConfigFile, Entry, Kind};
 use crate::doctor::keys::{JAVA, MARIADB, ORACLE_MYSQL_ONLY, RDKAFKA, Table, Value};
 use crate::doctor::{CheckId, Context, Finding, Findings, Status};
+use crate::profile::files as pf;
 
 /// The Java spelling of a librdkafka-only setting, and the other way round.
 fn counterpart(key: &str, kind: Kind) -> Option<&'static str> {
@@ -505,6 +508,96 @@ pub fn mysql_tls_disabled(file: &ConfigFile) -> Option<&Entry> {
         })
 }
 
+/// The settings with which a mysql client insists on TLS (`ssl-ca`, `ssl-cert`, `ssl-key`,
+/// `ssl`, `ssl-verify-server-cert`, `ssl-mode=REQUIRED`/`VERIFY_*`): against a server that
+/// offers none, as the local endpoint does, it stops before logging in.
+pub fn mysql_tls_wanted(file: &ConfigFile) -> Vec<&Entry> {
+    file.entries
+        .iter()
+        .filter(|e| CLIENT_GROUPS.contains(&e.group.as_deref().unwrap_or_default()))
+        .filter(|e| {
+            let (name, prefix) = mysql_name(&e.key);
+            let value = e.value.as_deref().map(str::trim);
+            let off = matches!(prefix, Some("skip-" | "disable-"))
+                || value.is_some_and(|v| {
+                    ["0", "off", "false"]
+                        .iter()
+                        .any(|o| o.eq_ignore_ascii_case(v))
+                });
+            match name.strip_prefix("loose-").unwrap_or(&name) {
+                "ssl-ca" | "ssl-capath" | "ssl-cert" | "ssl-key" => {
+                    !off && value.is_some_and(|v| !v.is_empty())
+                }
+                "ssl" | "ssl-verify-server-cert" => !off,
+                "ssl-mode" => value.is_some_and(|v| {
+                    ["REQUIRED", "VERIFY_CA", "VERIFY_IDENTITY"]
+                        .iter()
+                        .any(|m| m.eq_ignore_ascii_case(v))
+                }),
+                _ => false,
+            }
+        })
+        .collect()
+}
+
+/// The value an option file's client groups give `key` (the last one).
+fn client_value<'a>(file: &'a ConfigFile, key: &str) -> Option<&'a str> {
+    file.entries
+        .iter()
+        .rfind(|e| {
+            CLIENT_GROUPS.contains(&e.group.as_deref().unwrap_or_default())
+                && mysql_name(&e.key).0 == key
+        })
+        .and_then(|e| e.value.as_deref())
+        .map(str::trim)
+}
+
+/// Whether `file` is read by clients of the local endpoint's MySQL port: the profile's
+/// `my.cnf`, or an option file aimed at that port on this machine.
+pub fn to_endpoint(ctx: &Context, file: &ConfigFile) -> bool {
+    let Some(port) = ctx.mysql_endpoint() else {
+        return false;
+    };
+    if file.kind != Kind::Mysql {
+        return false;
+    }
+    if ctx.path(pf::MY_CNF).is_some_and(|p| p == file.path) {
+        return true;
+    }
+    let local =
+        client_value(file, "host").is_none_or(|h| ["127.0.0.1", "localhost", "::1"].contains(&h));
+    local && client_value(file, "port").and_then(|p| p.parse::<u16>().ok()) == Some(port)
+}
+
+/// TLS settings in a `my.cnf` of the local endpoint (a direct profile's file, kept after the
+/// switch): one issue naming them all.
+fn endpoint_tls(file: &ConfigFile) -> Option<Issue> {
+    let wanted = mysql_tls_wanted(file);
+    let first = wanted.first()?;
+    let keys: Vec<String> = wanted.iter().map(|e| format!("`{}`", e.key)).collect();
+    let lines: Vec<String> = wanted.iter().map(|e| e.line.to_string()).collect();
+    let (those, make, them) = if wanted.len() == 1 {
+        ("line", "makes", "it")
+    } else {
+        ("lines", "make", "them")
+    };
+    Some(Issue {
+        line: first.line,
+        status: Status::Warn,
+        what: format!(
+            "{} ({those} {}) {make} the client insist on TLS, but the profile's MySQL goes \
+             through the tunnel's local endpoint, which offers none on 127.0.0.1: the client \
+             stops before logging in",
+            keys.join(", "),
+            lines.join(", ")
+        ),
+        fix: format!(
+            "remove {them} (the endpoint does the TLS with the profile's certificate; the \
+             client needs no SSL settings)"
+        ),
+    })
+}
+
 /// An unknown key in a Kafka config that is a typo of `wanted` (e.g. `ecurity.protocol`).
 pub fn near_miss<'a>(file: &'a ConfigFile, wanted: &str) -> Option<&'a Entry> {
     let table: &Table = match file.kind {
@@ -537,7 +630,11 @@ pub fn check(ctx: &Context, st: &mut Findings) {
             );
             continue;
         }
-        let issues = lint(file);
+        let mut issues = lint(file);
+        if to_endpoint(ctx, file) {
+            issues.extend(endpoint_tls(file));
+            issues.sort_by_key(|i| i.line);
+        }
         let worst = issues.iter().map(|i| i.status).max();
         let check = match worst {
             None => Finding::ok(
@@ -748,6 +845,73 @@ mod tests {
                 .found
                 .ends_with("(librdkafka/kcat): 2 settings, all known, values and paths fine")
         );
+    }
+
+    /// The `lint` line of `my.cnf` holding `text` in a profile in `mode`.
+    fn my_cnf_line(mode: crate::profile::Endpoint, text: &str) -> Finding {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut p = crate::doctor::tests::local_mysql_profile(&[9092], 3306);
+        p.endpoint = mode;
+        // The paths a direct `my.cnf` names, so that only TLS itself is judged.
+        let files = [
+            (pf::MY_CNF, text),
+            (pf::CA_CRT, "x"),
+            (pf::CLIENT_CRT, "x"),
+            (pf::CLIENT_KEY, "x"),
+        ];
+        let ctx = crate::doctor::tests::context(dir.path(), &p, &[], &files);
+        let mut st = Findings::default();
+        check(&ctx, &mut st);
+        st.checks.into_iter().next().expect("one line")
+    }
+
+    const DIRECT_MY_CNF: &str = "[client]\nhost=127.0.0.1\nport=3306\nuser=saige\n\
+                                 ssl-ca=ca.crt\nssl-cert=client.crt\nssl-key=client.key\n\
+                                 [client-mariadb]\nssl-verify-server-cert\n";
+
+    #[test]
+    fn a_local_endpoint_my_cnf_carries_no_tls_settings() {
+        let local = || crate::profile::Endpoint::Local {
+            bootstrap_port: 9092,
+            brokers: vec![],
+        };
+        let c = my_cnf_line(local(), &crate::doctor::tests::local_my_cnf(3306));
+        assert_eq!(c.status, Status::Ok, "{c:?}");
+
+        // A direct profile's file kept after the switch: the client insists on TLS.
+        let c = my_cnf_line(local(), DIRECT_MY_CNF);
+        assert_eq!(c.status, Status::Warn, "{c:?}");
+        assert!(
+            c.found.ends_with(
+                "(MySQL option file): line 5: `ssl-ca`, `ssl-cert`, `ssl-key`, \
+                 `ssl-verify-server-cert` (lines 5, 6, 7, 9) make the client insist on TLS, but \
+                 the profile's MySQL goes through the tunnel's local endpoint, which offers \
+                 none on 127.0.0.1: the client stops before logging in"
+            ),
+            "{c:?}"
+        );
+        assert_eq!(
+            c.fix.as_deref(),
+            Some(
+                "line 5: remove them (the endpoint does the TLS with the profile's certificate; \
+                 the client needs no SSL settings)"
+            )
+        );
+
+        // Direct mode needs them: no such line.
+        let c = my_cnf_line(crate::profile::Endpoint::Direct, DIRECT_MY_CNF);
+        assert_eq!(c.status, Status::Ok, "{c:?}");
+    }
+
+    #[test]
+    fn which_settings_insist_on_tls() {
+        let f = ConfigFile::parse(
+            Kind::Mysql,
+            "[client]\nssl=0\nskip-ssl\nssl-mode=DISABLED\nskip-ssl-verify-server-cert\n\
+             ssl-ca=\nloose-ssl-mode=VERIFY_IDENTITY\nenable-ssl\n[mysqld]\nssl-ca=/x\n",
+        );
+        let lines: Vec<usize> = mysql_tls_wanted(&f).iter().map(|e| e.line).collect();
+        assert_eq!(lines, [7, 8]);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Real logins with the profile's certificate, through the tunnel ([`crate::probe`]): Kafka
 //! `Metadata` for no topics (needs no ACL) from the advertised brokers, or from the tunnel's
-//! local endpoint (which logs in for the client), and `SELECT CURRENT_USER()`, each verifying
-//! the server's name as a client would. Each is skipped when something it needs failed
+//! local endpoint (which logs in for the client), and `SELECT CURRENT_USER()` (with the
+//! certificate, or in plaintext through the local endpoint, which logs in with it), each
+//! verifying the server's name as a client would. Each is skipped when something it needs failed
 //! earlier, so the earlier line stays the one failure.
 
 use std::path::PathBuf;
@@ -133,7 +134,9 @@ async fn kafka(ctx: &Context, st: &Findings) -> Finding {
 async fn through_endpoint(ctx: &Context, st: &Findings, port: u16) -> Finding {
     let id = CheckId::LoginKafka;
     // A client that bootstraps goes on to every broker's port, as in direct mode.
-    let ports = forwards::services(ctx).into_iter().filter(|t| t.endpoint);
+    let ports = forwards::services(ctx)
+        .into_iter()
+        .filter(|t| t.endpoint && t.kafka);
     if ports
         .map(|t| t.port)
         .chain([port])
@@ -323,7 +326,35 @@ async fn mysql(ctx: &Context, st: &Findings) -> Finding {
     if st.tunnel_broken.contains(&m.port.get()) {
         return Finding::skip(id, needs(CheckId::Tunnel));
     }
-    match st.probes.get(&("127.0.0.1".to_owned(), m.port.get())) {
+    let probed = st.probes.get(&("127.0.0.1".to_owned(), m.port.get()));
+    if let Some(port) = ctx.mysql_endpoint() {
+        // The endpoint greets without TLS and logs in with the certificate itself.
+        if !matches!(probed, Some(Speaks::Mysql { tls: false, .. })) {
+            return Finding::skip(
+                id,
+                "the local endpoint's MySQL port does not greet as it should (see `protocol`)",
+            );
+        }
+        return match probe::mysql::current_user_plain(port, m.user.as_str(), TIMEOUT).await {
+            Ok(who) => Finding::ok(
+                id,
+                format!(
+                    "`SELECT CURRENT_USER()` through the local endpoint on 127.0.0.1:{port} \
+                     (plaintext here; the endpoint logs in with the certificate): `{who}`"
+                ),
+            ),
+            Err(why) => Finding::fail(
+                id,
+                format!(
+                    "MySQL login as `{}` through the local endpoint on 127.0.0.1:{port} failed: \
+                     {why}",
+                    m.user
+                ),
+                mysql_fix(ctx, &why, true),
+            ),
+        };
+    }
+    match probed {
         Some(Speaks::Mysql { tls: true, .. }) => {}
         _ => return Finding::skip(id, "the MySQL port does not offer TLS (see `protocol`)"),
     }
@@ -335,37 +366,54 @@ async fn mysql(ctx: &Context, st: &Findings) -> Finding {
     };
     let login =
         probe::mysql::current_user(m.port.get(), m.host.as_str(), m.user.as_str(), dir, TIMEOUT);
-    let shown = ctx.show(&path(ctx, pf::MY_CNF));
     match login.await {
         Ok(who) => Finding::ok(
             id,
             format!("`SELECT CURRENT_USER()` through the tunnel with the certificate: `{who}`"),
         ),
-        Err(why) => {
-            let fix = if why.contains("Access denied") {
-                format!(
-                    "the server has no account for this certificate: the admin runs \
-                     `shiqi-ca-agent mysql-user {}` on the server (or rebuild the profile: `{}`)",
-                    profile.name,
-                    ctx.setup_again()
-                )
-            } else if why.starts_with("no answer within") {
-                "check the server's MariaDB (`systemctl status mariadb`) and the tunnel".to_owned()
-            } else {
-                format!(
-                    "`mysql --defaults-file={shown} -e 'SELECT CURRENT_USER()'` shows the \
-                     same with the client's own words"
-                )
-            };
-            Finding::fail(
-                id,
-                format!(
-                    "MySQL login as `{}` on 127.0.0.1:{} failed: {why}",
-                    m.user, m.port
-                ),
-                fix,
-            )
-        }
+        Err(why) => Finding::fail(
+            id,
+            format!(
+                "MySQL login as `{}` on 127.0.0.1:{} failed: {why}",
+                m.user, m.port
+            ),
+            mysql_fix(ctx, &why, false),
+        ),
+    }
+}
+
+/// The fix for a failed MySQL login, from the driver's, the server's or (`local`) the
+/// endpoint's words (`shiqi-connect tunnel: …`).
+fn mysql_fix(ctx: &Context, why: &str, local: bool) -> String {
+    let shown = ctx.show(&path(ctx, pf::MY_CNF));
+    if local && why.contains("refused the profile's certificate") {
+        // In date and signed by `ca.crt` (`cert.*` passed, or this did not run): revoked.
+        format!(
+            "get a new certificate: `{}` (the server refuses this one: revoked, or not from \
+             its CA)",
+            ctx.renew_command()
+        )
+    } else if why.contains("Access denied") {
+        format!(
+            "the server has no account for this certificate: the admin runs `shiqi-ca-agent \
+             mysql-user {}` on the server (or rebuild the profile: `{}`)",
+            ctx.name(),
+            ctx.setup_again()
+        )
+    } else if why.starts_with("no answer within") {
+        "check the server's MariaDB (`systemctl status mariadb`) and the tunnel".to_owned()
+    } else if local && why.contains("shiqi-connect tunnel:") {
+        format!(
+            "`{}` says what the endpoint met on its way to MySQL; `shiqi-connect tunnel status \
+             {}` probes it",
+            ctx.tunnel_log(),
+            ctx.name()
+        )
+    } else {
+        format!(
+            "`mysql --defaults-file={shown} -e 'SELECT CURRENT_USER()'` shows the same with the \
+             client's own words"
+        )
     }
 }
 
@@ -376,7 +424,10 @@ async fn mysql(ctx: &Context, st: &Findings) -> Finding {
 )]
 mod tests {
     use super::*;
-    use crate::doctor::tests::{context, fake_endpoint, local_profile, running_tunnel};
+    use crate::doctor::tests::{
+        FakeMysql, context, fake_endpoint, fake_mysql, local_mysql_profile, local_profile,
+        running_tunnel, running_tunnel_with_mysql,
+    };
 
     /// Findings in which the certificate passed and the tunnel check ran.
     async fn after_tunnel(ctx: &Context) -> Findings {
@@ -436,5 +487,102 @@ mod tests {
             )),
             "{c:?}"
         );
+    }
+
+    /// `login.mysql` for a local-mode profile whose endpoint serves MySQL as `how`, after
+    /// `tunnel` and `protocol`; and the MySQL port.
+    async fn mysql_through_the_endpoint(how: FakeMysql) -> (Finding, u16) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ports = fake_endpoint(2, "127.0.0.1");
+        let db = fake_mysql(how);
+        running_tunnel_with_mysql(dir.path(), &ports, db);
+        let ctx = context(dir.path(), &local_mysql_profile(&ports, db), &[], &[]);
+        let mut st = after_tunnel(&ctx).await;
+        crate::doctor::protocol::check(&ctx, &mut st);
+        (mysql(&ctx, &st).await, db)
+    }
+
+    #[tokio::test]
+    async fn local_mode_logs_in_to_mysql_in_plaintext_through_the_endpoint() {
+        let (c, db) = mysql_through_the_endpoint(FakeMysql::Plain).await;
+        assert_eq!(
+            (c.check, c.status),
+            (CheckId::LoginMysql, Status::Ok),
+            "{c:?}"
+        );
+        assert_eq!(
+            c.found.as_str(),
+            format!(
+                "`SELECT CURRENT_USER()` through the local endpoint on 127.0.0.1:{db} \
+                 (plaintext here; the endpoint logs in with the certificate): `saige@%`"
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn the_endpoint_refusing_the_certificate_asks_for_a_new_one() {
+        let revoked = "shiqi-connect tunnel: the server refused the profile's certificate \
+                       (CertificateRevoked): revoked, expired or from another CA";
+        let (c, db) = mysql_through_the_endpoint(FakeMysql::Refuses(revoked)).await;
+        assert_eq!(c.status, Status::Fail, "{c:?}");
+        assert_eq!(
+            c.found.as_str(),
+            format!(
+                "MySQL login as `saige` through the local endpoint on 127.0.0.1:{db} failed: \
+                 login failed: Server error: `ERROR 1045 (28000): {revoked}'"
+            )
+        );
+        assert_eq!(
+            c.fix.as_deref(),
+            Some(
+                "get a new certificate: `shiqi-connect rotate saige` (the server refuses this \
+                 one: revoked, or not from its CA)"
+            )
+        );
+
+        // The server's own refusal, relayed: no account for the certificate.
+        let denied = "Access denied for user 'saige'@'localhost'";
+        let (c, _) = mysql_through_the_endpoint(FakeMysql::Refuses(denied)).await;
+        assert_eq!(c.status, Status::Fail, "{c:?}");
+        assert!(
+            c.fix.as_deref().is_some_and(|f| f.starts_with(
+                "the server has no account for this certificate: the admin runs \
+                 `shiqi-ca-agent mysql-user saige` on the server"
+            )),
+            "{c:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_tls_greeting_on_the_endpoint_port_is_not_logged_into() {
+        let (c, _) = mysql_through_the_endpoint(FakeMysql::Tls).await;
+        assert_eq!(c.status, Status::Skip, "{c:?}");
+        assert_eq!(
+            c.found.as_str(),
+            "the local endpoint's MySQL port does not greet as it should (see `protocol`)"
+        );
+    }
+
+    #[test]
+    fn endpoint_words_map_to_fixes_in_local_mode_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ctx = context(dir.path(), &local_mysql_profile(&[9092], 3306), &[], &[]);
+        let why = "login failed: ERROR 1105 (HY000): shiqi-connect tunnel: the tunnel cannot \
+                   reach MySQL at db.shiqi.invalid:3306 on the server";
+        let fix = mysql_fix(&ctx, why, true);
+        assert!(
+            fix.ends_with(
+                "tunnel.log` says what the endpoint met on its way to MySQL; `shiqi-connect \
+                 tunnel status saige` probes it"
+            ),
+            "{fix}"
+        );
+        // Direct mode keeps its fixes: the client's own words.
+        for why in [why, "the server refused the profile's certificate"] {
+            assert!(
+                mysql_fix(&ctx, why, false).starts_with("`mysql --defaults-file="),
+                "{why}"
+            );
+        }
     }
 }

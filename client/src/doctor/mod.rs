@@ -317,6 +317,30 @@ impl Context {
         self.profile.as_ref().is_ok_and(|p| !p.endpoint.is_direct())
     }
 
+    /// The local port on which the tunnel's endpoint serves the profile's MySQL (local mode
+    /// with MySQL): plaintext MySQL with no TLS offered, the endpoint doing the TLS with the
+    /// certificate upstream. `None` in direct mode, where the port forwards the server's TLS.
+    pub fn mysql_endpoint(&self) -> Option<u16> {
+        let p = self.profile.as_ref().ok()?;
+        let m = p.mysql.as_ref()?;
+        (!p.endpoint.is_direct()).then(|| m.port.get())
+    }
+
+    /// The profile's name, or `NAME` for a command the user completes.
+    pub fn name(&self) -> String {
+        self.profile
+            .as_ref()
+            .map(|p| p.name.to_string())
+            .unwrap_or_else(|_| "NAME".to_owned())
+    }
+
+    /// `tunnel.log` as the user would type it: where the endpoint says what it met.
+    pub fn tunnel_log(&self) -> String {
+        self.path(crate::tunnel::LOG)
+            .map(|p| self.show(&p))
+            .unwrap_or_default()
+    }
+
     /// How Kafka clients reach the cluster, in words (`None`: the profile has no Kafka).
     pub fn kafka_mode(&self) -> Option<String> {
         let p = self.profile.as_ref().ok()?;
@@ -515,6 +539,158 @@ pub(crate) mod tests {
                 .collect(),
         };
         p
+    }
+
+    /// [`local_profile`] with MySQL (`db.shiqi.invalid`, user `saige`) on `mysql`, which the
+    /// local endpoint serves.
+    pub(crate) fn local_mysql_profile(ports: &[u16], mysql: u16) -> Profile {
+        let mut p = local_profile(ports);
+        p.mysql = Some(shiqi_ca::protocol::MysqlFacts {
+            host: "db.shiqi.invalid".parse().expect("host"),
+            port: shiqi_ca::Port::try_from(mysql).expect("port"),
+            user: "saige".parse().expect("name"),
+        });
+        p
+    }
+
+    /// `my.cnf` as setup writes it for the local endpoint: no SSL settings, no password.
+    pub(crate) fn local_my_cnf(port: u16) -> String {
+        format!("[client]\nhost=127.0.0.1\nport={port}\nuser=saige\n")
+    }
+
+    /// How a fake local endpoint's MySQL port behaves.
+    #[derive(Clone, Copy)]
+    pub(crate) enum FakeMysql {
+        /// Greets without TLS, logs anyone in, and says `saige@%` is `CURRENT_USER()`.
+        Plain,
+        /// Greets offering TLS: the server's own greeting, not the endpoint's.
+        Tls,
+        /// Greets without TLS, then answers the login with this error (code 1045).
+        Refuses(&'static str),
+        /// Sends this error in place of the greeting.
+        NoGreeting(&'static str),
+    }
+
+    /// A fake MySQL port on 127.0.0.1 behaving as `how`, for every connection.
+    pub(crate) fn fake_mysql(how: FakeMysql) -> u16 {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = l.local_addr().expect("addr").port();
+        std::thread::spawn(move || {
+            for s in l.incoming().flatten() {
+                std::thread::spawn(move || answer_mysql(s, how));
+            }
+        });
+        port
+    }
+
+    fn write_packet(s: &mut TcpStream, seq: u8, payload: &[u8]) -> bool {
+        let len = u32::try_from(payload.len()).expect("small").to_le_bytes();
+        let mut out = vec![len[0], len[1], len[2], seq];
+        out.extend_from_slice(payload);
+        s.write_all(&out).is_ok()
+    }
+
+    fn read_packet(s: &mut TcpStream) -> Option<Vec<u8>> {
+        let mut h = [0u8; 4];
+        s.read_exact(&mut h).ok()?;
+        let len = usize::from(h[0]) | usize::from(h[1]) << 8 | usize::from(h[2]) << 16;
+        let mut p = vec![0u8; len];
+        s.read_exact(&mut p).ok()?;
+        Some(p)
+    }
+
+    fn lenenc(out: &mut Vec<u8>, s: &str) {
+        out.push(u8::try_from(s.len()).expect("short"));
+        out.extend_from_slice(s.as_bytes());
+    }
+
+    fn answer_mysql(mut s: TcpStream, how: FakeMysql) {
+        let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+        let err = |code: u16, state: &str, text: &str| {
+            let mut p = vec![0xff];
+            p.extend_from_slice(&code.to_le_bytes());
+            p.extend_from_slice(state.as_bytes());
+            p.extend_from_slice(text.as_bytes());
+            p
+        };
+        if let FakeMysql::NoGreeting(why) = how {
+            write_packet(&mut s, 0, &err(1105, "", why));
+            return;
+        }
+        // MariaDB 10.11's shape: no CLIENT_DEPRECATE_EOF, mysql_native_password.
+        let ssl: u16 = if matches!(how, FakeMysql::Tls) {
+            0x0800
+        } else {
+            0
+        };
+        let mut g = vec![10];
+        g.extend_from_slice(b"5.5.5-10.11.6-MariaDB\0");
+        g.extend_from_slice(&7u32.to_le_bytes());
+        g.extend_from_slice(b"abcdefgh\0");
+        g.extend_from_slice(&(0xf7ff | ssl).to_le_bytes());
+        g.push(45);
+        g.extend_from_slice(&2u16.to_le_bytes());
+        g.extend_from_slice(&0x000bu16.to_le_bytes());
+        g.push(21);
+        g.extend_from_slice(&[0; 10]);
+        g.extend_from_slice(b"ijklmnopqrst\0mysql_native_password\0");
+        if !write_packet(&mut s, 0, &g) || read_packet(&mut s).is_none() {
+            return;
+        }
+        match how {
+            FakeMysql::Plain => {}
+            FakeMysql::Refuses(why) => {
+                write_packet(&mut s, 2, &err(1045, "#28000", why));
+                return;
+            }
+            FakeMysql::Tls | FakeMysql::NoGreeting(_) => return,
+        }
+        let ok = [0u8, 0, 0, 2, 0, 0, 0];
+        if !write_packet(&mut s, 2, &ok) {
+            return;
+        }
+        while let Some(cmd) = read_packet(&mut s) {
+            let current_user = cmd.windows(12).any(|w| w == b"CURRENT_USER");
+            match cmd.first() {
+                Some(3) if current_user => {
+                    let mut col = Vec::new();
+                    for part in ["def", "", "", "", "CURRENT_USER()", ""] {
+                        lenenc(&mut col, part);
+                    }
+                    col.push(0x0c);
+                    col.extend_from_slice(&33u16.to_le_bytes());
+                    col.extend_from_slice(&384u32.to_le_bytes());
+                    col.extend_from_slice(&[0xfd, 0, 0, 0, 0, 0]);
+                    let eof = [0xfe, 0, 0, 2, 0];
+                    let mut row = Vec::new();
+                    lenenc(&mut row, "saige@%");
+                    let packets: [&[u8]; 5] = [&[1], &col, &eof, &row, &eof];
+                    for (p, seq) in packets.iter().zip(1..) {
+                        write_packet(&mut s, seq, p);
+                    }
+                }
+                // Settings the driver asks for: no rows, so its defaults.
+                Some(3 | 14) => {
+                    write_packet(&mut s, 1, &ok);
+                }
+                _ => return,
+            }
+        }
+    }
+
+    /// The state file of a running tunnel whose endpoint serves Kafka on `ports` and MySQL on
+    /// `mysql`.
+    pub(crate) fn running_tunnel_with_mysql(dir: &Path, ports: &[u16], mysql: u16) {
+        running_tunnel(dir, ports, None);
+        let path = dir.join(crate::tunnel::STATE);
+        let mut state = State::read(&path).expect("state");
+        state.forwards.push(ForwardRecord {
+            local_port: mysql,
+            remote_host: "db.shiqi.invalid".parse().expect("host"),
+            remote_port: shiqi_ca::Port::try_from(mysql).expect("port"),
+            purpose: "MySQL, local endpoint".to_owned(),
+        });
+        state.write(&path).expect("state");
     }
 
     /// `client.properties` and `librdkafka.conf` as setup writes them for the local endpoint.

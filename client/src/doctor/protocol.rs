@@ -4,13 +4,17 @@
 //! as a 352,518,912-byte response size and dies with `OutOfMemoryError` (KAFKA-4090, open since
 //! 2016), so this check names that as the cause before the client ever runs. The local
 //! endpoint's ports speak plaintext Kafka on purpose (the tunnel does the TLS): `PLAINTEXT` is
-//! right there, and TLS is what fails.
+//! right there, and TLS is what fails. Its MySQL port likewise greets without TLS (the endpoint
+//! does the TLS with the certificate upstream): TLS offered there means something else answers.
+
+use std::io::Read as _;
 
 use crate::doctor::configs::{ConfigFile, Kind};
 use crate::doctor::forwards::{self, Service};
 use crate::doctor::{CheckId, Context, Finding, Findings, Status, lint, needs};
 use crate::probe::kafka_wire;
 use crate::probe::speaks::{self as probe, Speaks};
+use crate::text::quote;
 
 /// A config's `security.protocol`, upper-cased, and where it came from.
 pub(crate) struct Declared {
@@ -86,6 +90,10 @@ pub fn check(ctx: &Context, st: &mut Findings) {
     // What each port speaks.
     for t in &reachable {
         let speaks = probe_port(st, "127.0.0.1", t.port, t.kafka, &t.host);
+        if t.endpoint && !t.kafka {
+            endpoint_mysql(ctx, t, &speaks, &mut found, &mut problems);
+            continue;
+        }
         match (&speaks, t.kafka) {
             (s, true) if s.is_tls() || *s == Speaks::PlainKafka => {}
             (Speaks::Mysql { tls: true, .. }, false) => {}
@@ -140,7 +148,7 @@ pub fn check(ctx: &Context, st: &mut Findings) {
         compare_kafka(ctx, st, file, &reachable, &mut found, &mut problems);
     }
     for file in ctx.configs.iter().filter(|c| c.kind == Kind::Mysql) {
-        compare_mysql(file, &mut found, &mut problems);
+        compare_mysql(ctx, file, &mut found, &mut problems);
     }
 
     let worst = problems.iter().map(|(s, _, _)| *s).max();
@@ -256,7 +264,10 @@ fn compare_kafka(
             format!("{where_}, but port {port} speaks TLS: {consequence}"),
             format!("set `security.protocol={key_fix}` in `{shown}`"),
         ));
-    } else if reachable.iter().any(|t| t.port == port && t.endpoint) {
+    } else if reachable
+        .iter()
+        .any(|t| t.port == port && t.endpoint && t.kafka)
+    {
         let name = ctx
             .profile
             .as_ref()
@@ -311,12 +322,111 @@ pub(crate) fn java_oom(host: &str, port: u16) -> String {
     )
 }
 
+/// The local endpoint's MySQL port: the server's greeting without `CLIENT_SSL`, as the endpoint
+/// passes it on (it does the TLS upstream with the certificate, for clients with no SSL
+/// settings). TLS offered here is a greeting that did not come through the endpoint.
+fn endpoint_mysql(
+    ctx: &Context,
+    t: &Service,
+    speaks: &Speaks,
+    found: &mut Vec<String>,
+    problems: &mut Vec<(Status, String, String)>,
+) {
+    let (port, name) = (t.port, ctx.name());
+    let log_fix = format!(
+        "`{}` says what the endpoint met on its way to MySQL; then restart it: `shiqi-connect \
+         tunnel up {name}`",
+        ctx.tunnel_log()
+    );
+    let (what, fix) = match speaks {
+        Speaks::Mysql {
+            tls: false,
+            version,
+            ..
+        } => {
+            found.push(format!(
+                "{port} MySQL protocol ({version}), no TLS: the local endpoint's greeting (it \
+                 does the TLS to the server)"
+            ));
+            return;
+        }
+        Speaks::Mysql {
+            tls: true, version, ..
+        } => (
+            format!(
+                "port {port} (MySQL) offers TLS ({version}): the server's own greeting, not the \
+                 local endpoint's, so the profile's `my.cnf` (no certificate) gets \
+                 \"Access denied\""
+            ),
+            format!(
+                "restart the tunnel so that its endpoint serves MySQL: `shiqi-connect tunnel \
+                 down {name}`, then `shiqi-connect tunnel up {name}`"
+            ),
+        ),
+        // An `ERR` in place of the greeting: the endpoint's refusal, or the server's.
+        Speaks::Other(first) if first.first() == Some(&0xff) => {
+            let why = greeting_error(port)
+                .unwrap_or_else(|| format!("an error packet (first bytes {})", probe::hex(first)));
+            let fix = if why.contains("offers no TLS") {
+                "the server's admin must turn TLS on in mysqld (`shiqi-ca-agent server-cert \
+                 mariadb --kind mysql …` writes `mysqld.cnf`)"
+                    .to_owned()
+            } else if why.contains("shiqi-connect tunnel:") {
+                log_fix
+            } else {
+                "the server's MySQL refuses the tunnel's connections (its words say why): its \
+                 admin must let them in"
+                    .to_owned()
+            };
+            (
+                format!("port {port} (MySQL) answers with an error instead of a greeting: {why}"),
+                fix,
+            )
+        }
+        other => (
+            format!(
+                "port {port} (MySQL) speaks {}, not the local endpoint's MySQL greeting",
+                other.describe()
+            ),
+            log_fix,
+        ),
+    };
+    problems.push((Status::Fail, what, fix));
+}
+
+/// The text of the `ERR` packet a port sends in place of a greeting, read on a connection of
+/// its own (the probe keeps only its first bytes).
+fn greeting_error(port: u16) -> Option<String> {
+    let mut sock = probe::connect("127.0.0.1", port, probe::TIMEOUT).ok()?;
+    let mut header = [0u8; 4];
+    sock.read_exact(&mut header).ok()?;
+    let len = usize::from(header[0]) | usize::from(header[1]) << 8 | usize::from(header[2]) << 16;
+    let mut payload = vec![0u8; len.min(4096)];
+    sock.read_exact(&mut payload).ok()?;
+    // 0xff, a two-byte code, then (after a greeting only) `#` and a five-byte SQL state.
+    let text = payload.strip_prefix(&[0xff])?.get(2..)?;
+    let text = match text.strip_prefix(b"#") {
+        Some(rest) => rest.get(5..)?,
+        None => text,
+    };
+    Some(quote(&String::from_utf8_lossy(text)))
+}
+
 fn compare_mysql(
+    ctx: &Context,
     file: &ConfigFile,
     found: &mut Vec<String>,
     problems: &mut Vec<(Status, String, String)>,
 ) {
     let name = file.name();
+    // Through the local endpoint the client speaks plaintext, so TLS off is right; TLS
+    // settings are `lint`'s line.
+    if lint::to_endpoint(ctx, file) {
+        if lint::mysql_tls_wanted(file).is_empty() {
+            found.push(format!("`{name}` plaintext to the local endpoint: matches"));
+        }
+        return;
+    }
     if let Some(e) = lint::mysql_tls_disabled(file) {
         problems.push((
             Status::Fail,
@@ -340,7 +450,8 @@ fn compare_mysql(
 mod tests {
     use super::*;
     use crate::doctor::tests::{
-        context, fake_endpoint, local_configs, local_profile, running_tunnel,
+        FakeMysql, context, fake_endpoint, fake_mysql, local_configs, local_my_cnf,
+        local_mysql_profile, local_profile, running_tunnel, running_tunnel_with_mysql,
     };
 
     /// The `protocol` line for a local-mode profile whose endpoint runs, after `tunnel`.
@@ -433,6 +544,108 @@ mod tests {
                 .as_deref()
                 .is_some_and(|f| f.starts_with("set `security.protocol=SSL` in `")),
             "{c:?}"
+        );
+    }
+
+    /// The `protocol` line for a local-mode profile whose endpoint serves MySQL as `how`, with
+    /// `my.cnf` holding `cnf`; and the MySQL port.
+    async fn local_mysql(how: FakeMysql, cnf: &str) -> (Finding, u16) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ports = fake_endpoint(2, "127.0.0.1");
+        let db = fake_mysql(how);
+        running_tunnel_with_mysql(dir.path(), &ports, db);
+        let text = format!("{}{cnf}", local_my_cnf(db));
+        let files = [(crate::profile::files::MY_CNF, text.as_str())];
+        let ctx = context(dir.path(), &local_mysql_profile(&ports, db), &[], &files);
+        let mut st = Findings::default();
+        forwards::check(&ctx, &mut st).await;
+        check(&ctx, &mut st);
+        let c = st.checks.into_iter().find(|c| c.check == CheckId::Protocol);
+        (c.expect("protocol line"), db)
+    }
+
+    #[tokio::test]
+    async fn the_endpoint_greets_for_mysql_without_tls_and_my_cnf_goes_plaintext() {
+        // TLS off in `my.cnf` is right through the endpoint (direct mode fails on it).
+        let (c, db) = local_mysql(FakeMysql::Plain, "skip-ssl\n").await;
+        assert_eq!(c.status, Status::Ok, "{c:?}");
+        assert!(
+            c.found.ends_with(&format!(
+                "{db} MySQL protocol (10.11.6-MariaDB), no TLS: the local endpoint's greeting \
+                 (it does the TLS to the server); `my.cnf` plaintext to the local endpoint: \
+                 matches"
+            )),
+            "{c:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn tls_on_the_endpoints_mysql_port_is_the_servers_greeting() {
+        let (c, db) = local_mysql(FakeMysql::Tls, "").await;
+        assert_eq!(c.status, Status::Fail, "{c:?}");
+        assert_eq!(
+            c.found.as_str(),
+            format!(
+                "port {db} (MySQL) offers TLS (10.11.6-MariaDB): the server's own greeting, not \
+                 the local endpoint's, so the profile's `my.cnf` (no certificate) gets \
+                 \"Access denied\""
+            )
+        );
+        assert_eq!(
+            c.fix.as_deref(),
+            Some(
+                "restart the tunnel so that its endpoint serves MySQL: `shiqi-connect tunnel \
+                 down saige`, then `shiqi-connect tunnel up saige`"
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn the_endpoints_error_in_place_of_a_greeting_is_quoted_with_its_fix() {
+        let no_tls = "shiqi-connect tunnel: MySQL at db.shiqi.invalid:3306: the server offers \
+                      no TLS; the endpoint never sends a login in the clear";
+        let (c, db) = local_mysql(FakeMysql::NoGreeting(no_tls), "").await;
+        assert_eq!(c.status, Status::Fail, "{c:?}");
+        assert_eq!(
+            c.found.as_str(),
+            format!("port {db} (MySQL) answers with an error instead of a greeting: {no_tls}")
+        );
+        assert!(
+            c.fix
+                .as_deref()
+                .is_some_and(|f| f.starts_with("the server's admin must turn TLS on in mysqld")),
+            "{c:?}"
+        );
+
+        let down = "shiqi-connect tunnel: the tunnel cannot reach MySQL at \
+                    db.shiqi.invalid:3306 on the server";
+        let (c, _) = local_mysql(FakeMysql::NoGreeting(down), "").await;
+        assert!(c.found.ends_with(down), "{c:?}");
+        assert!(
+            c.fix.as_deref().is_some_and(|f| f.ends_with(
+                "tunnel.log` says what the endpoint met on its way to MySQL; then restart it: \
+                 `shiqi-connect tunnel up saige`"
+            )),
+            "{c:?}"
+        );
+    }
+
+    #[test]
+    fn direct_mode_still_fails_a_my_cnf_that_turns_tls_off() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut p = local_mysql_profile(&[9092], 3306);
+        p.endpoint = crate::profile::Endpoint::Direct;
+        let text = format!("{}skip-ssl\n", local_my_cnf(3306));
+        let files = [(crate::profile::files::MY_CNF, text.as_str())];
+        let ctx = context(dir.path(), &p, &[], &files);
+        let (mut found, mut problems) = (Vec::new(), Vec::new());
+        compare_mysql(&ctx, &ctx.configs[0], &mut found, &mut problems);
+        assert!(found.is_empty(), "{found:?}");
+        assert!(
+            problems[0]
+                .1
+                .starts_with("`my.cnf` line 5 (`skip-ssl`) turns TLS off"),
+            "{problems:?}"
         );
     }
 

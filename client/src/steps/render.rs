@@ -742,11 +742,18 @@ mod tests {
         );
         // OpenSSH cannot stand in for the endpoint: no forward it could carry wrongly.
         assert!(!r.ssh_config.contains("LocalForward"), "{}", r.ssh_config);
-        assert!(r.ssh_config.contains("MySQL 127.0.0.1:3306"), "{}", r.ssh_config);
+        assert!(
+            r.ssh_config.contains("MySQL 127.0.0.1:3306"),
+            "{}",
+            r.ssh_config
+        );
         let md = &r.datagrip_md;
         assert!(md.contains("| Authentication | `No auth` |"), "{md}");
         assert!(md.contains("`PLAINTEXT`"), "{md}");
-        assert!(!md.contains("Client key file") && !md.contains("pw123"), "{md}");
+        assert!(
+            !md.contains("Client key file") && !md.contains("pw123"),
+            "{md}"
+        );
         assert!(!md.contains("{{") && !md.contains("{%"));
     }
 

@@ -227,7 +227,10 @@ pub fn switch_endpoint(
     if let Some(c) = &rendered.my_cnf {
         fsutil::write_private(&dir.join(files::MY_CNF), c.as_bytes())?;
     }
-    fsutil::write_private(&dir.join(files::DATAGRIP_MD), rendered.datagrip_md.as_bytes())?;
+    fsutil::write_private(
+        &dir.join(files::DATAGRIP_MD),
+        rendered.datagrip_md.as_bytes(),
+    )?;
     fsutil::write_private(
         &dir.join(files::PROFILE_JSON),
         plan.profile.to_json().as_bytes(),

@@ -249,7 +249,10 @@ async fn apply_switch(
     } else {
         "Kafka"
     };
-    let step = printer.step(&format!("switch {what} to the {} endpoint", endpoint.mode()));
+    let step = printer.step(&format!(
+        "switch {what} to the {} endpoint",
+        endpoint.mode()
+    ));
     let alias = Targets::resolve(profile, &s.home)
         .ok()
         .and_then(|t| t.first.host_key_alias.clone());
