@@ -1,12 +1,14 @@
-//! Logs in wherever `ssh` logs in (issue 31): a key that lives only in an agent whose socket
-//! `~/.ssh/config` names with `IdentityAgent` (1Password, Secretive, an agent of one's own),
-//! with no `SSH_AUTH_SOCK`, as for an app started from the Dock.
+//! Logs in wherever `ssh` logs in (issue 31), with OpenSSH as the oracle: a key that lives only
+//! in an agent whose socket `~/.ssh/config` names with `IdentityAgent` (1Password, Secretive, an
+//! agent of one's own), with no `SSH_AUTH_SOCK`, as for an app started from the Dock; user
+//! certificates from the stack's SSH CA beside their key or only in the agent; an expired one.
 
 use std::time::Duration;
 
 use crate::lifecycle::{Background, within};
 use crate::setup::Home;
 use crate::stack::{stack, unique_name};
+use crate::tunnel::Tunnel;
 
 /// Adds a `Host` block to the laptop user's own `~/.ssh/config` (which `ssh -G` reads from the
 /// password database's home, whatever `$HOME` says) and puts the file back when dropped.
@@ -125,5 +127,197 @@ fn a_key_only_in_an_identity_agent_logs_in_like_ssh() {
     let status = home.connect(s, &["tunnel", "status", &name]);
     home.connect(s, &["tunnel", "down", &name]).ok();
     assert!(status.success(), "{}", status.all());
+    drop(agent);
+}
+
+/// A fresh key pair `DIR/NAME` of the laptop user's, not authorized anywhere, and its user
+/// certificate `DIR/NAME-cert.pub` from the stack's SSH CA for the operator's account, with
+/// `validity` as `ssh-keygen -V` takes it.
+fn certified_key(s: &crate::stack::Stack, dir: &str, name: &str, validity: &str) -> String {
+    let key = format!("{dir}/{name}");
+    s.laptop(
+        &[
+            "ssh-keygen",
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "",
+            "-C",
+            name,
+            "-f",
+            &key,
+        ],
+        &[],
+        None,
+    )
+    .ok();
+    let signed = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-s", s.info("ssh_user_ca"), "-I", name, "-n"])
+        .arg(s.info("shell_user"))
+        .args(["-V", validity])
+        .arg(format!("{key}.pub"))
+        .output()
+        .expect("ssh-keygen runs");
+    assert!(
+        signed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&signed.stderr)
+    );
+    key
+}
+
+/// `ssh -T ALIAS true` with the laptop user's config: OpenSSH's verdict.
+fn ssh_logs_in(s: &crate::stack::Stack, alias: &str) -> crate::stack::Out {
+    s.laptop(
+        &["ssh", "-T", "-o", "BatchMode=yes", alias, "true"],
+        &[],
+        None,
+    )
+}
+
+/// `KEY-cert.pub` beside an identity file logs in where the key alone would not; an expired
+/// one is refused by ssh and skipped by setup with a note naming its validity.
+#[test]
+fn a_user_certificate_beside_its_key_logs_in_like_ssh_and_an_expired_one_does_not() {
+    let s = stack();
+    let home = Home::new(s, "sshcert");
+    let dir = home.dir.display().to_string();
+    let id = unique_name("sc");
+    let key = certified_key(s, &dir, &format!("{id}-key"), "-5m:+1h");
+    let old = certified_key(s, &dir, &format!("{id}-old"), "20200101:20200102");
+    let (alias, expired) = (format!("{id}-vm"), format!("{id}-vmold"));
+    let block = |alias: &str, key: &str| {
+        format!(
+            "Host {alias}\n  HostName {}\n  User {}\n  IdentityFile {key}\n  IdentitiesOnly yes\n  \
+             IdentityAgent none\n",
+            s.info("server_ip"),
+            s.info("shell_user"),
+        )
+    };
+    let _block = ConfigBlock::add(
+        s,
+        &format!("{}{}", block(&alias, &key), block(&expired, &old)),
+    );
+    let agent_command = ["--agent-command", s.info("agent_via_sudo")];
+
+    let ssh = ssh_logs_in(s, &alias);
+    assert!(ssh.success(), "ssh itself does not log in:\n{}", ssh.all());
+    let name = unique_name("cf");
+    let mut args = vec!["setup", &name, "--server", &alias, "--yes"];
+    args.extend_from_slice(&agent_command);
+    let out = home.connect(s, &args).ok();
+    assert!(
+        out.all().contains(&format!(
+            "and its certificate `{id}-key` for {}",
+            s.info("shell_user")
+        )),
+        "{}",
+        out.all()
+    );
+    let doctor = home.connect(s, &["doctor", &name]);
+    assert!(
+        doctor
+            .stdout
+            .lines()
+            .any(|l| l.contains("ssh.login") && l.contains(&format!("certificate `{id}-key`"))),
+        "{}",
+        doctor.all()
+    );
+    let (tunnel, up) = Tunnel::up(s, &home, &name, &[]);
+    up.ok();
+    let (status, _) = tunnel.status();
+    assert!(status.success(), "{}", status.all());
+    drop(tunnel);
+
+    // Expired: OpenSSH is refused, and so is setup, which says why.
+    let ssh = ssh_logs_in(s, &expired);
+    assert!(
+        !ssh.success(),
+        "ssh logs in with an expired certificate:\n{}",
+        ssh.all()
+    );
+    let name = unique_name("cx");
+    let mut args = vec!["setup", &name, "--server", &expired, "--yes"];
+    args.extend_from_slice(&agent_command);
+    let out = home.connect(s, &args);
+    assert!(!out.success(), "{}", out.all());
+    assert!(
+        out.all().contains(&format!("key id `{id}-old`"))
+            && out.all().contains("valid from 2020-01-01"),
+        "{}",
+        out.all()
+    );
+}
+
+/// A certificate the agent holds (`ssh-add` loads `KEY-cert.pub` with its key), no key file on
+/// disk: ssh and setup log in with it.
+#[test]
+fn a_certificate_only_in_the_agent_logs_in_like_ssh() {
+    let s = stack();
+    let home = Home::new(s, "sshcertagent");
+    let dir = home.dir.display().to_string();
+    let id = unique_name("sa");
+    let keys = format!("{dir}/keys");
+    s.laptop(&["mkdir", "-p", &keys], &[], None).ok();
+    let key = certified_key(s, &keys, &format!("{id}-key"), "-5m:+1h");
+    let socket = format!("{dir}/agent.sock");
+    let agent = Background::start(
+        s,
+        home.dir.join("agent.log"),
+        &format!("ssh-agent -D -a {socket}"),
+    );
+    let started = within(Duration::from_secs(10), || {
+        std::path::Path::new(&socket).exists()
+    });
+    assert!(
+        started.is_some(),
+        "ssh-agent did not start: {}",
+        agent.log()
+    );
+    let added = s
+        .laptop(&["ssh-add", &key], &[("SSH_AUTH_SOCK", &socket)], None)
+        .ok();
+    assert!(added.all().contains("Certificate added"), "{}", added.all());
+    std::fs::remove_dir_all(&keys).expect("the key leaves the disk");
+    let alias = format!("{id}-vm");
+    let _block = ConfigBlock::add(
+        s,
+        &format!(
+            "Host {alias}\n  HostName {}\n  User {}\n  IdentityAgent {socket}\n  \
+             IdentityFile {dir}/no-such-key\n",
+            s.info("server_ip"),
+            s.info("shell_user"),
+        ),
+    );
+
+    let ssh = ssh_logs_in(s, &alias);
+    assert!(ssh.success(), "ssh itself does not log in:\n{}", ssh.all());
+    let name = unique_name("ca");
+    let out = home
+        .connect(
+            s,
+            &[
+                "setup",
+                &name,
+                "--server",
+                &alias,
+                "--yes",
+                "--agent-command",
+                s.info("agent_via_sudo"),
+            ],
+        )
+        .ok();
+    assert!(
+        out.all().contains(&format!("certificate `{id}-key`"))
+            && out.all().contains("(from the agent)"),
+        "{}",
+        out.all()
+    );
+    let (tunnel, up) = Tunnel::up(s, &home, &name, &[]);
+    up.ok();
+    let (status, _) = tunnel.status();
+    assert!(status.success(), "{}", status.all());
+    drop(tunnel);
     drop(agent);
 }

@@ -210,8 +210,14 @@ pub async fn execute(
         HostKeyOutcome::Known(f) => format!("host key known in `{}`", s.show(f)),
         HostKeyOutcome::Learned(f) => format!("host key added to `{}`", s.show(f)),
     };
+    let with_cert = session
+        .auth()
+        .certificate
+        .as_ref()
+        .map(|c| format!(" and its {c}"))
+        .unwrap_or_default();
     step.done(&format!(
-        "{host_key}; logged in as {} with {}",
+        "{host_key}; logged in as {} with {}{with_cert}",
         target.user,
         session.auth().used
     ));
@@ -437,6 +443,12 @@ async fn provision(
             known_hosts: known_hosts.clone(),
             ssh_key: key_used.clone(),
             agent_command: s.agent.as_str().to_owned(),
+            certificate_file: session
+                .auth()
+                .certificate
+                .as_ref()
+                .and_then(|c| c.file.clone())
+                .filter(|f| target.certificate_files.contains(f)),
             jump: s.jump.clone(),
             jumps: target
                 .jumps

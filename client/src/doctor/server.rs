@@ -97,6 +97,7 @@ pub async fn check(ctx: &Context, st: &mut Findings, passphrase: &dyn Passphrase
         port,
         user: user.clone(),
         identity_files: tunnel_keys(cfg, &ctx.home),
+        certificate_files: cfg.map(|c| c.certificate_files.clone()).unwrap_or_default(),
         identities_only: cfg.is_some_and(|c| c.identities_only),
         use_agent: true,
         identity_agent: None,
@@ -110,10 +111,14 @@ pub async fn check(ctx: &Context, st: &mut Findings, passphrase: &dyn Passphrase
     };
 
     let first = Session::connect(&tunnel_target, HostKeyPolicy::Strict, passphrase).await;
+    let (mut certificate, mut login_notes) = (None, Vec::new());
     let (tunnel_key, any_key) = match first {
         Ok(s) => {
             st.push(host_key_ok(ctx, s.host_key().file()));
             let used = s.auth().used.clone();
+            certificate.clone_from(&s.auth().certificate);
+            // Certificates skipped as expired, keys skipped as encrypted: said once, here.
+            login_notes.clone_from(&s.auth().notes);
             s.close().await;
             (Some(used.clone()), Some(used))
         }
@@ -156,10 +161,20 @@ pub async fn check(ctx: &Context, st: &mut Findings, passphrase: &dyn Passphrase
     let Some(used) = any_key else {
         return;
     };
-    st.push(Finding::ok(
+    let with_cert = certificate
+        .map(|c| format!(" with its {c}"))
+        .unwrap_or_default();
+    let mut login = Finding::ok(
         CheckId::SshLogin,
-        format!("`{user}@{host}` accepts {}", shown_key(ctx, &used)),
-    ));
+        format!(
+            "`{user}@{host}` accepts {}{with_cert}",
+            shown_key(ctx, &used)
+        ),
+    );
+    for n in login_notes {
+        login = login.note(n);
+    }
+    st.push(login);
     st.push(config_key(ctx, cfg, tunnel_key.as_ref(), &used));
 }
 

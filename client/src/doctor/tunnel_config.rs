@@ -46,6 +46,8 @@ pub struct TunnelConfig {
     pub port: Option<u16>,
     /// `IdentityFile`s, `~` expanded, in order.
     pub identity_files: Vec<PathBuf>,
+    /// `CertificateFile`s, `~` expanded, in order.
+    pub certificate_files: Vec<PathBuf>,
     /// `IdentitiesOnly yes`.
     pub identities_only: bool,
     /// `UserKnownHostsFile`s, `~` expanded.
@@ -107,6 +109,7 @@ pub fn parse(text: &str, host: &str, home: &Path) -> Option<TunnelConfig> {
             "user" if cfg.user.is_none() => cfg.user = Some(first),
             "port" if cfg.port.is_none() => cfg.port = first.parse().ok(),
             "identityfile" => cfg.identity_files.push(expand(&first, home)),
+            "certificatefile" => cfg.certificate_files.push(expand(&first, home)),
             "identitiesonly" => cfg.identities_only = first.eq_ignore_ascii_case("yes"),
             "userknownhostsfile" if cfg.known_hosts.is_empty() => {
                 cfg.known_hosts = args

@@ -195,6 +195,11 @@ pub struct Server {
     /// The jump hosts setup went through, nearest first (the tunnel's ssh_config names them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub jumps: Vec<JumpHost>,
+    /// The user certificate that logged in with the key, when it came from a `CertificateFile`
+    /// (one beside the key, `KEY-cert.pub`, or in the agent, OpenSSH finds by itself): the
+    /// tunnel's ssh_config names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificate_file: Option<PathBuf>,
 }
 
 /// A jump host on the way to the server, as setup went through it.
@@ -342,6 +347,7 @@ pub(crate) mod tests {
                     fingerprint: "SHA256:abc".into(),
                 },
                 agent_command: "shiqi-ca-agent".into(),
+                certificate_file: None,
                 jump: None,
                 jumps: Vec::new(),
             },

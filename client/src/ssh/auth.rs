@@ -1,7 +1,10 @@
 //! Public-key authentication the way OpenSSH tries it: ssh-agent first (the `IdentityAgent`
-//! socket, else `SSH_AUTH_SOCK`), then the identity files in order, skipping missing ones. Remembers which key worked so
-//! the generated `ssh_config` names the same one. Never prompts itself: a passphrase comes from
-//! the caller's [`Passphrase`] source.
+//! socket, else `SSH_AUTH_SOCK`), then the identity files in order, skipping missing ones.
+//! User certificates go with their keys, each before its plain key: those the agent holds,
+//! `CertificateFile`s and `KEY-cert.pub` beside an identity file; one outside its validity is
+//! skipped with a note. Remembers which key (and certificate) worked so the generated
+//! `ssh_config` names the same one. Never prompts itself: a passphrase comes from the caller's
+//! [`Passphrase`] source.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -10,7 +13,7 @@ use russh::client::{Handle, Handler};
 use russh::keys::agent::AgentIdentity;
 use russh::keys::agent::client::AgentClient;
 use russh::keys::ssh_key::public::KeyData;
-use russh::keys::{HashAlg, PrivateKeyWithHashAlg, PublicKey};
+use russh::keys::{Certificate, HashAlg, PrivateKeyWithHashAlg, PublicKey};
 use shiqi_ca::Secret;
 
 use crate::error::Error;
@@ -38,8 +41,112 @@ impl Passphrase for NoPassphrase {
 pub struct AuthOutcome {
     /// The key that worked.
     pub used: KeyUsed,
-    /// Things worth telling the user (skipped encrypted keys, agent trouble).
+    /// The user certificate that went with it, if one did.
+    pub certificate: Option<UsedCertificate>,
+    /// Things worth telling the user (skipped encrypted keys, agent trouble, expired
+    /// certificates).
     pub notes: Vec<String>,
+}
+
+/// A user certificate the server accepted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UsedCertificate {
+    /// Where it was read from; `None`: the agent holds it.
+    pub file: Option<PathBuf>,
+    /// The key id the SSH CA gave it (what the server logs).
+    pub key_id: String,
+    /// Its principals.
+    pub principals: Vec<String>,
+    /// When it expires (Unix seconds; `u64::MAX`: never).
+    pub valid_before: u64,
+}
+
+impl UsedCertificate {
+    fn new(cert: &Certificate, file: Option<PathBuf>) -> Self {
+        Self {
+            file,
+            key_id: cert.key_id().to_owned(),
+            principals: cert.valid_principals().to_vec(),
+            valid_before: cert.valid_before(),
+        }
+    }
+}
+
+impl std::fmt::Display for UsedCertificate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "certificate `{}`", self.key_id)?;
+        if !self.principals.is_empty() {
+            write!(f, " for {}", self.principals.join(", "))?;
+        }
+        write!(f, ", valid until {}", unix_time(self.valid_before))?;
+        match &self.file {
+            Some(p) => write!(f, " (`{}`)", p.display()),
+            None => f.write_str(" (from the agent)"),
+        }
+    }
+}
+
+/// A certificate file found for the target, parsed.
+struct CertFile {
+    path: PathBuf,
+    cert: Certificate,
+}
+
+/// The certificates OpenSSH would offer from disk: `CertificateFile`s, then `KEY-cert.pub`
+/// beside each identity file; unreadable ones are skipped with a note.
+fn cert_files(target: &Target, notes: &mut Vec<String>) -> Vec<CertFile> {
+    let mut paths: Vec<PathBuf> = target.certificate_files.clone();
+    for p in target
+        .identity_files
+        .iter()
+        .map(|p| suffixed(p, "-cert.pub"))
+    {
+        if !paths.contains(&p) {
+            paths.push(p);
+        }
+    }
+    paths
+        .into_iter()
+        .filter(|p| p.is_file())
+        .filter_map(|path| match Certificate::read_file(&path) {
+            Ok(cert) => Some(CertFile { path, cert }),
+            Err(e) => {
+                notes.push(format!("skipped certificate `{}`: {e}", path.display()));
+                None
+            }
+        })
+        .collect()
+}
+
+/// Whether `cert` is valid now; if not, a note naming its validity.
+fn current(cert: &Certificate, label: &str, notes: &mut Vec<String>) -> bool {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    if (cert.valid_after()..cert.valid_before()).contains(&now) {
+        return true;
+    }
+    notes.push(format!(
+        "skipped {label} (key id `{}`): valid from {} to {}, not now",
+        cert.key_id(),
+        unix_time(cert.valid_after()),
+        unix_time(cert.valid_before())
+    ));
+    false
+}
+
+fn unix_time(secs: u64) -> String {
+    if secs == u64::MAX {
+        return "forever".to_owned();
+    }
+    i64::try_from(secs)
+        .ok()
+        .and_then(|s| time::OffsetDateTime::from_unix_timestamp(s).ok())
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| secs.to_string())
 }
 
 /// Authenticates `handle` as `target.user`.
@@ -63,13 +170,27 @@ pub async fn authenticate<H: Handler>(
         source,
     };
 
+    let certs = cert_files(target, &mut notes);
+    let mut offered_certs: Vec<PathBuf> = Vec::new();
     let socket = target
         .identity_agent
         .clone()
         .or_else(|| std::env::var_os("SSH_AUTH_SOCK").map(PathBuf::from));
     if let Some(socket) = socket.filter(|_| target.use_agent) {
-        match agent_auth(handle, target, &socket, &mut offered, &mut tried).await {
-            Ok(Some(used)) => return Ok(AuthOutcome { used, notes }),
+        let mut offers = Offers {
+            keys: &mut offered,
+            cert_files: &mut offered_certs,
+            tried: &mut tried,
+            notes: &mut notes,
+        };
+        match agent_auth(handle, target, &socket, &certs, &mut offers).await {
+            Ok(Some((used, certificate))) => {
+                return Ok(AuthOutcome {
+                    used,
+                    certificate,
+                    notes,
+                });
+            }
             Ok(None) => {}
             Err(AgentTrouble::Agent(why)) => notes.push(format!("ssh-agent not used: {why}")),
             Err(AgentTrouble::Ssh(e)) => return Err(ssh_err(e)),
@@ -84,11 +205,40 @@ pub async fn authenticate<H: Handler>(
         let Some(key) = load_key(path, passphrase, &mut notes) else {
             continue;
         };
+        let key = Arc::new(key);
+        let fp = fingerprint(key.public_key());
+        let used = || KeyUsed::File {
+            path: path.clone(),
+            fingerprint: fp.clone(),
+        };
+        for c in certs
+            .iter()
+            .filter(|c| c.cert.public_key() == key.public_key().key_data())
+        {
+            let label = format!("certificate `{}`", c.path.display());
+            if offered_certs.contains(&c.path) || !current(&c.cert, &label, &mut notes) {
+                continue;
+            }
+            offered_certs.push(c.path.clone());
+            tried.push(format!("{} with {label}", path.display()));
+            tracing::debug!(path = %c.path.display(), "offering a certificate with its key file");
+            let res = handle
+                .authenticate_openssh_cert(&target.user, key.clone(), c.cert.clone())
+                .await
+                .map_err(ssh_err)?;
+            if res.success() {
+                let certificate = Some(UsedCertificate::new(&c.cert, Some(c.path.clone())));
+                return Ok(AuthOutcome {
+                    used: used(),
+                    certificate,
+                    notes,
+                });
+            }
+        }
         if offered.contains(key.public_key().key_data()) {
             continue; // the agent already offered it and the server said no
         }
         offered.push(key.public_key().key_data().clone());
-        let fp = fingerprint(key.public_key());
         tried.push(format!("{} ({fp})", path.display()));
         key_file.get_or_insert_with(|| path.clone());
         let hash = rsa_hash(handle, key.algorithm().is_rsa())
@@ -96,18 +246,15 @@ pub async fn authenticate<H: Handler>(
             .map_err(ssh_err)?;
         tracing::debug!(path = %path.display(), fingerprint = %fp, "offering key file");
         let res = handle
-            .authenticate_publickey(
-                &target.user,
-                PrivateKeyWithHashAlg::new(Arc::new(key), hash),
-            )
+            .authenticate_publickey(&target.user, PrivateKeyWithHashAlg::new(key.clone(), hash))
             .await
             .map_err(ssh_err)?;
         if res.success() {
-            let used = KeyUsed::File {
-                path: path.clone(),
-                fingerprint: fp,
-            };
-            return Ok(AuthOutcome { used, notes });
+            return Ok(AuthOutcome {
+                used: used(),
+                certificate: None,
+                notes,
+            });
         }
     }
 
@@ -132,13 +279,21 @@ enum AgentTrouble {
     Ssh(russh::Error),
 }
 
+/// What has been offered so far, and what to tell the user.
+struct Offers<'a> {
+    keys: &'a mut Vec<KeyData>,
+    cert_files: &'a mut Vec<PathBuf>,
+    tried: &'a mut Vec<String>,
+    notes: &'a mut Vec<String>,
+}
+
 async fn agent_auth<H: Handler>(
     handle: &mut Handle<H>,
     target: &Target,
     socket: &Path,
-    offered: &mut Vec<KeyData>,
-    tried: &mut Vec<String>,
-) -> Result<Option<KeyUsed>, AgentTrouble> {
+    certs: &[CertFile],
+    offers: &mut Offers<'_>,
+) -> Result<Option<(KeyUsed, Option<UsedCertificate>)>, AgentTrouble> {
     let mut agent = AgentClient::connect_uds(socket)
         .await
         .map_err(|e| AgentTrouble::Agent(format!("`{}`: {e}", socket.display())))?;
@@ -153,54 +308,155 @@ async fn agent_auth<H: Handler>(
         .iter()
         .filter_map(|p| Some((p.clone(), russh::keys::load_public_key(pub_path(p)).ok()?)))
         .collect();
-    for id in identities {
-        let AgentIdentity::PublicKey { key, comment } = id else {
-            continue; // OpenSSH certificates need a CA on the server; not ours to try
-        };
-        let file = on_disk
+    let file_of = |key: &KeyData| {
+        on_disk
             .iter()
-            .find(|(_, k)| k.key_data() == key.key_data())
-            .map(|(p, _)| p.clone());
-        if target.identities_only && file.is_none() {
-            continue;
-        }
-        let fp = fingerprint(&key);
-        tracing::debug!(%comment, fingerprint = %fp, "offering agent key");
-        tried.push(if comment.is_empty() {
-            format!("agent: {fp}")
-        } else {
-            format!("agent: {comment} ({fp})")
-        });
-        offered.push(key.key_data().clone());
-        let hash = rsa_hash(handle, key.algorithm().is_rsa())
-            .await
-            .map_err(AgentTrouble::Ssh)?;
-        match handle
-            .authenticate_publickey_with(&target.user, key, hash, &mut agent)
-            .await
-        {
-            Ok(r) if r.success() => {
-                return Ok(Some(KeyUsed::Agent {
-                    comment,
-                    fingerprint: fp,
-                    file,
-                    socket: target.identity_agent.clone(),
-                }));
+            .find(|(_, k)| k.key_data() == key)
+            .map(|(p, _)| p.clone())
+    };
+    let configured =
+        |key: &KeyData| file_of(key).is_some() || certs.iter().any(|c| c.cert.public_key() == key);
+    let socket_used = target.identity_agent.clone();
+    for id in identities {
+        match id {
+            AgentIdentity::Certificate {
+                certificate,
+                comment,
+            } => {
+                let key = certificate.public_key().clone();
+                if target.identities_only && !configured(&key) {
+                    continue;
+                }
+                let label = format!("agent certificate `{}`", certificate.key_id());
+                if !current(&certificate, &label, offers.notes) {
+                    continue;
+                }
+                offers.tried.push(label);
+                let used = UsedCertificate::new(&certificate, None);
+                let hash = rsa_hash(handle, certificate.algorithm().is_rsa())
+                    .await
+                    .map_err(AgentTrouble::Ssh)?;
+                let res = handle
+                    .authenticate_certificate_with(&target.user, certificate, hash, &mut agent)
+                    .await
+                    .map_err(|e| AgentTrouble::Agent(format!("the agent could not sign: {e}")))?;
+                if res.success() {
+                    let fp = fingerprint(&PublicKey::new(key.clone(), ""));
+                    return Ok(Some((
+                        KeyUsed::Agent {
+                            comment,
+                            fingerprint: fp,
+                            file: file_of(&key),
+                            socket: socket_used,
+                        },
+                        Some(used),
+                    )));
+                }
             }
-            Ok(_) => {}
-            Err(e) => {
-                return Err(AgentTrouble::Agent(format!(
-                    "the agent could not sign: {e}"
-                )));
+            AgentIdentity::PublicKey { key, comment } => {
+                let file = file_of(key.key_data());
+                if target.identities_only && !configured(key.key_data()) {
+                    continue;
+                }
+                let fp = fingerprint(&key);
+                let used = |file: Option<PathBuf>| KeyUsed::Agent {
+                    comment: comment.clone(),
+                    fingerprint: fp.clone(),
+                    file,
+                    socket: socket_used.clone(),
+                };
+                let hash = rsa_hash(handle, key.algorithm().is_rsa())
+                    .await
+                    .map_err(AgentTrouble::Ssh)?;
+                // A certificate on disk for this agent key: the agent signs with the key.
+                for c in certs
+                    .iter()
+                    .filter(|c| c.cert.public_key() == key.key_data())
+                {
+                    let label = format!("certificate `{}`", c.path.display());
+                    if offers.cert_files.contains(&c.path)
+                        || !current(&c.cert, &label, offers.notes)
+                    {
+                        continue;
+                    }
+                    offers.cert_files.push(c.path.clone());
+                    offers.tried.push(format!("agent: {fp} with {label}"));
+                    let mut signer = PlainKey {
+                        agent: &mut agent,
+                        key: &key,
+                    };
+                    let res = handle
+                        .authenticate_certificate_with(
+                            &target.user,
+                            c.cert.clone(),
+                            hash,
+                            &mut signer,
+                        )
+                        .await
+                        .map_err(|e| {
+                            AgentTrouble::Agent(format!("the agent could not sign: {e}"))
+                        })?;
+                    if res.success() {
+                        let cert = UsedCertificate::new(&c.cert, Some(c.path.clone()));
+                        return Ok(Some((used(file.clone()), Some(cert))));
+                    }
+                }
+                tracing::debug!(%comment, fingerprint = %fp, "offering agent key");
+                offers.tried.push(if comment.is_empty() {
+                    format!("agent: {fp}")
+                } else {
+                    format!("agent: {comment} ({fp})")
+                });
+                offers.keys.push(key.key_data().clone());
+                match handle
+                    .authenticate_publickey_with(&target.user, key.clone(), hash, &mut agent)
+                    .await
+                {
+                    Ok(r) if r.success() => return Ok(Some((used(file), None))),
+                    Ok(_) => {}
+                    Err(e) => {
+                        return Err(AgentTrouble::Agent(format!(
+                            "the agent could not sign: {e}"
+                        )));
+                    }
+                }
             }
         }
     }
     Ok(None)
 }
 
+/// Signs with an agent's plain key for a certificate read from disk: agents look a key up by
+/// the blob they are sent, and hold the key without that certificate.
+struct PlainKey<'a> {
+    agent: &'a mut AgentClient<tokio::net::UnixStream>,
+    key: &'a PublicKey,
+}
+
+impl russh::Signer for PlainKey<'_> {
+    type Error = russh::AgentAuthError;
+
+    async fn auth_sign(
+        &mut self,
+        _: &AgentIdentity,
+        hash_alg: Option<HashAlg>,
+        to_sign: Vec<u8>,
+    ) -> Result<Vec<u8>, Self::Error> {
+        let plain = AgentIdentity::PublicKey {
+            key: self.key.clone(),
+            comment: String::new(),
+        };
+        self.agent.auth_sign(&plain, hash_alg, to_sign).await
+    }
+}
+
 fn pub_path(p: &Path) -> PathBuf {
+    suffixed(p, ".pub")
+}
+
+fn suffixed(p: &Path, suffix: &str) -> PathBuf {
     let mut s = p.as_os_str().to_owned();
-    s.push(".pub");
+    s.push(suffix);
     PathBuf::from(s)
 }
 

@@ -28,6 +28,8 @@ pub struct Target {
     pub user: String,
     /// Identity files in the order to try; not filtered by existence.
     pub identity_files: Vec<PathBuf>,
+    /// `CertificateFile`s: user certificates offered with the key they certify.
+    pub certificate_files: Vec<PathBuf>,
     /// `IdentitiesOnly yes`: agent keys only when they match an identity file.
     pub identities_only: bool,
     /// `IdentityAgent none` turns the agent off.
@@ -292,6 +294,7 @@ fn parse_ssh_g(text: &str, dest: &Destination, env: &Env) -> Target {
     let mut port = 22;
     let mut user = env.local_user.clone();
     let mut identity_raw = Vec::new();
+    let mut certificate_raw = Vec::new();
     let mut known_hosts = Vec::new();
     let mut global_known_hosts = Vec::new();
     let mut identities_only = false;
@@ -309,6 +312,7 @@ fn parse_ssh_g(text: &str, dest: &Destination, env: &Env) -> Target {
             "user" => user = value.to_owned(),
             "port" => port = value.parse().unwrap_or(22),
             "identityfile" => identity_raw.push(value.to_owned()),
+            "certificatefile" => certificate_raw.push(value.to_owned()),
             "identitiesonly" => identities_only = value == "yes",
             "identityagent" => {
                 use_agent = value != "none";
@@ -350,6 +354,7 @@ fn parse_ssh_g(text: &str, dest: &Destination, env: &Env) -> Target {
     Target {
         destination: dest.clone(),
         identity_files: identity_list(&configured, identities_only, &tokens),
+        certificate_files: certificate_raw.iter().map(|p| tokens.expand(p)).collect(),
         known_hosts: if known_hosts.is_empty() {
             vec![env.home.join(".ssh/known_hosts")]
         } else {
@@ -523,6 +528,8 @@ fn resolve_with_russh_config(dest: &Destination, env: &Env) -> Result<Target, Er
     Ok(Target {
         destination: dest.clone(),
         identity_files: identity_list(&configured, false, &tokens),
+        // russh-config does not read `CertificateFile`; a `KEY-cert.pub` is still found.
+        certificate_files: Vec::new(),
         known_hosts,
         global_known_hosts: vec![PathBuf::from("/etc/ssh/ssh_known_hosts")],
         port: dest.port.or(hc.port).unwrap_or(22),
@@ -669,6 +676,7 @@ mod tests {
     fn reads_ssh_g_output() {
         let out = "user shiqi-dev\nhostname 10.231.0.1\nport 2222\nidentitiesonly yes\n\
             identityfile ~/.ssh/work_%r\nidentityfile %d/.ssh/id_ed25519\n\
+            certificatefile ~/.ssh/work-cert.pub\n\
             userknownhostsfile /home/saige/.ssh/known_hosts /home/saige/.ssh/known_hosts2\n\
             globalknownhostsfile /etc/ssh/ssh_known_hosts\nproxycommand none\n";
         let t = parse_ssh_g(out, &dest("vm"), &env());
@@ -682,6 +690,10 @@ mod tests {
                 PathBuf::from("/home/saige/.ssh/work_shiqi-dev"),
                 PathBuf::from("/home/saige/.ssh/id_ed25519")
             ]
+        );
+        assert_eq!(
+            t.certificate_files,
+            [PathBuf::from("/home/saige/.ssh/work-cert.pub")]
         );
         assert!(t.identities_only && t.proxy_command.is_none() && t.proxy_jump.is_none());
         assert_eq!(t.known_hosts[0], Path::new("/home/saige/.ssh/known_hosts"));

@@ -61,6 +61,7 @@ pub fn build(i: &Inputs<'_>) -> Result<Vec<ProfileFile>, Error> {
         host_key_alias: i.target.host_key_alias.as_deref(),
         known_hosts: &p.server.known_hosts,
         key_used: &p.server.ssh_key,
+        certificate_file: p.server.certificate_file.as_deref(),
         jumps: &p.server.jumps,
         tunnel_host: &p.tunnel_host,
         brokers: &p.brokers,

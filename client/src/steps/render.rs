@@ -197,6 +197,8 @@ pub struct RenderInput<'a> {
     pub known_hosts: &'a Path,
     /// The key that logged in.
     pub key_used: &'a KeyUsed,
+    /// The `CertificateFile` that logged in with the key, if one did.
+    pub certificate_file: Option<&'a Path>,
     /// The jump hosts on the way, nearest first.
     pub jumps: &'a [JumpHost],
     /// The `Host` name for the tunnel.
@@ -307,6 +309,9 @@ fn check_input(i: &RenderInput<'_>) -> Result<(), Error> {
     checked("not_after", i.not_after, Shape::Word)?;
     checked("serial", i.serial, Shape::Word)?;
     checked("profile folder", &i.dir.display().to_string(), Shape::Path)?;
+    if let Some(c) = i.certificate_file {
+        checked("CertificateFile", &c.display().to_string(), Shape::Path)?;
+    }
     checked(
         "UserKnownHostsFile",
         &i.known_hosts.display().to_string(),
@@ -412,6 +417,7 @@ pub fn render(input: &RenderInput<'_>) -> Result<Rendered, Error> {
         key_file => key_file,
         agent_key => agent_key,
         identity_agent => identity_agent,
+        certificate_file => input.certificate_file.map(|p| p.display().to_string()),
         tunnel_host => input.tunnel_host,
         jumps => jumps,
         proxy_jump => proxy_jump,
@@ -542,6 +548,7 @@ mod tests {
             host_key_alias: None,
             known_hosts: Path::new("/home/saige/.ssh/known_hosts"),
             key_used: key,
+            certificate_file: None,
             jumps: &[],
             tunnel_host: "shiqi-tunnel",
             brokers: b,

@@ -110,6 +110,7 @@ mod tests {
                 "/home/saige/.ssh/id_rsa".into(),
                 "/home/saige/.ssh/id_ed25519".into(),
             ],
+            certificate_files: vec![],
             identities_only: false,
             use_agent: true,
             identity_agent: None,
