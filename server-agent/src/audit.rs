@@ -50,6 +50,9 @@ struct Line<'a> {
     sudo_user: Option<&'a str>,
     /// Where the SSH connection came from (set by sshd).
     ssh_client: Option<String>,
+    /// The key id of the SSH certificate a principal logged in with (sshd's `ExposeAuthInfo`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    certificate: Option<&'a str>,
     action: &'a str,
     name: String,
     serial: Option<String>,
@@ -98,6 +101,7 @@ pub fn record(ctx: &Context, entry: &Entry<'_>) {
         ssh_client: std::env::var("SSH_CLIENT")
             .ok()
             .and_then(|s| s.split_whitespace().next().map(str::to_owned)),
+        certificate: ctx.certificate_key_id.as_deref(),
         action: entry.action,
         name: one_line(entry.name, MAX_FIELD),
         serial: entry.serial.as_deref().map(|s| one_line(s, MAX_FIELD)),

@@ -48,12 +48,24 @@ pub fn path(ctx: &Context) -> Result<PathBuf, AgentError> {
     Ok(user.dir.join(".ssh").join("authorized_keys"))
 }
 
-/// The forced command for `fingerprint`: this binary, the state directory and config it runs
-/// with now, and `serve`.
+/// The principals file `enroll --ssh-principal` manages (`[access] authorized_principals`, else
+/// the agent account's `~/.ssh/authorized_principals`).
+///
+/// # Errors
+/// [`AgentError::Request`] when the account has no home in the password database.
+pub fn principals_path(ctx: &Context) -> Result<PathBuf, AgentError> {
+    if let Some(p) = &ctx.config.access.authorized_principals {
+        return Ok(p.clone());
+    }
+    Ok(account()?.dir.join(".ssh").join("authorized_principals"))
+}
+
+/// The forced command for an enrollment: this binary, the state directory and config it runs
+/// with now, and `serve --key FINGERPRINT` (or `serve --principal P`).
 ///
 /// # Errors
 /// [`AgentError::Request`] when a path cannot be written inside the option's quotes.
-pub fn forced_command(ctx: &Context, fingerprint: &str) -> Result<String, AgentError> {
+pub fn forced_command(ctx: &Context, who: &Enrollment) -> Result<String, AgentError> {
     let exe = std::env::current_exe().map_err(|why| AgentError::File {
         path: PathBuf::from("/proc/self/exe"),
         why,
@@ -64,11 +76,11 @@ pub fn forced_command(ctx: &Context, fingerprint: &str) -> Result<String, AgentE
         let config = std::fs::canonicalize(config).unwrap_or_else(|_| config.clone());
         words.extend(["--config".to_owned(), word(&config)?]);
     }
-    words.extend([
-        "serve".to_owned(),
-        "--key".to_owned(),
-        fingerprint.to_owned(),
-    ]);
+    let (flag, value) = match who.principal() {
+        Some(p) => ("--principal", p),
+        None => ("--key", who.fingerprint.as_str()),
+    };
+    words.extend(["serve".to_owned(), flag.to_owned(), value.to_owned()]);
     Ok(words.join(" "))
 }
 
@@ -98,7 +110,8 @@ fn word(path: &Path) -> Result<String, AgentError> {
     }
 }
 
-/// The line for one key.
+/// The line for one key, or for one principal (`AuthorizedPrincipalsFile` lines take the same
+/// options, then the principal; they have no comment, so the forced command marks them).
 pub fn line(key: &Enrollment, command: &str, permit_open: &[String]) -> String {
     let mut options = vec!["restrict".to_owned()];
     if !permit_open.is_empty() {
@@ -106,12 +119,15 @@ pub fn line(key: &Enrollment, command: &str, permit_open: &[String]) -> String {
         options.extend(permit_open.iter().map(|t| format!("permitopen=\"{t}\"")));
     }
     options.push(format!("command=\"{command}\""));
-    format!(
-        "{} {} {MARKER}{}",
-        options.join(","),
-        key.public_key,
-        key.name
-    )
+    match key.principal() {
+        Some(p) => format!("{} {p}", options.join(",")),
+        None => format!(
+            "{} {} {MARKER}{}",
+            options.join(","),
+            key.public_key,
+            key.name
+        ),
+    }
 }
 
 /// The file's new text: the lines of `existing` that are not the agent's, then one line per
@@ -148,6 +164,7 @@ pub fn render(
 fn is_ours(line: &str) -> bool {
     line.rsplit_once(' ')
         .is_some_and(|(_, comment)| comment.starts_with(MARKER))
+        || line.contains(" serve --principal ")
 }
 
 /// Why [`sync`] rewrites the file.
@@ -176,23 +193,64 @@ pub fn sync(ctx: &Context, keys: &[Enrollment], purpose: Purpose) -> Result<Sync
     };
     let lines = keys
         .iter()
-        .map(|k| Ok((k.clone(), forced_command(ctx, &k.fingerprint)?)))
+        .map(|k| Ok((k.clone(), forced_command(ctx, k)?)))
         .collect::<Result<Vec<_>, AgentError>>()?;
+    let (principal_lines, key_lines): (Vec<_>, Vec<_>) = lines
+        .into_iter()
+        .partition(|(k, _)| k.principal().is_some());
+    let principals = principals_path(ctx)?;
+    let existing_principals = match std::fs::read_to_string(&principals) {
+        Ok(t) => Some(t),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(why) => {
+            return Err(AgentError::File {
+                path: principals,
+                why,
+            });
+        }
+    };
     let targets = match (purpose, current_targets(&existing)) {
         (Purpose::Remove, Some(kept)) => kept,
         (Purpose::Install, _) => {
-            crate::sshd::check(ctx, &account()?.name)?;
+            let account = account()?.name;
+            crate::sshd::check(ctx, &account)?;
+            if !principal_lines.is_empty() {
+                crate::sshd::check_principals(ctx, &account, &principals)?;
+            }
             targets(ctx)?
         }
         (Purpose::Remove, None) => targets(ctx)?,
     };
-    let (text, warnings) = render(&existing, &lines, &targets);
-    if let Some(dir) = path.parent()
-        && !dir.exists()
+    let (text, mut warnings) = render(&existing, &key_lines, &targets);
+    // The principals file only once a principal is enrolled (or to take its lines out again).
+    let principals_text = if principal_lines.is_empty() && existing_principals.is_none() {
+        None
+    } else {
+        let (text, more) = render(
+            existing_principals.as_deref().unwrap_or_default(),
+            &principal_lines,
+            &targets,
+        );
+        warnings.extend(
+            more.into_iter()
+                .map(|w| w.replace("authorized_keys", "authorized_principals")),
+        );
+        Some(text)
+    };
+    for p in [Some(&path), principals_text.as_ref().map(|_| &principals)]
+        .into_iter()
+        .flatten()
     {
-        fsutil::create_private_dir(dir)?;
+        if let Some(dir) = p.parent()
+            && !dir.exists()
+        {
+            fsutil::create_private_dir(dir)?;
+        }
     }
     fsutil::write_private(&path, text.as_bytes())?;
+    if let Some(text) = principals_text {
+        fsutil::write_private(&principals, text.as_bytes())?;
+    }
     Ok(Synced {
         path,
         warnings,
@@ -284,6 +342,28 @@ mod tests {
         );
         // No targets: no forwarding at all.
         assert!(line(&key("bob"), "c", &[]).starts_with("restrict,command=\"c\" "));
+    }
+
+    #[test]
+    fn a_principal_gets_its_line_with_the_same_options_and_is_rewritten_as_ours() {
+        let mut p = key("alice");
+        p.fingerprint = format!("{}alice.team", Enrollment::PRINCIPAL);
+        p.public_key = String::new();
+        let permit = ["127.0.0.1:3306".to_owned()];
+        let l = line(&p, "/bin/agent serve --principal alice.team", &permit);
+        assert_eq!(
+            l,
+            "restrict,port-forwarding,permitopen=\"127.0.0.1:3306\",\
+             command=\"/bin/agent serve --principal alice.team\" alice.team"
+        );
+        // A second render replaces the line it wrote, keeping someone else's.
+        let existing = format!("{HEADER}{l}\ncommand=\"/usr/bin/x\" ops\n");
+        let (text, warnings) = render(&existing, &[(p, "c".to_owned())], &[]);
+        assert_eq!(
+            text,
+            format!("{HEADER}command=\"/usr/bin/x\" ops\nrestrict,command=\"c\" alice.team\n")
+        );
+        assert!(warnings.is_empty(), "{warnings:?}");
     }
 
     #[test]

@@ -106,11 +106,16 @@ pub struct ManArgs {
     .args(["name", "list", "remove", "sync"]))]
 pub struct EnrollArgs {
     /// The name the key acts as (its profile name; a `user` may only ask for this name).
-    #[arg(requires_all = ["ssh_key", "role"])]
+    #[arg(requires_all = ["who", "role"])]
     pub name: Option<String>,
     /// The person's public key: an OpenSSH `.pub` file, or `-` for one line on stdin.
-    #[arg(long, value_name = "FILE", requires = "name")]
+    #[arg(long, value_name = "FILE", requires = "name", group = "who")]
     pub ssh_key: Option<PathBuf>,
+    /// Instead of a key: a principal of user certificates signed by an SSH CA that sshd trusts
+    /// (`TrustedUserCAKeys`), installed in `authorized_principals` (sshd's
+    /// `AuthorizedPrincipalsFile` for the agent's account).
+    #[arg(long, value_name = "PRINCIPAL", requires = "name", group = "who")]
+    pub ssh_principal: Option<String>,
     /// `user`: only its own name; `admin`: everything.
     #[arg(long, requires = "name")]
     pub role: Option<String>,
@@ -140,8 +145,16 @@ pub struct UnblockArgs {
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// The fingerprint of the key sshd authenticated (`SHA256:…`), written by `enroll`.
-    #[arg(long, value_name = "FINGERPRINT")]
-    pub key: String,
+    #[arg(
+        long,
+        value_name = "FINGERPRINT",
+        required_unless_present = "principal"
+    )]
+    pub key: Option<String>,
+    /// The certificate principal sshd authenticated (its `AuthorizedPrincipalsFile` line),
+    /// written by `enroll --ssh-principal`.
+    #[arg(long, value_name = "PRINCIPAL", conflicts_with = "key")]
+    pub principal: Option<String>,
 }
 
 /// A request as a person's key sends it: one command, none of the global options (the state

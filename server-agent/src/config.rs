@@ -63,6 +63,7 @@ impl Default for LimitsConfig {
 /// # sshd_config = "/etc/ssh/sshd_config"   # what `enroll` checks with `sshd -T`
 /// # sshd = "/usr/sbin/sshd"
 /// # authorized_keys = "/var/lib/shiqi-ca/.ssh/authorized_keys"  # default: the agent account's
+/// # authorized_principals = "/var/lib/shiqi-ca/.ssh/authorized_principals"  # same, for SSH CAs
 /// # permit_open = ["127.0.0.1:3306", "localhost:19094"]  # default: MySQL and every broker
 /// ```
 #[derive(Debug, Clone, Deserialize)]
@@ -71,6 +72,9 @@ pub struct AccessConfig {
     /// The file `enroll` manages. Default: `~/.ssh/authorized_keys` of the account the agent
     /// runs as (from the password database, not `$HOME`).
     pub authorized_keys: Option<PathBuf>,
+    /// The file `enroll --ssh-principal` manages, which sshd's `AuthorizedPrincipalsFile` names
+    /// for the agent's account. Default: `~/.ssh/authorized_principals` of that account.
+    pub authorized_principals: Option<PathBuf>,
     /// The sshd config `enroll` checks (`sshd -T`) before it installs a key line.
     pub sshd_config: PathBuf,
     /// The sshd binary that reads it.
@@ -85,6 +89,7 @@ impl Default for AccessConfig {
     fn default() -> Self {
         Self {
             authorized_keys: None,
+            authorized_principals: None,
             sshd_config: PathBuf::from("/etc/ssh/sshd_config"),
             sshd: PathBuf::from("/usr/sbin/sshd"),
             permit_open: None,
@@ -102,13 +107,18 @@ impl AccessConfig {
                 ));
             }
         }
-        if let Some(path) = &self.authorized_keys
-            && !path.is_absolute()
-        {
-            return Err(format!(
-                "access.authorized_keys `{}` must be an absolute path",
-                path.display()
-            ));
+        for (key, path) in [
+            ("authorized_keys", &self.authorized_keys),
+            ("authorized_principals", &self.authorized_principals),
+        ] {
+            if let Some(path) = path
+                && !path.is_absolute()
+            {
+                return Err(format!(
+                    "access.{key} `{}` must be an absolute path",
+                    path.display()
+                ));
+            }
         }
         for target in self.permit_open.iter().flatten() {
             check_permit_open(target)

@@ -79,6 +79,80 @@ pub fn check(ctx: &Context, account: &str) -> Result<(), AgentError> {
     Ok(())
 }
 
+/// Refuses to install principals unless sshd trusts an SSH CA for user certificates and reads
+/// the agent's principals file for `account` (else a principal line would do nothing, or,
+/// without `AuthorizedPrincipalsFile`, a certificate naming the account itself would get a
+/// shell on it).
+///
+/// # Errors
+/// [`AgentError::Request`] naming the settings to add, or when sshd cannot be asked.
+pub fn check_principals(ctx: &Context, account: &str, file: &Path) -> Result<(), AgentError> {
+    let access = &ctx.config.access;
+    let scratch = tempfile::tempdir().map_err(|why| AgentError::File {
+        path: std::env::temp_dir(),
+        why,
+    })?;
+    let host_key = throwaway_host_key(scratch.path())?;
+    let printed = effective(
+        &access.sshd,
+        &access.sshd_config,
+        &host_key,
+        account,
+        ANY_LAPTOP,
+    )?;
+    let value = |key: &str| {
+        printed.lines().find_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            k.eq_ignore_ascii_case(key).then(|| v.trim().to_owned())
+        })
+    };
+    let home = nix::unistd::User::from_name(account)
+        .ok()
+        .flatten()
+        .map(|u| u.dir)
+        .unwrap_or_default();
+    let mut missing = Vec::new();
+    if value("trustedusercakeys").is_none_or(|v| v == "none") {
+        missing.push("TrustedUserCAKeys (the SSH CA's public key)".to_owned());
+    }
+    let names = value("authorizedprincipalsfile")
+        .filter(|v| v != "none")
+        .is_some_and(|v| expand(&v, &home, account) == file);
+    if !names {
+        missing.push(format!(
+            "AuthorizedPrincipalsFile {} in the `Match User {account}` block",
+            file.display()
+        ));
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(AgentError::Request {
+        why: format!(
+            "sshd does not let certificates reach the agent's principals: add {} to {} and \
+             reload sshd (ExposeAuthInfo yes there too puts the certificate's key id in the \
+             audit log)",
+            missing.join(" and "),
+            access.sshd_config.display()
+        ),
+    })
+}
+
+/// An `AuthorizedPrincipalsFile` value as sshd opens it: `%h`, `%u`, `%%`, relative to home.
+fn expand(value: &str, home: &Path, account: &str) -> std::path::PathBuf {
+    let text = value
+        .replace("%%", "\u{0}")
+        .replace("%h", &home.to_string_lossy())
+        .replace("%u", account)
+        .replace('\u{0}', "%");
+    let path = Path::new(&text);
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        home.join(path)
+    }
+}
+
 /// The settings that differ from [`REQUIRED`] in `sshd -T` output, each as `Name is value, not
 /// required`.
 fn differences(printed: &str) -> Vec<String> {
@@ -168,6 +242,23 @@ fn effective(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_principals_file_is_found_as_sshd_opens_it() {
+        let home = Path::new("/home/ca");
+        for (value, want) in [
+            (
+                ".ssh/authorized_principals",
+                "/home/ca/.ssh/authorized_principals",
+            ),
+            ("%h/.ssh/p_%u", "/home/ca/.ssh/p_shiqi-ca"),
+            ("/etc/ssh/principals/%u", "/etc/ssh/principals/shiqi-ca"),
+            ("/etc/100%%/%u", "/etc/100%/shiqi-ca"),
+        ] {
+            assert_eq!(expand(value, home, "shiqi-ca"), Path::new(want), "{value}");
+        }
+    }
+
     use super::*;
 
     #[test]

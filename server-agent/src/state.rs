@@ -28,6 +28,9 @@ pub struct Context {
     pub config_path: Option<PathBuf>,
     /// Who runs this request (audit lines, enrollments and blocks name it).
     pub caller: Caller,
+    /// The key id of the SSH certificate a principal's caller logged in with, as sshd exposed
+    /// it (`ExposeAuthInfo`), for the audit log.
+    pub certificate_key_id: Option<String>,
     runtime: tokio::runtime::Runtime,
 }
 
@@ -70,6 +73,7 @@ impl Context {
             config,
             config_path: None,
             caller: Caller::local(),
+            certificate_key_id: None,
             runtime,
         })
     }

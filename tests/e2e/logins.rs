@@ -134,6 +134,17 @@ fn a_key_only_in_an_identity_agent_logs_in_like_ssh() {
 /// certificate `DIR/NAME-cert.pub` from the stack's SSH CA for the operator's account, with
 /// `validity` as `ssh-keygen -V` takes it.
 fn certified_key(s: &crate::stack::Stack, dir: &str, name: &str, validity: &str) -> String {
+    certified_key_for(s, dir, name, s.info("shell_user"), validity)
+}
+
+/// As [`certified_key`], for `principal`.
+fn certified_key_for(
+    s: &crate::stack::Stack,
+    dir: &str,
+    name: &str,
+    principal: &str,
+    validity: &str,
+) -> String {
     let key = format!("{dir}/{name}");
     s.laptop(
         &[
@@ -153,8 +164,15 @@ fn certified_key(s: &crate::stack::Stack, dir: &str, name: &str, validity: &str)
     )
     .ok();
     let signed = std::process::Command::new("ssh-keygen")
-        .args(["-q", "-s", s.info("ssh_user_ca"), "-I", name, "-n"])
-        .arg(s.info("shell_user"))
+        .args([
+            "-q",
+            "-s",
+            s.info("ssh_user_ca"),
+            "-I",
+            name,
+            "-n",
+            principal,
+        ])
         .args(["-V", validity])
         .arg(format!("{key}.pub"))
         .output()
@@ -320,4 +338,104 @@ fn a_certificate_only_in_the_agent_logs_in_like_ssh() {
     assert!(status.success(), "{}", status.all());
     drop(tunnel);
     drop(agent);
+}
+
+/// A team with an SSH CA: the agent enrolls a certificate principal as `user` (sshd's
+/// `AuthorizedPrincipalsFile` with the forced command); a certificate naming it logs in to the
+/// agent's account with ssh and with setup, may ask for its own name only, and the audit log
+/// records the certificate's key id.
+#[test]
+fn a_principal_enrolled_as_user_gets_only_its_own_name() {
+    let s = stack();
+    let home = Home::new(s, "principal");
+    let dir = home.dir.display().to_string();
+    let id = unique_name("pr");
+    let name = unique_name("pn");
+    let principal = format!("{id}.team");
+    let enrolled = s.agent(
+        &[
+            "enroll",
+            &name,
+            "--ssh-principal",
+            &principal,
+            "--role",
+            "user",
+        ],
+        None,
+    );
+    let remove = || {
+        let _ = s.agent(
+            &["enroll", "--remove", &format!("principal:{principal}")],
+            None,
+        );
+    };
+    if !enrolled.success() {
+        remove();
+    }
+    assert!(
+        enrolled.ok().stdout.contains("authorized_principals"),
+        "enroll names the file it wrote"
+    );
+    let key = certified_key_for(s, &dir, &format!("{id}-key"), &principal, "-5m:+1h");
+    let alias = format!("{id}-ca");
+    let _block = ConfigBlock::add(
+        s,
+        &format!(
+            "Host {alias}\n  HostName {}\n  User {}\n  IdentityFile {key}\n  IdentitiesOnly yes\n  \
+             IdentityAgent none\n",
+            s.info("server_ip"),
+            s.info("server_user"),
+        ),
+    );
+
+    let ssh = s.laptop(
+        &[
+            "ssh",
+            "-T",
+            "-o",
+            "BatchMode=yes",
+            &alias,
+            "shiqi-ca-agent",
+            "--version",
+        ],
+        &[],
+        None,
+    );
+    let own = home.connect(s, &["setup", &name, "--server", &alias, "--yes"]);
+    let other = unique_name("po");
+    let theirs = home.connect(s, &["setup", &other, "--server", &alias, "--yes"]);
+    let audit = std::fs::read_to_string(format!("{}/audit.log", s.info("agent_state_dir")))
+        .unwrap_or_default();
+    remove();
+    assert!(
+        ssh.success() && ssh.stdout.contains("shiqi-ca-agent"),
+        "ssh: {}",
+        ssh.all()
+    );
+    assert!(own.success(), "{}", own.all());
+    assert!(
+        own.all().contains(&format!("certificate `{id}-key`")),
+        "{}",
+        own.all()
+    );
+    assert!(!theirs.success(), "{}", theirs.all());
+    assert!(
+        theirs
+            .stderr
+            .contains(&format!("may not ask for a certificate for `{other}`"))
+            && theirs.stderr.contains("role user"),
+        "{}",
+        theirs.all()
+    );
+    let line = audit
+        .lines()
+        .find(|l| {
+            l.contains(&format!("\"key\":\"principal:{principal}\""))
+                && l.contains("\"outcome\":\"ok\"")
+        })
+        .unwrap_or_else(|| panic!("no audit line for the principal:\n{audit}"));
+    assert!(
+        line.contains(&format!("\"certificate\":\"{id}-key\"")),
+        "{line}"
+    );
 }

@@ -72,10 +72,12 @@ impl FromSql for Role {
     }
 }
 
-/// One enrolled SSH key.
+/// One enrolled SSH identity: a key, or a principal of an SSH CA's certificates.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Enrollment {
-    /// The key's OpenSSH fingerprint, `SHA256:…` (what `ssh-keygen -l` prints).
+    /// Who sshd authenticated: the key's OpenSSH fingerprint, `SHA256:…` (what `ssh-keygen -l`
+    /// prints), or `principal:P` for certificates naming principal `P` (then `public_key` is
+    /// empty: the SSH CA vouches for the key).
     pub fingerprint: String,
     /// The name it acts as (a profile name).
     pub name: String,
@@ -88,6 +90,16 @@ pub struct Enrollment {
     pub enrolled_at: OffsetDateTime,
     /// Who enrolled it (an audit identity, e.g. `key SHA256:… (saige, admin)` or `local root`).
     pub enrolled_by: String,
+}
+
+impl Enrollment {
+    /// The prefix of a principal's identity in [`Enrollment::fingerprint`].
+    pub const PRINCIPAL: &'static str = "principal:";
+
+    /// The certificate principal this enrollment is for, when it is not a key.
+    pub fn principal(&self) -> Option<&str> {
+        self.fingerprint.strip_prefix(Self::PRINCIPAL)
+    }
 }
 
 /// A name that may not be signed again until an admin unblocks it.

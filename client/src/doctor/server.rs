@@ -98,6 +98,7 @@ pub async fn check(ctx: &Context, st: &mut Findings, passphrase: &dyn Passphrase
         user: user.clone(),
         identity_files: tunnel_keys(cfg, &ctx.home),
         certificate_files: cfg.map(|c| c.certificate_files.clone()).unwrap_or_default(),
+        pkcs11_provider: None,
         identities_only: cfg.is_some_and(|c| c.identities_only),
         use_agent: true,
         identity_agent: None,

@@ -170,6 +170,14 @@ pub async fn authenticate<H: Handler>(
         source,
     };
 
+    if let Some(provider) = &target.pkcs11_provider {
+        // A token's keys need its PKCS#11 module loaded into this process; the agent already
+        // knows how.
+        notes.push(format!(
+            "PKCS11Provider `{provider}` is not used: load the token's keys into ssh-agent \
+             (`ssh-add -s {provider}`), which shiqi-connect asks"
+        ));
+    }
     let certs = cert_files(target, &mut notes);
     let mut offered_certs: Vec<PathBuf> = Vec::new();
     let socket = target
@@ -476,6 +484,29 @@ fn load_key(
     passphrase: &dyn Passphrase,
     notes: &mut Vec<String>,
 ) -> Option<russh::keys::PrivateKey> {
+    let key = load_key_file(path, passphrase, notes)?;
+    if matches!(
+        key.algorithm(),
+        russh::keys::Algorithm::SkEd25519 | russh::keys::Algorithm::SkEcdsaSha2NistP256
+    ) {
+        // The file holds a handle; the key is on the authenticator, which only ssh's FIDO
+        // middleware talks to (asking for the touch).
+        notes.push(format!(
+            "skipped `{}`: a security-key (FIDO) key signs only on its authenticator; add it to \
+             ssh-agent (`ssh-add {}`), whose signatures shiqi-connect uses",
+            path.display(),
+            path.display()
+        ));
+        return None;
+    }
+    Some(key)
+}
+
+fn load_key_file(
+    path: &Path,
+    passphrase: &dyn Passphrase,
+    notes: &mut Vec<String>,
+) -> Option<russh::keys::PrivateKey> {
     match russh::keys::load_secret_key(path, None) {
         Ok(k) => return Some(k),
         Err(russh::keys::Error::KeyIsEncrypted) => {}
@@ -502,5 +533,36 @@ fn load_key(
                 return None;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use russh::keys::ssh_key::private::{KeypairData, SkEd25519};
+    use russh::keys::ssh_key::public::{Ed25519PublicKey, SkEd25519 as SkPublic};
+    use russh::keys::ssh_key::{LineEnding, PrivateKey};
+
+    use super::*;
+
+    #[test]
+    fn a_security_key_file_is_skipped_with_the_agent_named() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("id_ed25519_sk");
+        let public = SkPublic::new(Ed25519PublicKey([7; 32]), "ssh:");
+        let sk = SkEd25519::new(public, 0x01, vec![9; 64]).expect("key handle");
+        let key = PrivateKey::new(KeypairData::SkEd25519(sk), "yubikey").expect("key");
+        let text = key.to_openssh(LineEnding::LF).expect("openssh");
+        crate::fsutil::write_private(&path, text.as_bytes()).expect("write");
+        let mut notes = Vec::new();
+        assert!(load_key(&path, &NoPassphrase, &mut notes).is_none());
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].contains("security-key (FIDO)"), "{notes:?}");
+        assert!(notes[0].contains("ssh-add"), "{notes:?}");
+    }
+
+    #[test]
+    fn certificate_validity_is_told_in_dates() {
+        assert_eq!(unix_time(0), "1970-01-01T00:00:00Z");
+        assert_eq!(unix_time(u64::MAX), "forever");
     }
 }

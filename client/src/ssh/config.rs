@@ -30,6 +30,8 @@ pub struct Target {
     pub identity_files: Vec<PathBuf>,
     /// `CertificateFile`s: user certificates offered with the key they certify.
     pub certificate_files: Vec<PathBuf>,
+    /// `PKCS11Provider`, which this client does not load (it names the agent instead).
+    pub pkcs11_provider: Option<String>,
     /// `IdentitiesOnly yes`: agent keys only when they match an identity file.
     pub identities_only: bool,
     /// `IdentityAgent none` turns the agent off.
@@ -295,6 +297,7 @@ fn parse_ssh_g(text: &str, dest: &Destination, env: &Env) -> Target {
     let mut user = env.local_user.clone();
     let mut identity_raw = Vec::new();
     let mut certificate_raw = Vec::new();
+    let mut pkcs11_provider = None;
     let mut known_hosts = Vec::new();
     let mut global_known_hosts = Vec::new();
     let mut identities_only = false;
@@ -313,6 +316,7 @@ fn parse_ssh_g(text: &str, dest: &Destination, env: &Env) -> Target {
             "port" => port = value.parse().unwrap_or(22),
             "identityfile" => identity_raw.push(value.to_owned()),
             "certificatefile" => certificate_raw.push(value.to_owned()),
+            "pkcs11provider" if value != "none" => pkcs11_provider = Some(value.to_owned()),
             "identitiesonly" => identities_only = value == "yes",
             "identityagent" => {
                 use_agent = value != "none";
@@ -355,6 +359,7 @@ fn parse_ssh_g(text: &str, dest: &Destination, env: &Env) -> Target {
         destination: dest.clone(),
         identity_files: identity_list(&configured, identities_only, &tokens),
         certificate_files: certificate_raw.iter().map(|p| tokens.expand(p)).collect(),
+        pkcs11_provider,
         known_hosts: if known_hosts.is_empty() {
             vec![env.home.join(".ssh/known_hosts")]
         } else {
@@ -530,6 +535,7 @@ fn resolve_with_russh_config(dest: &Destination, env: &Env) -> Result<Target, Er
         identity_files: identity_list(&configured, false, &tokens),
         // russh-config does not read `CertificateFile`; a `KEY-cert.pub` is still found.
         certificate_files: Vec::new(),
+        pkcs11_provider: None,
         known_hosts,
         global_known_hosts: vec![PathBuf::from("/etc/ssh/ssh_known_hosts")],
         port: dest.port.or(hc.port).unwrap_or(22),
@@ -676,7 +682,7 @@ mod tests {
     fn reads_ssh_g_output() {
         let out = "user shiqi-dev\nhostname 10.231.0.1\nport 2222\nidentitiesonly yes\n\
             identityfile ~/.ssh/work_%r\nidentityfile %d/.ssh/id_ed25519\n\
-            certificatefile ~/.ssh/work-cert.pub\n\
+            certificatefile ~/.ssh/work-cert.pub\npkcs11provider /usr/lib/opensc-pkcs11.so\n\
             userknownhostsfile /home/saige/.ssh/known_hosts /home/saige/.ssh/known_hosts2\n\
             globalknownhostsfile /etc/ssh/ssh_known_hosts\nproxycommand none\n";
         let t = parse_ssh_g(out, &dest("vm"), &env());
@@ -694,6 +700,10 @@ mod tests {
         assert_eq!(
             t.certificate_files,
             [PathBuf::from("/home/saige/.ssh/work-cert.pub")]
+        );
+        assert_eq!(
+            t.pkcs11_provider.as_deref(),
+            Some("/usr/lib/opensc-pkcs11.so")
         );
         assert!(t.identities_only && t.proxy_command.is_none() && t.proxy_jump.is_none());
         assert_eq!(t.known_hosts[0], Path::new("/home/saige/.ssh/known_hosts"));

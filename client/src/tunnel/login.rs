@@ -111,6 +111,7 @@ mod tests {
                 "/home/saige/.ssh/id_ed25519".into(),
             ],
             certificate_files: vec![],
+            pkcs11_provider: None,
             identities_only: false,
             use_agent: true,
             identity_agent: None,

@@ -35,17 +35,59 @@ pub fn run(ctx: &Context, args: EnrollArgs) -> anyhow::Result<()> {
             authorized_keys::sync(ctx, &ctx.inventory()?.enrollments()?, Purpose::Install)?;
         return report(&format!("rewrote {}\n", synced.path.display()), &synced);
     }
-    let (Some(name), Some(file), Some(role)) = (&args.name, &args.ssh_key, &args.role) else {
-        // clap's `requires_all` makes this unreachable; say so plainly all the same.
+    let who = match (&args.ssh_key, &args.ssh_principal) {
+        (Some(file), None) => Who::Key(file),
+        (None, Some(p)) => Who::Principal(p),
+        _ => {
+            // clap's groups make this unreachable; say so plainly all the same.
+            return Err(AgentError::Request {
+                why: "enroll needs NAME, one of --ssh-key or --ssh-principal, and --role"
+                    .to_owned(),
+            }
+            .into());
+        }
+    };
+    let (Some(name), Some(role)) = (&args.name, &args.role) else {
         return Err(AgentError::Request {
-            why: "enroll needs NAME, --ssh-key and --role".to_owned(),
+            why: "enroll needs NAME, --ssh-key (or --ssh-principal) and --role".to_owned(),
         }
         .into());
     };
-    add(ctx, name, file, role)
+    add(ctx, name, &who, role)
 }
 
-fn add(ctx: &Context, name: &str, file: &Path, role: &str) -> anyhow::Result<()> {
+/// Who is enrolled: a key, or a principal of an SSH CA's certificates.
+enum Who<'a> {
+    Key(&'a Path),
+    Principal(&'a str),
+}
+
+/// The longest principal accepted (OpenSSH allows more; real ones are user names).
+const MAX_PRINCIPAL: usize = 64;
+
+/// A principal as it may appear in `authorized_principals` and in a forced command: one word of
+/// `[A-Za-z0-9._@-]`, not starting with `-`.
+fn principal(p: &str) -> Result<String, AgentError> {
+    let p = p.trim();
+    let ok = !p.is_empty()
+        && p.len() <= MAX_PRINCIPAL
+        && !p.starts_with('-')
+        && p.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._@-".contains(c));
+    if ok {
+        Ok(p.to_owned())
+    } else {
+        Err(AgentError::Request {
+            why: format!(
+                "`{}` is not a principal this agent installs: use 1 to {MAX_PRINCIPAL} of \
+                 A-Z a-z 0-9 . _ @ - (as the SSH CA writes it with `ssh-keygen -n`)",
+                shiqi_ca::text::one_line(p, 80)
+            ),
+        })
+    }
+}
+
+fn add(ctx: &Context, name: &str, who: &Who<'_>, role: &str) -> anyhow::Result<()> {
     let name: ProfileName = name.trim().parse()?;
     if ctx.config.reserved_names().contains(&name.as_str()) {
         return Err(AgentError::ReservedName {
@@ -54,12 +96,24 @@ fn add(ctx: &Context, name: &str, file: &Path, role: &str) -> anyhow::Result<()>
         .into());
     }
     let role: Role = role.trim().parse()?;
-    let key = read_key(file)?;
+    let (fingerprint, public_key) = match who {
+        Who::Key(file) => {
+            let key = read_key(file)?;
+            (
+                key.fingerprint(HashAlg::Sha256).to_string(),
+                key_line(&key, file)?,
+            )
+        }
+        Who::Principal(p) => (
+            format!("{}{}", Enrollment::PRINCIPAL, principal(p)?),
+            String::new(),
+        ),
+    };
     let enrollment = Enrollment {
-        fingerprint: key.fingerprint(HashAlg::Sha256).to_string(),
+        fingerprint,
         name: name.to_string(),
         role,
-        public_key: key_line(&key, file)?,
+        public_key,
         enrolled_at: time::OffsetDateTime::now_utc(),
         enrolled_by: ctx.caller.to_string(),
     };
@@ -82,15 +136,25 @@ fn add(ctx: &Context, name: &str, file: &Path, role: &str) -> anyhow::Result<()>
             reason: Some(format!("key {} as {role}", enrollment.fingerprint)),
         },
     );
+    let file = match who {
+        Who::Key(_) => synced.path.clone(),
+        Who::Principal(_) => authorized_keys::principals_path(ctx)?,
+    };
     let mut text = format!(
         "enrolled {} as `{name}` ({role}) in {}\n",
         enrollment.fingerprint,
-        synced.path.display()
+        file.display()
     );
     if let Some(old) = replaced {
         text.push_str(&format!(
-            "(this key was enrolled before as `{}` ({}); that is replaced)\n",
-            old.name, old.role
+            "(this {} was enrolled before as `{}` ({}); that is replaced)\n",
+            if enrollment.principal().is_some() {
+                "principal"
+            } else {
+                "key"
+            },
+            old.name,
+            old.role
         ));
     }
     report(&text, &synced)
@@ -125,7 +189,12 @@ fn remove(ctx: &Context, fingerprint: &str) -> anyhow::Result<()> {
             removed.fingerprint,
             removed.name,
             removed.role,
-            synced.path.display(),
+            if removed.principal().is_some() {
+                authorized_keys::principals_path(ctx)?
+            } else {
+                synced.path.clone()
+            }
+            .display(),
             removed.name
         ),
         &synced,
@@ -226,6 +295,19 @@ fn key_line(key: &PublicKey, file: &Path) -> Result<String, AgentError> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn principals_are_one_plain_word() {
+        assert_eq!(
+            principal(" alice.team@corp ").expect("ok"),
+            "alice.team@corp"
+        );
+        for bad in ["", "-o", "a b", "a\"b", "a,b", "a\nb", &"x".repeat(65)] {
+            let e = principal(bad).expect_err(bad);
+            assert!(e.to_string().contains("ssh-keygen -n"), "{e}");
+        }
+    }
+
     use super::*;
 
     const ED25519: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl bob@laptop";

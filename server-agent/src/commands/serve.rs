@@ -6,6 +6,8 @@
 
 use clap::Parser as _;
 
+use shiqi_ca::inventory::access::Enrollment;
+
 use crate::access::{self, Caller};
 use crate::audit;
 use crate::cli::{Command, Request, ServeArgs};
@@ -24,13 +26,34 @@ enum Parsed {
     Text(String),
 }
 
+/// The key id of the certificate sshd authenticated, from the file `ExposeAuthInfo yes` names
+/// in `SSH_USER_AUTH` (`publickey TYPE-cert-v01@openssh.com BASE64`); `None` without it. sshd
+/// writes that file, so what it says is sshd's word, not the caller's.
+fn certificate_key_id() -> Option<String> {
+    let path = std::env::var_os("SSH_USER_AUTH")?;
+    let text = std::fs::read_to_string(path).ok()?;
+    text.lines().find_map(|l| {
+        let rest = l.strip_prefix("publickey ")?;
+        let cert = ssh_key::Certificate::from_openssh(rest.trim()).ok()?;
+        Some(shiqi_ca::text::one_line(cert.key_id(), 100))
+    })
+}
+
 /// Looks the key up, parses the request, checks the role and runs it.
 pub fn run(ctx: &mut Context, args: ServeArgs) -> anyhow::Result<()> {
-    let fingerprint = args.key.trim().to_owned();
+    // The identity sshd authenticated: a key's fingerprint, or a certificate's principal.
+    let fingerprint = match (&args.key, &args.principal) {
+        (_, Some(p)) => format!("{}{}", Enrollment::PRINCIPAL, p.trim()),
+        (Some(k), None) => k.trim().to_owned(),
+        (None, None) => String::new(),
+    };
     ctx.caller = match ctx.inventory()?.enrollment(&fingerprint)? {
         Some(key) => Caller::Key(key),
         None => Caller::Unenrolled { fingerprint },
     };
+    if args.principal.is_some() {
+        ctx.certificate_key_id = certificate_key_id();
+    }
     let request = std::env::var("SSH_ORIGINAL_COMMAND").ok();
     // Charged before anything else, refusals included: a flood is refused cheaply.
     if let Err(e) = crate::limits::charge_request(ctx, &ctx.caller) {
