@@ -19,6 +19,113 @@ use crate::name::{ProfileName, Serial};
 /// The protocol version this build speaks.
 pub const PROTOCOL_VERSION: u32 = 1;
 
+/// A request the laptop sends the agent, as one value on both sides: the laptop turns it into
+/// the agent's command line ([`Request::to_argv`], every word from a validated type, so no
+/// quoting is needed); the agent parses that line with its own command-line types and converts
+/// it back, and a test there holds the two to the same meaning for every variant. Each request
+/// has one reply type ([`RequestKind`] names it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// Sign the CSR on stdin for `name`, grant its Kafka ACLs, create its MySQL user:
+    /// [`ProvisionResponse`].
+    Provision {
+        /// The profile name.
+        name: ProfileName,
+    },
+    /// Sign the CSR on stdin for `name`, replacing `replaces` (a rotation): [`SignResponse`].
+    Sign {
+        /// The profile name.
+        name: ProfileName,
+        /// The certificate the new one replaces.
+        replaces: Option<Serial>,
+    },
+    /// The brokers the cluster advertises: [`BrokersResponse`].
+    Brokers,
+    /// Revoke certificates: [`RevokeResponse`].
+    Revoke {
+        /// Which.
+        target: RevokeTarget,
+        /// Why (the CRL's reason code).
+        reason: Reason,
+    },
+}
+
+/// What a [`Request::Revoke`] revokes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RevokeTarget {
+    /// One certificate.
+    Serial(Serial),
+    /// Every valid client certificate of the name.
+    Name(ProfileName),
+    /// The name's certificates for one key (a setup that did not finish).
+    Key(ProfileName, crate::KeyId),
+}
+
+/// Which request, without its values: for messages and for the reply type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequestKind {
+    /// `provision`.
+    Provision,
+    /// `sign`.
+    Sign,
+    /// `brokers`.
+    Brokers,
+    /// `revoke`.
+    Revoke,
+}
+
+impl RequestKind {
+    /// The agent's subcommand.
+    pub fn subcommand(self) -> &'static str {
+        match self {
+            Self::Provision => "provision",
+            Self::Sign => "sign",
+            Self::Brokers => "brokers",
+            Self::Revoke => "revoke",
+        }
+    }
+}
+
+impl Request {
+    /// Which request this is.
+    pub fn kind(&self) -> RequestKind {
+        match self {
+            Self::Provision { .. } => RequestKind::Provision,
+            Self::Sign { .. } => RequestKind::Sign,
+            Self::Brokers => RequestKind::Brokers,
+            Self::Revoke { .. } => RequestKind::Revoke,
+        }
+    }
+
+    /// The agent's command line after the program's name: `provision --name saige`. Names,
+    /// serials, key ids and reasons print as `[a-z0-9-]` words only.
+    pub fn to_argv(&self) -> Vec<String> {
+        let mut argv = vec![self.kind().subcommand().to_owned()];
+        let mut push = |words: &[&str]| argv.extend(words.iter().map(|w| (*w).to_owned()));
+        match self {
+            Self::Provision { name } => push(&["--name", name.as_str()]),
+            Self::Sign { name, replaces } => {
+                push(&["--name", name.as_str()]);
+                if let Some(old) = replaces {
+                    push(&["--replaces", &old.to_string()]);
+                }
+            }
+            Self::Brokers => push(&["--json"]),
+            Self::Revoke { target, reason } => {
+                match target {
+                    RevokeTarget::Serial(serial) => push(&[&serial.to_string()]),
+                    RevokeTarget::Name(name) => push(&["--name", name.as_str()]),
+                    RevokeTarget::Key(name, key) => {
+                        push(&["--name", name.as_str(), "--key", &key.to_string()]);
+                    }
+                }
+                push(&["--reason", &reason.to_string()]);
+            }
+        }
+        argv
+    }
+}
+
 /// Parses an agent reply into its strict type, refusing a version this build does not speak.
 ///
 /// This is the one way the laptop reads what the agent printed: every field is typed, so a value

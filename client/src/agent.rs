@@ -12,12 +12,13 @@ use shiqi_ca::crl::Reason;
 use shiqi_ca::key::PrivateKey;
 use shiqi_ca::protocol::{
     Broker, BrokersResponse, KafkaUserResponse, MysqlUserResponse, PROTOCOL_VERSION,
-    ProvisionResponse, RevokeResponse, SignResponse,
+    ProvisionResponse, Request, RevokeResponse, SignResponse,
 };
 use shiqi_ca::{ProfileName, Serial};
 
-use crate::error::{AgentOp, Error};
+use crate::error::Error;
 use crate::ssh::{Output, Session};
+use shiqi_ca::protocol::RequestKind;
 
 /// Replies larger than this are not a certificate: refuse them instead of buffering them.
 const MAX_REPLY: usize = 1024 * 1024;
@@ -51,47 +52,15 @@ impl AgentCommand {
         &self.0
     }
 
-    /// `… provision --name NAME`; a [`ProfileName`] is a safe shell word by construction.
-    fn provision(&self, name: &ProfileName) -> String {
-        format!("{} provision --name {name}", self.0)
-    }
-
-    /// `… brokers --json`.
-    fn brokers(&self) -> String {
-        format!("{} brokers --json", self.0)
-    }
-
-    /// `… sign --name NAME --replaces SERIAL`; a [`Serial`] prints as hex digits only.
-    fn sign_replacing(&self, name: &ProfileName, old: &Serial) -> String {
-        format!("{} sign --name {name} --replaces {old}", self.0)
-    }
-
-    /// `… revoke SERIAL|--name NAME --reason R`; reasons are kebab-case words.
-    fn revoke(&self, what: &Revocation, reason: Reason) -> String {
-        match what {
-            Revocation::Serial(serial) => format!("{} revoke {serial} --reason {reason}", self.0),
-            Revocation::Name(name) => format!("{} revoke --name {name} --reason {reason}", self.0),
-            // A `KeyId` prints as 64 hex digits only.
-            Revocation::Key(name, key) => {
-                format!(
-                    "{} revoke --name {name} --key {key} --reason {reason}",
-                    self.0
-                )
-            }
-        }
+    /// The shell command line for `request`: this prefix, then the request's words, each a
+    /// validated name, serial, key id or reason, so a safe shell word by construction.
+    fn line(&self, request: &Request) -> String {
+        format!("{} {}", self.0, request.to_argv().join(" "))
     }
 }
 
 /// What `revoke` revokes.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Revocation {
-    /// One certificate.
-    Serial(Serial),
-    /// Every valid client certificate of the name.
-    Name(ProfileName),
-    /// The name's certificates for one key (a run that did not finish).
-    Key(ProfileName, shiqi_ca::KeyId),
-}
+pub use shiqi_ca::protocol::RevokeTarget as Revocation;
 
 impl Default for AgentCommand {
     fn default() -> Self {
@@ -139,7 +108,7 @@ pub async fn provision(
     tracing::debug!(bytes = csr_pem.len(), "sending CSR to shiqi-ca-agent");
     let out = session
         .exec(
-            &agent.provision(name),
+            &agent.line(&Request::Provision { name: name.clone() }),
             csr_pem.as_bytes(),
             MAX_REPLY,
             AGENT_TIMEOUT,
@@ -156,11 +125,11 @@ pub async fn provision(
             agent_hint,
         });
     }
-    let stdout = successful(AgentOp::Provision, agent, out)?;
-    let response: ProvisionResponse = parse_reply(AgentOp::Provision, &stdout)?;
-    let signed = check_sign_response(AgentOp::Provision, response.certificate, name, key)?;
+    let stdout = successful(RequestKind::Provision, agent, out)?;
+    let response: ProvisionResponse = parse_reply(RequestKind::Provision, &stdout)?;
+    let signed = check_sign_response(RequestKind::Provision, response.certificate, name, key)?;
     let field = |field: &str, why: String| Error::AgentField {
-        op: AgentOp::Provision,
+        op: RequestKind::Provision,
         field: field.to_owned(),
         why,
     };
@@ -206,15 +175,18 @@ pub async fn sign_replacing(
 ) -> Result<Signed, Error> {
     let out = session
         .exec(
-            &agent.sign_replacing(name, old),
+            &agent.line(&Request::Sign {
+                name: name.clone(),
+                replaces: Some(old.clone()),
+            }),
             csr_pem.as_bytes(),
             MAX_REPLY,
             AGENT_TIMEOUT,
         )
         .await?;
-    let stdout = successful(AgentOp::Sign, agent, out)?;
-    let response: SignResponse = parse_reply(AgentOp::Sign, &stdout)?;
-    check_sign_response(AgentOp::Sign, response, name, key)
+    let stdout = successful(RequestKind::Sign, agent, out)?;
+    let response: SignResponse = parse_reply(RequestKind::Sign, &stdout)?;
+    check_sign_response(RequestKind::Sign, response, name, key)
 }
 
 /// What [`revoke`] learned: the agent's answer, and its error if it could not finish (MySQL or
@@ -240,7 +212,15 @@ pub async fn revoke(
     reason: Reason,
 ) -> Result<Revoked, Error> {
     let out = session
-        .exec(&agent.revoke(what, reason), b"", MAX_REPLY, AGENT_TIMEOUT)
+        .exec(
+            &agent.line(&Request::Revoke {
+                target: what.clone(),
+                reason,
+            }),
+            b"",
+            MAX_REPLY,
+            AGENT_TIMEOUT,
+        )
         .await?;
     let partial = match out.status {
         Some(0) => None,
@@ -254,9 +234,9 @@ pub async fn revoke(
     };
     let stdout = match partial {
         Some(_) => out.stdout,
-        None => successful(AgentOp::Revoke, agent, out)?,
+        None => successful(RequestKind::Revoke, agent, out)?,
     };
-    let response: RevokeResponse = parse_reply(AgentOp::Revoke, &stdout)?;
+    let response: RevokeResponse = parse_reply(RequestKind::Revoke, &stdout)?;
     Ok(Revoked {
         response,
         incomplete: partial,
@@ -270,10 +250,15 @@ pub async fn revoke(
 #[tracing::instrument(skip_all)]
 pub async fn brokers(session: &Session, agent: &AgentCommand) -> Result<Vec<Broker>, Error> {
     let out = session
-        .exec(&agent.brokers(), b"", MAX_REPLY, AGENT_TIMEOUT)
+        .exec(
+            &agent.line(&Request::Brokers),
+            b"",
+            MAX_REPLY,
+            AGENT_TIMEOUT,
+        )
         .await?;
-    let stdout = successful(AgentOp::Brokers, agent, out)?;
-    let reply: BrokersResponse = parse_reply(AgentOp::Brokers, &stdout)?;
+    let stdout = successful(RequestKind::Brokers, agent, out)?;
+    let reply: BrokersResponse = parse_reply(RequestKind::Brokers, &stdout)?;
     if reply.version != PROTOCOL_VERSION {
         return Err(Error::ProtocolVersion {
             found: reply.version,
@@ -285,7 +270,7 @@ pub async fn brokers(session: &Session, agent: &AgentCommand) -> Result<Vec<Brok
 }
 
 /// Turns a finished remote command into its stdout, or the error its status and stderr name.
-fn successful(op: AgentOp, agent: &AgentCommand, out: Output) -> Result<Vec<u8>, Error> {
+fn successful(op: RequestKind, agent: &AgentCommand, out: Output) -> Result<Vec<u8>, Error> {
     match out.status {
         Some(0) => Ok(out.stdout),
         // POSIX shells exit 127 for "command not found" and 126 for "not executable".
@@ -338,7 +323,7 @@ fn read_stderr(stderr: &str) -> (Option<String>, Option<String>) {
 
 /// Parses an agent reply through [`shiqi_ca::protocol::decode`]: every field into its strict
 /// type, or one error naming the field.
-fn parse_reply<T: serde::de::DeserializeOwned>(op: AgentOp, stdout: &[u8]) -> Result<T, Error> {
+fn parse_reply<T: serde::de::DeserializeOwned>(op: RequestKind, stdout: &[u8]) -> Result<T, Error> {
     shiqi_ca::protocol::decode(stdout).map_err(|e| match e {
         shiqi_ca::Error::Reply { field, why } if field == "." => Error::AgentReply { op, why },
         shiqi_ca::Error::Reply { field, why } => Error::AgentField { op, field, why },
@@ -353,7 +338,7 @@ fn parse_reply<T: serde::de::DeserializeOwned>(op: AgentOp, stdout: &[u8]) -> Re
 }
 
 fn check_sign_response(
-    op: AgentOp,
+    op: RequestKind,
     response: SignResponse,
     name: &ProfileName,
     key: &PrivateKey,
@@ -450,10 +435,10 @@ mod tests {
     #[test]
     fn reads_agent_failures() {
         let a = AgentCommand::default();
-        assert!(successful(AgentOp::Sign, &a, out(Some(0), "")).is_ok());
+        assert!(successful(RequestKind::Sign, &a, out(Some(0), "")).is_ok());
 
         let e = successful(
-            AgentOp::Sign,
+            RequestKind::Sign,
             &a,
             out(Some(127), "sh: shiqi-ca-agent: not found"),
         )
@@ -464,7 +449,7 @@ mod tests {
         );
 
         let e = successful(
-            AgentOp::Sign,
+            RequestKind::Sign,
             &a,
             out(
                 Some(2),
@@ -478,7 +463,7 @@ mod tests {
         );
         assert_eq!(e.hint().as_deref(), Some("use CN=saige"));
 
-        let e = successful(AgentOp::Sign, &a, out(None, "")).expect_err("gone");
+        let e = successful(RequestKind::Sign, &a, out(None, "")).expect_err("gone");
         assert!(matches!(e, Error::AgentVanished { .. }), "{e}");
 
         // An agent from before `provision`, run from a shell and through `serve`.
@@ -486,12 +471,12 @@ mod tests {
             "error: unrecognized subcommand 'provision'\n\nUsage: shiqi-ca-agent <COMMAND>\n",
             "error: cannot parse the request: unrecognized subcommand 'provision'\n",
         ] {
-            let e = successful(AgentOp::Provision, &a, out(Some(2), stderr)).expect_err("old");
+            let e = successful(RequestKind::Provision, &a, out(Some(2), stderr)).expect_err("old");
             assert!(matches!(e, Error::AgentTooOld { .. }), "{e}");
             assert!(e.hint().is_some_and(|h| h.contains("same version")), "{e}");
         }
 
-        let e = successful(AgentOp::Provision, &a, out(Some(1), "")).expect_err("silent");
+        let e = successful(RequestKind::Provision, &a, out(Some(1), "")).expect_err("silent");
         assert!(
             e.to_string()
                 .ends_with("it exited with status 1 and printed no error"),
@@ -501,7 +486,7 @@ mod tests {
 
     #[test]
     fn refuses_other_protocol_versions_and_junk() {
-        let e = parse_reply::<MysqlUserResponse>(AgentOp::Provision, br#"{"version":7}"#)
+        let e = parse_reply::<MysqlUserResponse>(RequestKind::Provision, br#"{"version":7}"#)
             .expect_err("version");
         assert!(matches!(
             e,
@@ -510,8 +495,9 @@ mod tests {
                 expected: 1
             }
         ));
-        let e = parse_reply::<MysqlUserResponse>(AgentOp::Provision, b"Welcome to the server!\n{")
-            .expect_err("junk");
+        let e =
+            parse_reply::<MysqlUserResponse>(RequestKind::Provision, b"Welcome to the server!\n{")
+                .expect_err("junk");
         assert!(e.to_string().contains("not JSON"), "{e}");
     }
 
@@ -520,22 +506,33 @@ mod tests {
         let name: ProfileName = "saige".parse().expect("name");
         let a = AgentCommand::new(" /opt/shiqi/bin/shiqi-ca-agent ").expect("valid");
         assert_eq!(
-            a.provision(&name),
+            a.line(&Request::Provision { name: name.clone() }),
             "/opt/shiqi/bin/shiqi-ca-agent provision --name saige"
         );
         assert!(AgentCommand::new("a\nb").is_err() && AgentCommand::new("  ").is_err());
         let serial: Serial = "0a1b".parse().expect("serial");
+        let d = AgentCommand::default();
         assert_eq!(
-            AgentCommand::default().sign_replacing(&name, &serial),
+            d.line(&Request::Sign {
+                name: name.clone(),
+                replaces: Some(serial.clone())
+            }),
             "shiqi-ca-agent sign --name saige --replaces 0a1b"
         );
         assert_eq!(
-            AgentCommand::default().revoke(&Revocation::Serial(serial), Reason::Superseded),
+            d.line(&Request::Revoke {
+                target: Revocation::Serial(serial),
+                reason: Reason::Superseded
+            }),
             "shiqi-ca-agent revoke 0a1b --reason superseded"
         );
         assert_eq!(
-            AgentCommand::default().revoke(&Revocation::Name(name), Reason::KeyCompromise),
+            d.line(&Request::Revoke {
+                target: Revocation::Name(name),
+                reason: Reason::KeyCompromise
+            }),
             "shiqi-ca-agent revoke --name saige --reason key-compromise"
         );
+        assert_eq!(d.line(&Request::Brokers), "shiqi-ca-agent brokers --json");
     }
 }

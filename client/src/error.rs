@@ -3,37 +3,15 @@
 
 use std::path::PathBuf;
 
-/// Which agent subcommand a failure concerns; it picks the wording of the message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AgentOp {
-    /// `shiqi-ca-agent sign --name NAME`.
-    Sign,
-    /// `shiqi-ca-agent provision --name NAME`.
-    Provision,
-    /// `shiqi-ca-agent brokers --json` (before the tunnel listens).
-    Brokers,
-    /// `shiqi-ca-agent revoke …`.
-    Revoke,
-}
+use shiqi_ca::protocol::RequestKind;
 
-impl AgentOp {
-    /// The subcommand as typed on the server.
-    pub fn subcommand(self) -> &'static str {
-        match self {
-            Self::Sign => "sign",
-            Self::Provision => "provision",
-            Self::Brokers => "brokers",
-            Self::Revoke => "revoke",
-        }
-    }
-
-    fn refusal(self) -> &'static str {
-        match self {
-            Self::Sign => "the server's agent refused the CSR",
-            Self::Provision => "the server's agent refused",
-            Self::Brokers => "the server's agent could not list the Kafka brokers",
-            Self::Revoke => "the server's agent could not revoke",
-        }
+/// What the user reads first when the agent refused `op`.
+fn refusal(op: RequestKind) -> &'static str {
+    match op {
+        RequestKind::Sign => "the server's agent refused the CSR",
+        RequestKind::Provision => "the server's agent refused",
+        RequestKind::Brokers => "the server's agent could not list the Kafka brokers",
+        RequestKind::Revoke => "the server's agent could not revoke",
     }
 }
 
@@ -237,10 +215,10 @@ pub enum Error {
     },
 
     /// The agent exited non-zero.
-    #[error("{}: {message}", op.refusal())]
+    #[error("{}: {message}", refusal(*op))]
     AgentRefused {
         /// Which subcommand.
-        op: AgentOp,
+        op: RequestKind,
         /// Its exit status.
         status: u32,
         /// Its `error:` line (or the last stderr line).
@@ -265,21 +243,21 @@ pub enum Error {
     #[error("the server's `shiqi-ca-agent` is older than this shiqi-connect: it has no `{}`", op.subcommand())]
     AgentTooOld {
         /// The subcommand it does not know.
-        op: AgentOp,
+        op: RequestKind,
     },
 
     /// The channel closed without an exit status: the connection or the agent died.
     #[error("the connection closed before `shiqi-ca-agent {}` finished", op.subcommand())]
     AgentVanished {
         /// Which subcommand.
-        op: AgentOp,
+        op: RequestKind,
     },
 
     /// The agent's output is not what this client understands.
     #[error("unexpected reply from `shiqi-ca-agent {}`: {why}", op.subcommand())]
     AgentReply {
         /// Which subcommand.
-        op: AgentOp,
+        op: RequestKind,
         /// What is wrong with it.
         why: String,
     },
@@ -289,7 +267,7 @@ pub enum Error {
     #[error("the server's `shiqi-ca-agent {}` sent an invalid `{field}`: {why}", op.subcommand())]
     AgentField {
         /// Which subcommand.
-        op: AgentOp,
+        op: RequestKind,
         /// Where in the reply (`facts.kafka.brokers[1].host`).
         field: String,
         /// What is wrong with it (the value escaped).

@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use shiqi_ca::protocol;
 
 /// `--version`: the version, the commit built from and the target.
 pub const VERSION: &str = shiqi_ca::version!();
@@ -311,4 +312,99 @@ pub struct CrlArgs {
     /// Print JSON instead of one line.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The laptop's side of the contract: the commands it sends, as the shared
+/// [`protocol::Request`], with every value parsed into its strict type. Any other command (or
+/// option the laptop never sends, such as `--no-kafka`) is not a laptop request.
+impl TryFrom<&Command> for protocol::Request {
+    type Error = String;
+
+    fn try_from(command: &Command) -> Result<Self, String> {
+        fn parsed<T: std::str::FromStr>(what: &str, raw: &str) -> Result<T, String>
+        where
+            T::Err: std::fmt::Display,
+        {
+            raw.trim().parse().map_err(|e| format!("{what}: {e}"))
+        }
+        Ok(match command {
+            Command::Provision(a) if !a.no_kafka => Self::Provision {
+                name: parsed("name", &a.name)?,
+            },
+            Command::Sign(a) if !a.no_kafka => Self::Sign {
+                name: parsed("name", &a.name)?,
+                replaces: a
+                    .replaces
+                    .as_deref()
+                    .map(|s| parsed("replaces", s))
+                    .transpose()?,
+            },
+            Command::Brokers(a) if a.json => Self::Brokers,
+            Command::Revoke(a) => Self::Revoke {
+                target: match (&a.serial, &a.name, &a.key) {
+                    (Some(s), None, None) => protocol::RevokeTarget::Serial(parsed("serial", s)?),
+                    (None, Some(n), None) => protocol::RevokeTarget::Name(parsed("name", n)?),
+                    (None, Some(n), Some(k)) => {
+                        protocol::RevokeTarget::Key(parsed("name", n)?, parsed("key", k)?)
+                    }
+                    _ => return Err("revoke takes a serial or --name [--key]".to_owned()),
+                },
+                reason: parsed("reason", &a.reason)?,
+            },
+            _ => return Err("not a request the laptop sends".to_owned()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use shiqi_ca::crl::Reason;
+    use shiqi_ca::protocol::{Request as Wire, RevokeTarget};
+
+    use super::*;
+
+    /// Every request the laptop can send parses here to the same request: the laptop's words
+    /// and the agent's options cannot drift apart.
+    #[test]
+    fn every_laptop_request_means_the_same_on_the_agent() {
+        let name: shiqi_ca::ProfileName = "saige".parse().expect("name");
+        let serial: shiqi_ca::Serial = "0a1b".parse().expect("serial");
+        let key: shiqi_ca::KeyId = "ab".repeat(32).parse().expect("key id");
+        let requests = [
+            Wire::Provision { name: name.clone() },
+            Wire::Sign {
+                name: name.clone(),
+                replaces: None,
+            },
+            Wire::Sign {
+                name: name.clone(),
+                replaces: Some(serial.clone()),
+            },
+            Wire::Brokers,
+            Wire::Revoke {
+                target: RevokeTarget::Serial(serial),
+                reason: Reason::Superseded,
+            },
+            Wire::Revoke {
+                target: RevokeTarget::Name(name.clone()),
+                reason: Reason::KeyCompromise,
+            },
+            Wire::Revoke {
+                target: RevokeTarget::Key(name, key),
+                reason: Reason::Unspecified,
+            },
+        ];
+        for wire in requests {
+            let argv = wire.to_argv();
+            let parsed = Request::try_parse_from(
+                std::iter::once("shiqi-ca-agent".to_owned()).chain(argv.clone()),
+            )
+            .unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+            let back = Wire::try_from(&parsed.command).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+            assert_eq!(back, wire, "{argv:?}");
+        }
+        let admin_only =
+            Request::try_parse_from(["shiqi-ca-agent", "list", "--json"]).expect("list");
+        assert!(Wire::try_from(&admin_only.command).is_err());
+    }
 }

@@ -21,6 +21,7 @@ pub mod limits;
 pub mod logging;
 pub mod mysql;
 pub mod name_lock;
+pub mod ops;
 pub mod render;
 pub mod report;
 pub mod sql;

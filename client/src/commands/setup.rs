@@ -395,7 +395,7 @@ async fn provision(
     }
     // The agent answers each service its facts name; an answer without one is not complete.
     let incomplete = |field: &str| Error::AgentField {
-        op: crate::error::AgentOp::Provision,
+        op: shiqi_ca::protocol::RequestKind::Provision,
         field: field.to_owned(),
         why: "missing, though the server's facts name that service".to_owned(),
     };

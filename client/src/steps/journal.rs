@@ -141,12 +141,12 @@ impl NameLock {
 /// transaction that makes it, so a refusal means none was issued for the journaled key. (A
 /// `provision` that fails after signing says so with [`Error::AgentUnfinished`] instead.)
 pub fn signing_refused(error: &anyhow::Error) -> bool {
-    use crate::error::AgentOp;
+    use shiqi_ca::protocol::RequestKind;
     error.chain().any(|e| {
         matches!(
             e.downcast_ref::<Error>(),
             Some(Error::AgentRefused {
-                op: AgentOp::Sign | AgentOp::Provision,
+                op: RequestKind::Sign | RequestKind::Provision,
                 ..
             })
         )

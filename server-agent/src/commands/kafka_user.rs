@@ -1,194 +1,42 @@
-//! `kafka-user NAME [--revoke]`: the Kafka ACLs of principal `User:NAME` (the brokers map a
-//! client certificate's `CN=NAME` to it).
-//!
-//! Granting is idempotent and additive: it creates the `[kafka] grants` ACLs the principal lacks
-//! and never removes others (an admin's extra ACLs stay; to reset, `--revoke` then grant).
-//! `--revoke` deletes every ACL of the principal, whatever made it; the certificate lifecycle
-//! uses it when a name is revoked.
+//! `kafka-user NAME [--revoke]`: the Kafka ACLs of principal `User:NAME` ([`crate::ops::acls`]).
 
-use std::collections::BTreeSet;
-use std::time::Duration;
-
-use anyhow::Context as _;
 use shiqi_ca::ProfileName;
 use shiqi_ca::inventory::CertKind;
-use shiqi_ca::protocol::{KafkaUserResponse, PROTOCOL_VERSION};
 
-use crate::acl::{AclBinding, AclFilter};
-use crate::audit;
 use crate::cli::KafkaUserArgs;
 use crate::error::AgentError;
 use crate::kafka::Admin;
-use crate::name_lock;
+use crate::ops::acls;
 use crate::state::Context;
 
 /// Grants or revokes and prints a `KafkaUserResponse`.
 pub fn run(ctx: &Context, args: KafkaUserArgs) -> anyhow::Result<()> {
-    let (action, result) = if args.revoke {
-        ("kafka-user-revoke", revoke(ctx, &args))
+    let result = if args.revoke {
+        let revoked = acls::user_name(ctx, &args.name).and_then(|name| acls::revoke(ctx, &name));
+        acls::record(ctx, "kafka-user-revoke", &args.name, &revoked);
+        revoked
     } else {
-        ("kafka-user", grant(ctx, &args))
+        match connect_for(ctx, &args.name) {
+            // Records its own outcome.
+            Ok((name, admin)) => acls::grant(ctx, &admin, &name),
+            Err(e) => {
+                let refused = Err(e);
+                acls::record(ctx, "kafka-user", &args.name, &refused);
+                refused
+            }
+        }
     };
-    record(ctx, action, &args.name, &result);
     crate::commands::print_json(&result?)
 }
 
-fn record(ctx: &Context, action: &str, name: &str, result: &anyhow::Result<KafkaUserResponse>) {
-    let (outcome, reason) = match result {
-        Ok(_) => ("ok", None),
-        Err(e) => ("failed", Some(format!("{e:#}"))),
-    };
-    audit::record(
-        ctx,
-        &audit::Entry {
-            action,
-            name,
-            serial: None,
-            outcome,
-            reason,
-        },
-    );
-}
-
-fn grant(ctx: &Context, args: &KafkaUserArgs) -> anyhow::Result<KafkaUserResponse> {
-    let name = user_name(ctx, &args.name)?;
+/// NAME, checked to hold a valid client certificate, and a connection to grant over.
+fn connect_for<'a>(ctx: &'a Context, raw: &str) -> anyhow::Result<(ProfileName, Admin<'a>)> {
+    let name = acls::user_name(ctx, raw)?;
     ctx.inventory()?
         .latest_valid(name.as_str(), CertKind::Client)?
         .ok_or_else(|| AgentError::NoCertificate {
             name: name.to_string(),
         })?;
     let ca = ctx.ca()?;
-    grant_acls(ctx, &Admin::connect(ctx, &ca)?, &name)
-}
-
-/// Creates the `[kafka] grants` ACLs `User:NAME` lacks, over `admin` (the caller has checked
-/// that NAME has a valid certificate), and records the outcome in the audit log.
-pub(crate) fn grant_recorded(
-    ctx: &Context,
-    admin: &Admin<'_>,
-    name: &ProfileName,
-) -> anyhow::Result<KafkaUserResponse> {
-    let result = grant_acls(ctx, admin, name);
-    record(ctx, "kafka-user", name.as_str(), &result);
-    result
-}
-
-fn grant_acls(
-    ctx: &Context,
-    admin: &Admin<'_>,
-    name: &ProfileName,
-) -> anyhow::Result<KafkaUserResponse> {
-    let principal = principal(name);
-    let wanted: BTreeSet<AclBinding> = ctx
-        .config
-        .kafka
-        .grants
-        .iter()
-        .flat_map(|g| g.bindings(name))
-        .collect();
-    let bootstrap = &admin.bootstrap;
-    let held: BTreeSet<AclBinding> = admin
-        .describe_acls(&AclFilter::principal(&principal), None, admin.timeout)
-        .with_context(|| format!("Kafka at `{bootstrap}`"))?
-        .into_iter()
-        .collect();
-    let missing: Vec<AclBinding> = wanted.difference(&held).cloned().collect();
-    admin
-        .create_acls(&missing)
-        .with_context(|| format!("Kafka at `{bootstrap}`"))?;
-    if let Err(gone) = name_lock::still_entitled(ctx, name) {
-        // Revoked or blocked while we granted: take back everything the principal holds.
-        admin
-            .delete_acls(&[AclFilter::principal(&principal)])
-            .with_context(|| format!("Kafka at `{bootstrap}`: rolling back after `{gone}`"))?;
-        return Err(gone.into());
-    }
-    tracing::debug!(%principal, created = missing.len(), held = held.len(), "kafka-user");
-    // Not a second describe: brokers apply new ACLs a moment after the controller commits
-    // them, so a describe now could miss what was just created.
-    let now: BTreeSet<&AclBinding> = held.iter().chain(&missing).collect();
-    Ok(KafkaUserResponse {
-        version: PROTOCOL_VERSION,
-        principal: principal.into(),
-        acls: now.into_iter().map(AclBinding::to_wire).collect(),
-        created: missing.iter().map(AclBinding::to_wire).collect(),
-        deleted: Vec::new(),
-    })
-}
-
-fn revoke(ctx: &Context, args: &KafkaUserArgs) -> anyhow::Result<KafkaUserResponse> {
-    let name = user_name(ctx, &args.name)?;
-    revoke_acls(ctx, &name)
-}
-
-/// Deletes every ACL of `User:NAME`, whatever made it: `kafka-user --revoke`, and `revoke`
-/// once no valid certificate is left for the name.
-pub(crate) fn revoke_acls(ctx: &Context, name: &ProfileName) -> anyhow::Result<KafkaUserResponse> {
-    let principal = principal(name);
-    let ca = ctx.ca()?;
-    let admin = Admin::connect(ctx, &ca)?;
-    let filter = AclFilter::principal(&principal);
-    let deleted = admin
-        .delete_acls(std::slice::from_ref(&filter))
-        .with_context(|| format!("Kafka at `{}`", admin.bootstrap))?;
-    let brokers = gone_everywhere(&admin, &filter)?;
-    tracing::debug!(%principal, ?brokers, "no broker lists the principal's ACLs any more");
-    Ok(KafkaUserResponse {
-        version: PROTOCOL_VERSION,
-        principal: principal.into(),
-        acls: Vec::new(),
-        created: Vec::new(),
-        deleted: deleted.iter().map(AclBinding::to_wire).collect(),
-    })
-}
-
-/// Waits until every broker in the metadata answers DescribeAcls for `filter` with nothing, and
-/// returns their ids. The controller commits a deletion at once, but each broker authorizes
-/// from its own copy of the metadata and applies it a moment later: until then a consumer
-/// connected to a lagging partition leader still reads. Bounded by `timeout`.
-fn gone_everywhere(admin: &Admin<'_>, filter: &AclFilter) -> Result<Vec<i32>, AgentError> {
-    let timeout = admin.timeout;
-    let deadline = std::time::Instant::now() + timeout;
-    let nodes = admin.nodes()?;
-    let brokers: Vec<i32> = nodes.iter().map(|n| n.id).collect();
-    let mut lagging = nodes;
-    loop {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        let per_request = left.clamp(Duration::from_secs(1), Duration::from_secs(5));
-        lagging.retain(|node| {
-            admin
-                .describe_acls(filter, Some(node), per_request)
-                .map_or(true, |held| !held.is_empty())
-        });
-        if lagging.is_empty() {
-            return Ok(brokers);
-        }
-        if left.is_zero() {
-            let ids: Vec<String> = lagging.iter().map(|n| n.id.to_string()).collect();
-            return Err(admin.error(format!(
-                "broker(s) {} still list the deleted ACLs after {} s, so a client connected \
-                 there may still be authorized",
-                ids.join(", "),
-                timeout.as_secs()
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(100).min(left));
-    }
-}
-
-/// A valid profile name that is not one of the server's own identities (the super users
-/// `kafka-broker` and `shiqi-admin` among them).
-fn user_name(ctx: &Context, raw: &str) -> anyhow::Result<ProfileName> {
-    let name: ProfileName = raw.parse()?;
-    if ctx.config.reserved_names().contains(&name.as_str()) {
-        return Err(AgentError::ReservedName {
-            name: name.to_string(),
-        }
-        .into());
-    }
-    Ok(name)
-}
-
-fn principal(name: &ProfileName) -> String {
-    format!("User:{name}")
+    Ok((name, Admin::connect(ctx, &ca)?))
 }

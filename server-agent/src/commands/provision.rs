@@ -6,26 +6,19 @@
 //! prints nothing on stdout; a failure after it prints the answer so far and exits non-zero, so
 //! the client knows a certificate was issued and revokes it.
 
-use std::cell::OnceCell;
-
 use shiqi_ca::ProfileName;
 use shiqi_ca::protocol::{PROTOCOL_VERSION, ProvisionResponse};
 
 use crate::cli::ProvisionArgs;
-use crate::commands::{kafka_user, mysql_user, sign};
 use crate::kafka::Admin;
+use crate::ops::{Cluster, acls, mysql_user, sign};
 use crate::state::Context;
 
 /// Signs, grants, creates, and prints a `ProvisionResponse`.
 pub fn run(ctx: &Context, args: ProvisionArgs) -> anyhow::Result<()> {
-    let csr = sign::read_csr()?;
-    let admin = OnceCell::new();
-    let brokers = if args.no_kafka {
-        sign::Brokers::NotAsked
-    } else {
-        sign::Brokers::Ask(&admin)
-    };
-    let certificate = sign::sign_recorded(ctx, &args.name, &csr, None, brokers)?;
+    let csr = super::read_csr()?;
+    let cluster = Cluster::new(ctx, !args.no_kafka);
+    let certificate = sign::issue(ctx, &args.name, &csr, None, &cluster)?;
     let name: ProfileName = certificate.name.clone();
     let mut response = ProvisionResponse {
         version: PROTOCOL_VERSION,
@@ -33,12 +26,7 @@ pub fn run(ctx: &Context, args: ProvisionArgs) -> anyhow::Result<()> {
         kafka: None,
         mysql: None,
     };
-    let finished = finish(
-        ctx,
-        admin.get().and_then(|a| a.as_ref().ok()),
-        &name,
-        &mut response,
-    );
+    let finished = finish(ctx, cluster.connected(), &name, &mut response);
     sign::refresh_crl(ctx);
     crate::commands::print_json(&response)?;
     finished
@@ -51,11 +39,11 @@ fn finish(
     name: &ProfileName,
     response: &mut ProvisionResponse,
 ) -> anyhow::Result<()> {
-    // Facts about Kafka mean the connection in the cell answered.
+    // Facts about Kafka mean the cluster's connection answered.
     if response.certificate.facts.kafka.is_some()
         && let Some(admin) = admin
     {
-        response.kafka = Some(kafka_user::grant_recorded(ctx, admin, name)?);
+        response.kafka = Some(acls::grant(ctx, admin, name)?);
     }
     if response.certificate.facts.mysql.is_some() {
         response.mysql = Some(mysql_user::ensure_recorded(ctx, name)?);

@@ -31,10 +31,10 @@ use shiqi_ca::{KeyId, ProfileName};
 
 use crate::audit;
 use crate::cli::RevokeArgs;
-use crate::commands::kafka_user;
 use crate::crl::{self, When};
 use crate::error::AgentError;
 use crate::mysql;
+use crate::ops::acls;
 use crate::state::Context;
 
 /// Revokes, prints a `RevokeResponse`, and writes one audit line per certificate.
@@ -333,7 +333,7 @@ fn kafka_side(
         out.kept_because = Some(format!("still valid for `{user}`: {}", serials.join(", ")).into());
         return out;
     }
-    match kafka_user::revoke_acls(ctx, user) {
+    match acls::revoke(ctx, user) {
         Ok(r) => out.deleted = r.deleted,
         Err(e) => out.error = Some(format!("{e:#}").into()),
     }
