@@ -8,73 +8,14 @@
 //! (written by an admin) and the inventory, never from the request, its options or the
 //! environment the caller could set.
 
-use std::fmt;
-
 use shiqi_ca::Serial;
 use shiqi_ca::inventory::CertKind;
-use shiqi_ca::inventory::access::{Enrollment, Role};
+use shiqi_ca::inventory::access::Role;
 
+pub use crate::caller::Caller;
 use crate::cli::Command;
 use crate::error::AgentError;
 use crate::state::Context;
-
-/// Who runs this request.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Caller {
-    /// A shell on the agent's own account: may do everything.
-    Local {
-        /// The Unix account (from the process's uid, not from `$USER`).
-        account: String,
-        /// The person `sudo` ran this for, when it did (sudo sets `SUDO_USER`).
-        sudo_user: Option<String>,
-    },
-    /// An enrolled SSH key through `serve`.
-    Key(Enrollment),
-    /// A key whose `serve` line names a fingerprint the inventory does not know (removed with
-    /// `enroll --remove` while its line stayed): may do nothing.
-    Unenrolled {
-        /// The fingerprint from the forced command.
-        fingerprint: String,
-    },
-}
-
-impl Caller {
-    /// The caller of a process started from a shell: the account of its real uid.
-    pub fn local() -> Self {
-        let uid = nix::unistd::getuid();
-        let account = nix::unistd::User::from_uid(uid)
-            .ok()
-            .flatten()
-            .map_or_else(|| format!("uid {uid}"), |u| u.name);
-        Self::Local {
-            account,
-            sudo_user: std::env::var("SUDO_USER").ok().filter(|s| !s.is_empty()),
-        }
-    }
-
-    /// The key's role, or `None` for a local caller.
-    pub fn role(&self) -> Option<Role> {
-        match self {
-            Self::Local { .. } | Self::Unenrolled { .. } => None,
-            Self::Key(k) => Some(k.role),
-        }
-    }
-}
-
-impl fmt::Display for Caller {
-    /// How the audit log and the inventory name this caller.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Local {
-                account,
-                sudo_user: Some(by),
-            } => write!(f, "local {account} (sudo by {by})"),
-            Self::Local { account, .. } => write!(f, "local {account}"),
-            Self::Key(k) => write!(f, "key {} ({}, {})", k.fingerprint, k.name, k.role),
-            Self::Unenrolled { fingerprint } => write!(f, "unenrolled key {fingerprint}"),
-        }
-    }
-}
 
 /// Whether `caller` may run `command`. Admins and local callers may run everything but a nested
 /// `serve`; a `user` key only what concerns its own name.
@@ -202,6 +143,7 @@ fn describe(command: &Command) -> String {
 #[cfg(test)]
 mod tests {
     use clap::Parser as _;
+    use shiqi_ca::inventory::access::Enrollment;
     use time::OffsetDateTime;
 
     use super::*;

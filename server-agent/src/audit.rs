@@ -15,7 +15,7 @@ use serde::Serialize;
 use shiqi_ca::inventory::access::Role;
 use shiqi_ca::text::one_line;
 
-use crate::access::Caller;
+use crate::caller::Caller;
 use crate::state::Context;
 
 /// One audit line.

@@ -10,6 +10,7 @@ pub mod access;
 pub mod acl;
 pub mod audit;
 pub mod authorized_keys;
+pub mod caller;
 pub mod cli;
 pub mod commands;
 pub mod config;

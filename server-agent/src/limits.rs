@@ -12,7 +12,7 @@ use shiqi_ca::ProfileName;
 use shiqi_ca::inventory::access::Role;
 use shiqi_ca::inventory::{CertKind, Inventory};
 
-use crate::access::Caller;
+use crate::caller::Caller;
 use crate::error::AgentError;
 use crate::fsutil;
 use crate::state::Context;

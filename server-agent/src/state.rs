@@ -12,7 +12,7 @@ use shiqi_ca::inventory::Inventory;
 use shiqi_ca::issue::{Ca, Validity};
 use shiqi_ca::key::{KeyType, PrivateKey};
 
-use crate::access::Caller;
+use crate::caller::Caller;
 use crate::config::Config;
 use crate::error::AgentError;
 use crate::fsutil;
