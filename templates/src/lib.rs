@@ -15,19 +15,9 @@ use minijinja::syntax::SyntaxConfig;
 use minijinja::{Environment, UndefinedBehavior};
 use serde::Serialize;
 
-/// Every template, by the name callers render it with.
-const TEMPLATES: &[(&str, &str)] = &[
-    ("client.properties", include_str!("../client.properties.j2")),
-    ("librdkafka.conf", include_str!("../librdkafka.conf.j2")),
-    ("my.cnf", include_str!("../my.cnf.j2")),
-    ("ssh_config", include_str!("../ssh_config.j2")),
-    ("DATAGRIP.md", include_str!("../DATAGRIP.md.j2")),
-    (
-        "kafka-server.properties",
-        include_str!("../kafka-server.properties.j2"),
-    ),
-    ("mysqld.cnf", include_str!("../mysqld.cnf.j2")),
-];
+/// Every template, by the name callers render it with: each `NAME.j2` of this crate's folder
+/// (`build.rs` lists them).
+const TEMPLATES: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/templates.rs"));
 
 /// Renders template `name` (e.g. `"my.cnf"`) with `ctx`.
 ///

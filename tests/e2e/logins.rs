@@ -337,6 +337,14 @@ fn a_certificate_only_in_the_agent_logs_in_like_ssh() {
     let (status, _) = tunnel.status();
     assert!(status.success(), "{}", status.all());
     drop(tunnel);
+    let doctor = home.connect(s, &["doctor", &name]);
+    assert!(
+        doctor.stdout.lines().any(|l| l.contains("ssh.login")
+            && l.contains(&format!("certificate `{id}-key`"))
+            && l.contains("(from the agent)")),
+        "{}",
+        doctor.all()
+    );
     drop(agent);
 }
 
@@ -402,6 +410,13 @@ fn a_principal_enrolled_as_user_gets_only_its_own_name() {
         None,
     );
     let own = home.connect(s, &["setup", &name, "--server", &alias, "--yes"]);
+    // The tunnel and doctor log in with the same certificate (before the principal goes).
+    let checks = own.success().then(|| {
+        let (tunnel, up) = Tunnel::up(s, &home, &name, &[]);
+        let (status, _) = tunnel.status();
+        drop(tunnel);
+        (up, status, home.connect(s, &["doctor", &name]))
+    });
     let other = unique_name("po");
     let theirs = home.connect(s, &["setup", &other, "--server", &alias, "--yes"]);
     let audit = std::fs::read_to_string(format!("{}/audit.log", s.info("agent_state_dir")))
@@ -413,6 +428,21 @@ fn a_principal_enrolled_as_user_gets_only_its_own_name() {
         ssh.all()
     );
     assert!(own.success(), "{}", own.all());
+    let (up, status, doctor) = checks.expect("run after a successful setup");
+    assert!(
+        up.success() && status.success(),
+        "{}{}",
+        up.all(),
+        status.all()
+    );
+    assert!(
+        doctor
+            .stdout
+            .lines()
+            .any(|l| l.contains("ssh.login") && l.contains(&format!("certificate `{id}-key`"))),
+        "{}",
+        doctor.all()
+    );
     assert!(
         own.all().contains(&format!("certificate `{id}-key`")),
         "{}",

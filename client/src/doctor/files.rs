@@ -9,36 +9,17 @@ use crate::doctor::{CheckId, Context, Finding, Findings};
 use crate::profile::files as pf;
 use crate::ssh::config::find_in_path;
 
-/// Files that hold secrets: no group or other bits allowed.
-const SECRETS: &[&str] = &[
-    pf::CLIENT_KEY,
-    pf::KEYSTORE,
-    pf::KEYSTORE_PASSWORD,
-    pf::CLIENT_PROPERTIES,
-];
-
-/// Every file a profile must have, given what it has (Kafka files only with brokers, `my.cnf`
-/// only with MySQL).
-fn required(ctx: &Context) -> Vec<&'static str> {
-    let mut out = vec![
-        pf::PROFILE_JSON,
-        pf::CLIENT_KEY,
-        pf::CLIENT_CRT,
-        pf::CA_CRT,
-        pf::KEYSTORE,
-        pf::TRUSTSTORE,
-        pf::KEYSTORE_PASSWORD,
-        pf::SSH_CONFIG,
-    ];
-    if let Ok(p) = &ctx.profile {
-        if !p.brokers.is_empty() {
-            out.extend([pf::CLIENT_PROPERTIES, pf::LIBRDKAFKA_CONF]);
-        }
-        if p.mysql.is_some() {
-            out.push(pf::MY_CNF);
-        }
-    }
-    out
+/// Every file a profile must have, given what it has (the catalogue's: Kafka files only with
+/// brokers, `my.cnf` only with MySQL; the ones every profile has when `profile.json` is
+/// unreadable).
+fn required(ctx: &Context) -> Vec<&'static pf::Kind> {
+    pf::CATALOGUE
+        .iter()
+        .filter(|k| match &ctx.profile {
+            Ok(p) => k.present(p),
+            Err(_) => k.when == pf::When::Always,
+        })
+        .collect()
 }
 
 fn mode(path: &Path) -> Option<u32> {
@@ -65,13 +46,14 @@ pub fn check(ctx: &Context, st: &mut Findings) {
     let mut loose: Vec<(PathBuf, u32)> = Vec::new();
     let mut writable = Vec::new();
     let files = required(ctx);
-    for f in &files {
-        let p = dir.join(f);
+    for kind in &files {
+        let p = dir.join(kind.name);
         match mode(&p) {
-            None => missing.push(*f),
-            Some(m) if SECRETS.contains(f) && m & 0o077 != 0 => loose.push((p, m)),
+            None => missing.push(kind.name),
+            // Secrets: no group or other bits allowed.
+            Some(m) if kind.secret && m & 0o077 != 0 => loose.push((p, m)),
             // ssh refuses a config that others may write ("Bad owner or permissions").
-            Some(m) if *f == pf::SSH_CONFIG && m & 0o022 != 0 => writable.push(p),
+            Some(m) if kind.name == pf::SSH_CONFIG && m & 0o022 != 0 => writable.push(p),
             Some(_) => {}
         }
     }

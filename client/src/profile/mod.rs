@@ -46,6 +46,146 @@ pub mod files {
     pub const DATAGRIP_MD: &str = "DATAGRIP.md";
     /// This profile's facts.
     pub const PROFILE_JSON: &str = "profile.json";
+
+    /// What a profile file is made from.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Source {
+        /// The private key (PKCS#8 PEM).
+        Key,
+        /// The leaf certificate and its chain (PEM).
+        Chain,
+        /// The CA certificate (PEM).
+        Ca,
+        /// Key and chain as PKCS#12.
+        Keystore,
+        /// The CA as PKCS#12.
+        Truststore,
+        /// The PKCS#12 password.
+        Password,
+        /// `templates/NAME.j2`, rendered from the profile.
+        Template(&'static str),
+        /// `profile.json`: written last, so a reader that finds it finds every file it lists.
+        Facts,
+    }
+
+    /// When a profile has the file.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum When {
+        /// Every profile.
+        Always,
+        /// Profiles of a server with Kafka brokers.
+        WithKafka,
+        /// Profiles of a server with MySQL.
+        WithMysql,
+    }
+
+    /// One kind of profile file: the one place setup, rotate, renew, the tunnel's refresh, the
+    /// folder swap and doctor learn what a profile holds.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Kind {
+        /// The file's name in the profile folder.
+        pub name: &'static str,
+        /// Holds a secret (the key, the password, or a config with the password): doctor
+        /// allows no group or other bits on it.
+        pub secret: bool,
+        /// When the profile has it.
+        pub when: When,
+        /// What it is made from.
+        pub source: Source,
+    }
+
+    impl Kind {
+        /// Whether `profile` has this file.
+        pub fn present(&self, profile: &super::Profile) -> bool {
+            match self.when {
+                When::Always => true,
+                When::WithKafka => !profile.brokers.is_empty(),
+                When::WithMysql => profile.mysql.is_some(),
+            }
+        }
+    }
+
+    /// Every file of a profile, in the order they are written (`profile.json` last). A new
+    /// file is one entry here and, when rendered, its template.
+    pub const CATALOGUE: &[Kind] = &[
+        Kind {
+            name: CLIENT_KEY,
+            secret: true,
+            when: When::Always,
+            source: Source::Key,
+        },
+        Kind {
+            name: CLIENT_CRT,
+            secret: false,
+            when: When::Always,
+            source: Source::Chain,
+        },
+        Kind {
+            name: CA_CRT,
+            secret: false,
+            when: When::Always,
+            source: Source::Ca,
+        },
+        Kind {
+            name: KEYSTORE,
+            secret: true,
+            when: When::Always,
+            source: Source::Keystore,
+        },
+        Kind {
+            name: TRUSTSTORE,
+            secret: false,
+            when: When::Always,
+            source: Source::Truststore,
+        },
+        Kind {
+            name: KEYSTORE_PASSWORD,
+            secret: true,
+            when: When::Always,
+            source: Source::Password,
+        },
+        Kind {
+            name: SSH_CONFIG,
+            secret: false,
+            when: When::Always,
+            source: Source::Template("ssh_config"),
+        },
+        Kind {
+            name: DATAGRIP_MD,
+            secret: false,
+            when: When::Always,
+            source: Source::Template("DATAGRIP.md"),
+        },
+        Kind {
+            name: CLIENT_PROPERTIES,
+            secret: true,
+            when: When::WithKafka,
+            source: Source::Template("client.properties"),
+        },
+        Kind {
+            name: LIBRDKAFKA_CONF,
+            secret: false,
+            when: When::WithKafka,
+            source: Source::Template("librdkafka.conf"),
+        },
+        Kind {
+            name: MY_CNF,
+            secret: false,
+            when: When::WithMysql,
+            source: Source::Template("my.cnf"),
+        },
+        Kind {
+            name: PROFILE_JSON,
+            secret: false,
+            when: When::Always,
+            source: Source::Facts,
+        },
+    ];
+
+    /// The kind of the file named `name`, if it is a profile file.
+    pub fn kind(name: &str) -> Option<&'static Kind> {
+        CATALOGUE.iter().find(|k| k.name == name)
+    }
 }
 
 /// The alias of the key entry in `keystore.p12`.
@@ -330,6 +470,42 @@ impl std::fmt::Display for KeyUsed {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn the_catalogue_names_each_file_once_with_its_template_and_facts_last() {
+        let names: std::collections::BTreeSet<&str> =
+            files::CATALOGUE.iter().map(|k| k.name).collect();
+        assert_eq!(names.len(), files::CATALOGUE.len(), "a name twice");
+        assert_eq!(
+            files::CATALOGUE.last().map(|k| k.source),
+            Some(files::Source::Facts)
+        );
+        let env = shiqi_render::environment();
+        for k in files::CATALOGUE {
+            if let files::Source::Template(t) = k.source {
+                assert!(
+                    env.get_template(t).is_ok(),
+                    "no template `{t}.j2` for {}",
+                    k.name
+                );
+            }
+        }
+        let mut p = sample();
+        let has = |p: &Profile| -> Vec<&str> {
+            files::CATALOGUE
+                .iter()
+                .filter(|k| k.present(p))
+                .map(|k| k.name)
+                .collect()
+        };
+        assert!(has(&p).contains(&files::MY_CNF) && has(&p).contains(&files::LIBRDKAFKA_CONF));
+        p.mysql = None;
+        p.brokers.clear();
+        let bare = has(&p);
+        assert!(!bare.contains(&files::MY_CNF) && !bare.contains(&files::CLIENT_PROPERTIES));
+        assert!(files::kind(files::CLIENT_KEY).is_some_and(|k| k.secret));
+        assert!(files::kind("tunnel.log").is_none());
+    }
 
     pub(crate) fn sample() -> Profile {
         Profile {

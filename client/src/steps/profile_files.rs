@@ -6,12 +6,11 @@ use std::path::Path;
 
 use shiqi_ca::Secret;
 use shiqi_ca::key::PrivateKey;
-use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 
 use crate::agent::Signed;
 use crate::error::Error;
-use crate::profile::{Profile, files};
+use crate::profile::Profile;
+use crate::profile::files::{self, Source};
 use crate::ssh::config::Target;
 use crate::steps::write::ProfileFile;
 use crate::steps::{keystore, render};
@@ -48,91 +47,43 @@ pub fn build(i: &Inputs<'_>) -> Result<Vec<ProfileFile>, Error> {
         i.password,
         p.p12_format,
     )?;
-    let created = rfc3339(p.created);
-    let not_after = rfc3339(p.certificate.not_after);
-    let serial = p.certificate.serial.to_string();
-    let rendered = render::render(&render::RenderInput {
-        name: &p.name,
-        dir: i.dir,
-        destination: &p.server.destination,
-        ssh_host: &i.target.host,
-        ssh_port: i.target.port,
-        ssh_user: &i.target.user,
-        host_key_alias: i.target.host_key_alias.as_deref(),
-        known_hosts: &p.server.known_hosts,
-        key_used: &p.server.ssh_key,
-        certificate_file: p.server.certificate_file.as_deref(),
-        jumps: &p.server.jumps,
-        tunnel_host: &p.tunnel_host,
-        brokers: &p.brokers,
-        mysql: p.mysql.as_ref(),
-        forwards: i.forwards,
-        endpoint: &p.endpoint,
-        keystore_password: i.password,
-        p12_format: &p.p12_format.to_string(),
-        created: &created,
-        not_after: &not_after,
-        serial: &serial,
-    })?;
+    // `profile.json`'s server is where and as whom `target` logged in.
+    let rendered = render::render_profile(
+        p,
+        i.forwards,
+        i.dir,
+        i.target.host_key_alias.as_deref(),
+        i.password,
+    )?;
     let mut ca = i.signed.response.ca_pem.as_str().trim_end().to_owned();
     ca.push('\n');
-    let mut out = vec![
-        ProfileFile {
-            name: files::CLIENT_KEY,
-            bytes: i.key.to_pkcs8_pem().expose().clone().into_bytes(),
-        },
-        ProfileFile {
-            name: files::CLIENT_CRT,
-            bytes: i.signed.chain_pem.clone().into_bytes(),
-        },
-        ProfileFile {
-            name: files::CA_CRT,
-            bytes: ca.into_bytes(),
-        },
-        ProfileFile {
-            name: files::KEYSTORE,
-            bytes: stores.keystore,
-        },
-        ProfileFile {
-            name: files::TRUSTSTORE,
-            bytes: stores.truststore,
-        },
-        ProfileFile {
-            name: files::KEYSTORE_PASSWORD,
-            bytes: format!("{}\n", i.password.expose()).into_bytes(),
-        },
-        ProfileFile {
-            name: files::SSH_CONFIG,
-            bytes: rendered.ssh_config.into_bytes(),
-        },
-        ProfileFile {
-            name: files::DATAGRIP_MD,
-            bytes: rendered.datagrip_md.into_bytes(),
-        },
-    ];
-    if let Some(c) = rendered.client_properties {
+    let mut stores = Some(stores);
+    let mut out = Vec::new();
+    for kind in files::CATALOGUE.iter().filter(|k| k.present(p)) {
+        let bytes = match kind.source {
+            Source::Key => i.key.to_pkcs8_pem().expose().clone().into_bytes(),
+            Source::Chain => i.signed.chain_pem.clone().into_bytes(),
+            Source::Ca => ca.clone().into_bytes(),
+            Source::Keystore => stores
+                .as_mut()
+                .map(|s| std::mem::take(&mut s.keystore))
+                .unwrap_or_default(),
+            Source::Truststore => stores
+                .as_mut()
+                .map(|s| std::mem::take(&mut s.truststore))
+                .unwrap_or_default(),
+            Source::Password => format!("{}\n", i.password.expose()).into_bytes(),
+            Source::Template(_) => match rendered.get(kind.name) {
+                Some(text) => text.as_bytes().to_vec(),
+                None => continue,
+            },
+            Source::Facts => p.to_json().into_bytes(),
+        };
         out.push(ProfileFile {
-            name: files::CLIENT_PROPERTIES,
-            bytes: c.expose().clone().into_bytes(),
+            name: kind.name,
+            bytes,
         });
     }
-    if let Some(c) = rendered.librdkafka_conf {
-        out.push(ProfileFile {
-            name: files::LIBRDKAFKA_CONF,
-            bytes: c.into_bytes(),
-        });
-    }
-    if let Some(c) = rendered.my_cnf {
-        out.push(ProfileFile {
-            name: files::MY_CNF,
-            bytes: c.into_bytes(),
-        });
-    }
-    // Last, so a reader that finds profile.json finds every file it lists.
-    out.push(ProfileFile {
-        name: files::PROFILE_JSON,
-        bytes: p.to_json().into_bytes(),
-    });
     Ok(out)
 }
 
@@ -141,8 +92,4 @@ pub fn read_password(dir: &Path) -> Option<Secret<String>> {
     let text = std::fs::read_to_string(dir.join(files::KEYSTORE_PASSWORD)).ok()?;
     let pw = text.trim_end_matches(['\n', '\r']);
     (!pw.is_empty()).then(|| Secret::new(pw.to_owned()))
-}
-
-fn rfc3339(t: OffsetDateTime) -> String {
-    t.format(&Rfc3339).unwrap_or_else(|_| t.to_string())
 }

@@ -2,6 +2,7 @@
 //! Pure: no network, no filesystem. Also builds the tunnel's forward list, which is where a
 //! cluster that cannot work through a tunnel (two brokers on one port) is refused.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use minijinja::context;
@@ -223,18 +224,26 @@ pub struct RenderInput<'a> {
     pub serial: &'a str,
 }
 
-/// The rendered text files. Kafka files are `None` without brokers, `my.cnf` without MySQL.
-pub struct Rendered {
-    /// `client.properties` (holds the keystore password).
-    pub client_properties: Option<Secret<String>>,
-    /// `librdkafka.conf`.
-    pub librdkafka_conf: Option<String>,
-    /// `my.cnf`.
-    pub my_cnf: Option<String>,
-    /// `ssh_config`.
-    pub ssh_config: String,
-    /// `DATAGRIP.md`.
-    pub datagrip_md: String,
+/// The rendered text files of the catalogue ([`files::CATALOGUE`]) the profile has: Kafka's only
+/// with brokers, `my.cnf` only with MySQL.
+pub struct Rendered(BTreeMap<&'static str, Secret<String>>);
+
+impl Rendered {
+    /// The text of profile file `name`, when the profile has it. Kept as a [`Secret`]: some
+    /// (`client.properties`) hold the keystore password.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0.get(name).map(|t| t.expose().as_str())
+    }
+
+    /// Every rendered file, by name.
+    pub fn files(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        self.0.iter().map(|(n, t)| (*n, t.expose().as_str()))
+    }
+
+    /// `ssh_config`, which every profile has.
+    pub fn ssh_config(&self) -> &str {
+        self.get(files::SSH_CONFIG).unwrap_or_default()
+    }
 }
 
 /// What a value may hold before it reaches a config file. Values from the server are already
@@ -345,6 +354,51 @@ fn check_input(i: &RenderInput<'_>) -> Result<(), Error> {
     Ok(())
 }
 
+/// Renders every text file of `p` (in folder `dir`, with the tunnel's `forwards`): the one way
+/// setup, rotate, renew and the tunnel's refresh turn a profile into its files.
+///
+/// # Errors
+/// As [`render`].
+pub fn render_profile(
+    p: &crate::profile::Profile,
+    forwards: &[Forward],
+    dir: &Path,
+    host_key_alias: Option<&str>,
+    password: &Secret<String>,
+) -> Result<Rendered, Error> {
+    let rfc = |t: time::OffsetDateTime| {
+        t.format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_else(|_| t.to_string())
+    };
+    let created = rfc(p.created);
+    let not_after = rfc(p.certificate.not_after);
+    let serial = p.certificate.serial.to_string();
+    let p12 = p.p12_format.to_string();
+    render(&RenderInput {
+        name: &p.name,
+        dir,
+        destination: &p.server.destination,
+        ssh_host: &p.server.host,
+        ssh_port: p.server.port,
+        ssh_user: &p.server.user,
+        host_key_alias,
+        known_hosts: &p.server.known_hosts,
+        key_used: &p.server.ssh_key,
+        certificate_file: p.server.certificate_file.as_deref(),
+        jumps: &p.server.jumps,
+        tunnel_host: &p.tunnel_host,
+        brokers: &p.brokers,
+        mysql: p.mysql.as_ref(),
+        forwards,
+        endpoint: &p.endpoint,
+        keystore_password: password,
+        p12_format: &p12,
+        created: &created,
+        not_after: &not_after,
+        serial: &serial,
+    })
+}
+
 /// Renders every text file of the profile.
 ///
 /// # Errors
@@ -449,17 +503,22 @@ pub fn render(input: &RenderInput<'_>) -> Result<Rendered, Error> {
             .and_then(|t| t.render(&ctx))
             .map_err(|source| Error::Template { template, source })
     };
-    let has_kafka = !input.brokers.is_empty();
-    Ok(Rendered {
-        client_properties: has_kafka
-            .then(|| one("client.properties"))
-            .transpose()?
-            .map(Secret::new),
-        librdkafka_conf: has_kafka.then(|| one("librdkafka.conf")).transpose()?,
-        my_cnf: input.mysql.map(|_| one("my.cnf")).transpose()?,
-        ssh_config: one("ssh_config")?,
-        datagrip_md: one("DATAGRIP.md")?,
-    })
+    // The catalogue's rendered files, each when the profile has it.
+    let mut out = BTreeMap::new();
+    for kind in files::CATALOGUE {
+        let files::Source::Template(template) = kind.source else {
+            continue;
+        };
+        let present = match kind.when {
+            files::When::Always => true,
+            files::When::WithKafka => !input.brokers.is_empty(),
+            files::When::WithMysql => input.mysql.is_some(),
+        };
+        if present {
+            out.insert(kind.name, Secret::new(one(template)?));
+        }
+    }
+    Ok(Rendered(out))
 }
 
 #[cfg(test)]
@@ -648,7 +707,7 @@ mod tests {
         let spaced = PathBuf::from("/Users/Saige Doe/.shiqi/saige");
         let r = render(&input(&name, &b, Some(&m), &f, &file_key, &pw, &spaced)).expect("space");
         assert!(
-            r.ssh_config
+            r.ssh_config()
                 .contains("\"/Users/Saige Doe/.shiqi/saige/tunnel.sock\"")
         );
     }
@@ -667,8 +726,7 @@ mod tests {
         let dir = PathBuf::from("/home/saige/.shiqi/saige");
         let r = render(&input(&name, &b, Some(&m), &f, &key, &pw, &dir)).expect("render");
 
-        let props = r.client_properties.expect("kafka");
-        let props = props.expose();
+        let props = r.get(files::CLIENT_PROPERTIES).expect("kafka");
         assert!(
             props.contains("\nbootstrap.servers=localhost:19094,localhost:29094,localhost:39094\n")
         );
@@ -678,17 +736,17 @@ mod tests {
         assert!(props.contains("\nssl.truststore.type=PKCS12\n"));
         assert!(!props.contains("\nssl.endpoint.identification.algorithm"));
 
-        let rdk = r.librdkafka_conf.expect("kafka");
+        let rdk = r.get(files::LIBRDKAFKA_CONF).expect("kafka");
         assert!(rdk.contains("\nsecurity.protocol=ssl\n"));
         assert!(rdk.contains("\nssl.key.location=/home/saige/.shiqi/saige/client.key\n"));
 
-        let cnf = r.my_cnf.expect("mysql");
+        let cnf = r.get(files::MY_CNF).expect("mysql");
         assert!(cnf.contains("[client]\n"));
         assert!(cnf.contains("\nhost=127.0.0.1\nport=3306\n"));
         assert!(cnf.contains("\nuser=saige\n"));
         assert!(cnf.contains("\nssl-verify-server-cert\n"));
 
-        let ssh = &r.ssh_config;
+        let ssh = &r.ssh_config();
         assert!(ssh.contains("\nHost shiqi-tunnel\n"));
         for line in [
             "    HostName 10.231.0.1",
@@ -708,14 +766,21 @@ mod tests {
             assert!(ssh.lines().any(|l| l == line), "missing {line:?} in\n{ssh}");
         }
         assert!(
-            !r.datagrip_md.contains("pw123"),
+            !r.get(files::DATAGRIP_MD)
+                .unwrap_or_default()
+                .contains("pw123"),
             "the password stays in keystore.password"
         );
         assert!(
-            r.datagrip_md
+            r.get(files::DATAGRIP_MD)
+                .unwrap_or_default()
                 .contains("/home/saige/.shiqi/saige/client.properties")
         );
-        assert!(!props.contains("{{") && !ssh.contains("{%") && !r.datagrip_md.contains("{{"));
+        assert!(
+            !props.contains("{{")
+                && !ssh.contains("{%")
+                && !r.get(files::DATAGRIP_MD).unwrap_or_default().contains("{{")
+        );
     }
 
     #[test]
@@ -740,7 +805,7 @@ mod tests {
         i.endpoint = &endpoint;
         let r = render(&i).expect("render");
 
-        let cnf = r.my_cnf.expect("mysql");
+        let cnf = r.get(files::MY_CNF).expect("mysql");
         let settings: Vec<&str> = cnf.lines().filter(|l| !l.starts_with('#')).collect();
         assert_eq!(
             settings,
@@ -748,13 +813,17 @@ mod tests {
             "{cnf}"
         );
         // OpenSSH cannot stand in for the endpoint: no forward it could carry wrongly.
-        assert!(!r.ssh_config.contains("LocalForward"), "{}", r.ssh_config);
         assert!(
-            r.ssh_config.contains("MySQL 127.0.0.1:3306"),
+            !r.ssh_config().contains("LocalForward"),
             "{}",
-            r.ssh_config
+            r.ssh_config()
         );
-        let md = &r.datagrip_md;
+        assert!(
+            r.ssh_config().contains("MySQL 127.0.0.1:3306"),
+            "{}",
+            r.ssh_config()
+        );
+        let md = &r.get(files::DATAGRIP_MD).unwrap_or_default();
         assert!(md.contains("| Authentication | `No auth` |"), "{md}");
         assert!(md.contains("`PLAINTEXT`"), "{md}");
         assert!(
@@ -778,22 +847,24 @@ mod tests {
         let pw = Secret::new("pw".to_owned());
         let dir = PathBuf::from("/home/bob/my profiles/bob");
         let r = render(&input(&name, &[], Some(&m), &f, &key, &pw, &dir)).expect("render");
-        assert!(r.client_properties.is_none() && r.librdkafka_conf.is_none());
-        assert!(!r.ssh_config.contains("IdentityFile"));
-        assert!(r.ssh_config.contains("ssh-agent"));
+        assert!(
+            r.get(files::CLIENT_PROPERTIES).is_none() && r.get(files::LIBRDKAFKA_CONF).is_none()
+        );
+        assert!(!r.ssh_config().contains("IdentityFile"));
+        assert!(r.ssh_config().contains("ssh-agent"));
         // The agent ~/.ssh/config named, so OpenSSH (and DataGrip) ask the same one.
         assert!(
-            r.ssh_config
+            r.ssh_config()
                 .contains("    IdentityAgent /home/bob/Library/Secretive/socket.ssh\n"),
             "{}",
-            r.ssh_config
+            r.ssh_config()
         );
         assert!(
-            r.ssh_config
+            r.ssh_config()
                 .contains("ControlPath \"/home/bob/my profiles/bob/tunnel.sock\"")
         );
         assert!(
-            r.my_cnf
+            r.get(files::MY_CNF)
                 .expect("mysql")
                 .contains("ssl-key=\"/home/bob/my profiles/bob/client.key\"")
         );
@@ -814,7 +885,7 @@ mod tests {
         let pw = Secret::new("pw123".to_owned());
         let dir = PathBuf::from("/home/saige/.shiqi/saige");
         let r = render(&input(&name, &b, Some(&m), &f, &key, &pw, &dir)).expect("render");
-        insta::assert_snapshot!(r.ssh_config, @r#"
+        insta::assert_snapshot!(r.ssh_config(), @r#"
 # SSH tunnel for profile `saige`, written by `shiqi-connect setup saige` at 2026-10-10T08:00:00Z.
 #
 # Start:  shiqi-connect tunnel up saige   (the built-in tunnel, which renews the certificate too)
@@ -881,7 +952,7 @@ Host shiqi-tunnel
         let hops = [hop("192.0.2.1", "jumper", 2222), hop("10.0.0.9", "gw", 22)];
         let mut i = input(&name, &b, Some(&m), &f, &key, &pw, &dir);
         i.jumps = &hops;
-        let text = render(&i).expect("renders").ssh_config;
+        let text = render(&i).expect("renders").ssh_config().to_owned();
         assert!(
             text.contains("ProxyJump shiqi-tunnel-jump1,shiqi-tunnel-jump2"),
             "{text}"

@@ -186,25 +186,6 @@ impl Staged {
     }
 }
 
-/// Every file a profile can have; never carried over from an old profile.
-const PROFILE_FILES: &[&str] = {
-    use crate::profile::files::*;
-    &[
-        CLIENT_KEY,
-        CLIENT_CRT,
-        CA_CRT,
-        KEYSTORE,
-        TRUSTSTORE,
-        KEYSTORE_PASSWORD,
-        CLIENT_PROPERTIES,
-        LIBRDKAFKA_CONF,
-        MY_CNF,
-        SSH_CONFIG,
-        DATAGRIP_MD,
-        PROFILE_JSON,
-    ]
-};
-
 /// Hard-links every entry of `old` that is not a profile file (nor one of `replaced`, a leftover
 /// temporary file or a folder) into `new`.
 fn carry_over(old: &Path, new: &Path, replaced: &[&str]) -> Result<(), Error> {
@@ -220,7 +201,8 @@ fn carry_over(old: &Path, new: &Path, replaced: &[&str]) -> Result<(), Error> {
         // A profile file the new profile does not have (say, `my.cnf` of a server that no
         // longer has MySQL) is not carried over: only what others put there (the tunnel's).
         if replaced.contains(&text)
-            || PROFILE_FILES.contains(&text)
+            // Every file a profile can have is never carried over from an old profile.
+            || crate::profile::files::kind(text).is_some()
             || text.starts_with(".shiqi-tmp-")
             || is_dir
         {

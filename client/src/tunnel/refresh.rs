@@ -9,13 +9,11 @@ use std::path::Path;
 
 use shiqi_ca::Secret;
 use shiqi_ca::protocol::Broker;
-use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 
 use crate::error::Error;
 use crate::fsutil;
 use crate::profile::{Endpoint, ForwardRecord, Profile, files};
-use crate::steps::render::{self, Forward, RenderInput};
+use crate::steps::render::{self, Forward};
 
 /// The profile as the current broker list makes it.
 #[derive(Clone, Debug)]
@@ -192,8 +190,8 @@ pub fn write_endpoint(
 }
 
 /// Switches the profile to `endpoint`: the forwards follow (direct: one per broker; local:
-/// MySQL only, served by the endpoint), and `ssh_config`, `client.properties`,
-/// `librdkafka.conf`, `my.cnf`, `DATAGRIP.md` and `profile.json` (last) are rewritten to match.
+/// MySQL only, served by the endpoint), and every rendered file of the catalogue the profile
+/// has, then `profile.json` (last), is rewritten to match.
 ///
 /// # Errors
 /// As [`plan`] (direct on a cluster with two brokers on one port); [`Error::Io`] when a file
@@ -210,27 +208,16 @@ pub fn switch_endpoint(
     // The Java config holds the keystore password in direct mode; it is read from its file.
     let password = crate::steps::profile_files::read_password(dir)
         .unwrap_or_else(|| Secret::new(String::new()));
-    let rendered = render_all(
+    let rendered = render::render_profile(
         &plan.profile,
         &plan.forwards,
         dir,
         host_key_alias,
         &password,
     )?;
-    fsutil::write_private(&dir.join(files::SSH_CONFIG), rendered.ssh_config.as_bytes())?;
-    if let Some(c) = &rendered.client_properties {
-        fsutil::write_private(&dir.join(files::CLIENT_PROPERTIES), c.expose().as_bytes())?;
+    for (name, text) in rendered.files() {
+        fsutil::write_private(&dir.join(name), text.as_bytes())?;
     }
-    if let Some(c) = &rendered.librdkafka_conf {
-        fsutil::write_private(&dir.join(files::LIBRDKAFKA_CONF), c.as_bytes())?;
-    }
-    if let Some(c) = &rendered.my_cnf {
-        fsutil::write_private(&dir.join(files::MY_CNF), c.as_bytes())?;
-    }
-    fsutil::write_private(
-        &dir.join(files::DATAGRIP_MD),
-        rendered.datagrip_md.as_bytes(),
-    )?;
     fsutil::write_private(
         &dir.join(files::PROFILE_JSON),
         plan.profile.to_json().as_bytes(),
@@ -247,44 +234,11 @@ fn render_ssh_config(
     // Only `ssh_config` is kept from this render, and it never contains the keystore password
     // (checked by a test), so the other files' password need not be read from disk here.
     let no_password = Secret::new(String::new());
-    Ok(render_all(p, forwards, dir, host_key_alias, &no_password)?.ssh_config)
-}
-
-fn render_all(
-    p: &Profile,
-    forwards: &[Forward],
-    dir: &Path,
-    host_key_alias: Option<&str>,
-    password: &Secret<String>,
-) -> Result<render::Rendered, Error> {
-    let rfc = |t: OffsetDateTime| t.format(&Rfc3339).unwrap_or_else(|_| t.to_string());
-    let created = rfc(p.created);
-    let not_after = rfc(p.certificate.not_after);
-    let serial = p.certificate.serial.to_string();
-    let p12 = p.p12_format.to_string();
-    render::render(&RenderInput {
-        name: &p.name,
-        dir,
-        destination: &p.server.destination,
-        ssh_host: &p.server.host,
-        ssh_port: p.server.port,
-        ssh_user: &p.server.user,
-        host_key_alias,
-        known_hosts: &p.server.known_hosts,
-        key_used: &p.server.ssh_key,
-        certificate_file: p.server.certificate_file.as_deref(),
-        jumps: &p.server.jumps,
-        tunnel_host: &p.tunnel_host,
-        brokers: &p.brokers,
-        mysql: p.mysql.as_ref(),
-        forwards,
-        endpoint: &p.endpoint,
-        keystore_password: password,
-        p12_format: &p12,
-        created: &created,
-        not_after: &not_after,
-        serial: &serial,
-    })
+    Ok(
+        render::render_profile(p, forwards, dir, host_key_alias, &no_password)?
+            .ssh_config()
+            .to_owned(),
+    )
 }
 
 #[cfg(test)]
@@ -403,7 +357,7 @@ mod tests {
         let a = render_ssh_config(&p, &f, dir, None).expect("render");
         let pw = Secret::new("s3cret-pw".to_owned());
         let created = "2026-10-10T08:00:00Z";
-        let b = render::render(&RenderInput {
+        let b = render::render(&render::RenderInput {
             name: &p.name,
             dir,
             destination: &p.server.destination,
@@ -427,7 +381,8 @@ mod tests {
             serial: &p.certificate.serial.to_string(),
         })
         .expect("render")
-        .ssh_config;
+        .ssh_config()
+        .to_owned();
         assert_eq!(a, b);
         assert!(!a.contains("s3cret-pw"));
     }
