@@ -24,7 +24,8 @@ use crate::ssh::destination::Destination;
 use crate::ssh::include::{self, IncludeChange};
 use crate::ssh::known_hosts::HostKeyOutcome;
 use crate::steps::write::{Installed, ProfileFile};
-use crate::steps::{journal, keygen, render, write};
+use crate::steps::{journal, keygen, write};
+use crate::tunnel::plan;
 
 /// Everything `setup` needs, settled before any step runs.
 #[derive(Clone, Debug)]
@@ -377,7 +378,7 @@ async fn provision(
         .as_ref()
         .map(|k| k.brokers.clone())
         .unwrap_or_default();
-    let (endpoint, note) = render::choose_endpoint(
+    let (endpoint, note) = plan::choose_endpoint(
         s.endpoint.0,
         s.endpoint.1,
         &profile::Endpoint::Direct,
@@ -388,7 +389,7 @@ async fn provision(
     if let Some(note) = note {
         printer.note(&note);
     }
-    let (forwards, warnings) = render::forwards(&brokers, facts.mysql.as_ref(), &endpoint)
+    let (forwards, warnings) = plan::forwards(&brokers, facts.mysql.as_ref(), &endpoint)
         .context("cannot plan the tunnel for this cluster")?;
     for w in &warnings {
         printer.warn(w);
@@ -472,7 +473,7 @@ async fn provision(
         brokers: brokers.clone(),
         mysql: mysql.clone(),
         tunnel_host: s.tunnel_host.clone(),
-        forwards: forwards.iter().map(render::Forward::record).collect(),
+        forwards: forwards.clone(),
         p12_format: s.p12_format,
         endpoint,
     };
@@ -501,7 +502,7 @@ fn profile_files(
     key: &shiqi_ca::key::PrivateKey,
     signed: &Signed,
     profile: &Profile,
-    forwards: &[render::Forward],
+    forwards: &[crate::profile::ForwardRecord],
 ) -> Result<Vec<ProfileFile>, Error> {
     crate::steps::profile_files::build(&crate::steps::profile_files::Inputs {
         dir: &s.profile_dir(),

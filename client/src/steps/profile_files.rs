@@ -28,7 +28,7 @@ pub struct Inputs<'a> {
     /// `profile.json` as it will be written (name, server, certificate, brokers, MySQL).
     pub profile: &'a Profile,
     /// The tunnel's forwards.
-    pub forwards: &'a [render::Forward],
+    pub forwards: &'a [crate::profile::ForwardRecord],
     /// The password of both PKCS#12 files (kept across rotations: DataGrip and Java client
     /// configs store it).
     pub password: &'a Secret<String>,

@@ -25,7 +25,7 @@ use crate::error::Error;
 use crate::profile::{Certificate, Profile};
 use crate::ssh::Session;
 use crate::steps::verify::{self, Login};
-use crate::steps::{journal, keygen, profile_files, render, write};
+use crate::steps::{journal, keygen, profile_files, write};
 
 /// What a rotation did.
 #[derive(Clone, Debug, Serialize)]
@@ -130,16 +130,6 @@ async fn rotate_with(
         not_after: signed.response.not_after,
         key_type: fresh.key.key_type(),
     };
-    let forwards: Vec<render::Forward> = profile
-        .forwards
-        .iter()
-        .map(|f| render::Forward {
-            local_port: f.local_port,
-            remote_host: f.remote_host.clone(),
-            remote_port: f.remote_port,
-            purpose: f.purpose.clone(),
-        })
-        .collect();
     let password =
         profile_files::read_password(dir).unwrap_or_else(shiqi_ca::Secret::random_password);
     let files = profile_files::build(&profile_files::Inputs {
@@ -148,7 +138,7 @@ async fn rotate_with(
         key: &fresh.key,
         signed: &signed,
         profile: &new,
-        forwards: &forwards,
+        forwards: &profile.forwards,
         password: &password,
     })?;
     let staged = write::stage(root, name, &files)?;

@@ -3,7 +3,7 @@
 //! the cluster itself through its own forwards, [`crate::probe::kafka::registered`]), so a broker
 //! that returns or joins gets its forward with no file edited. `ssh_config` and `profile.json`
 //! are rewritten to match (each atomically, through `fsutil`). The forward list itself is
-//! `steps::render::forwards`, the same as setup's.
+//! `tunnel::plan::forwards`, the same as setup's.
 
 use std::path::Path;
 
@@ -13,7 +13,8 @@ use shiqi_ca::protocol::Broker;
 use crate::error::Error;
 use crate::fsutil;
 use crate::profile::{Endpoint, ForwardRecord, Profile, files};
-use crate::steps::render::{self, Forward};
+use crate::steps::render;
+use crate::tunnel::plan;
 
 /// The profile as the current broker list makes it.
 #[derive(Clone, Debug)]
@@ -21,12 +22,12 @@ pub struct Plan {
     /// `profile.json` with the new brokers and forwards.
     pub profile: Profile,
     /// The forwards, for rendering `ssh_config`.
-    pub forwards: Vec<Forward>,
+    pub forwards: Vec<ForwardRecord>,
     /// Forwards that are new (or whose target changed).
     pub added: Vec<ForwardRecord>,
     /// Forwards that are gone (or whose target changed).
     pub removed: Vec<ForwardRecord>,
-    /// Brokers the laptop would not reach through the tunnel (see `render::forwards`).
+    /// Brokers the laptop would not reach through the tunnel (see `plan::forwards`).
     pub warnings: Vec<String>,
 }
 
@@ -65,12 +66,12 @@ impl Plan {
     }
 }
 
-/// [`plan`] for a running tunnel: forwards of brokers the cluster no longer lists stay, since
+/// [`plan()`] for a running tunnel: forwards of brokers the cluster no longer lists stay, since
 /// clients that fetched metadata a moment ago may still dial them (the next `tunnel up` drops
 /// them); a port whose target changed gets the new target.
 ///
 /// # Errors
-/// As [`plan`].
+/// As [`plan()`].
 pub fn plan_keeping(old: &Profile, brokers: Vec<Broker>) -> Result<Plan, Error> {
     let mut p = plan(old, brokers)?;
     let kept: Vec<ForwardRecord> = p
@@ -85,7 +86,7 @@ pub fn plan_keeping(old: &Profile, brokers: Vec<Broker>) -> Result<Plan, Error> 
         .cloned()
         .collect();
     for f in &kept {
-        p.forwards.push(Forward {
+        p.forwards.push(ForwardRecord {
             local_port: f.local_port,
             remote_host: f.remote_host.clone(),
             remote_port: f.remote_port,
@@ -103,8 +104,8 @@ pub fn plan_keeping(old: &Profile, brokers: Vec<Broker>) -> Result<Plan, Error> 
 /// [`Error::DuplicatePort`] when the cluster now has two brokers on one port.
 pub fn plan(old: &Profile, mut brokers: Vec<Broker>) -> Result<Plan, Error> {
     brokers.sort_by_key(|b| b.id);
-    let (forwards, warnings) = render::forwards(&brokers, old.mysql.as_ref(), &old.endpoint)?;
-    let records: Vec<ForwardRecord> = forwards.iter().map(Forward::record).collect();
+    let (forwards, warnings) = plan::forwards(&brokers, old.mysql.as_ref(), &old.endpoint)?;
+    let records: Vec<ForwardRecord> = forwards.iter().map(Clone::clone).collect();
     let added = records
         .iter()
         .filter(|f| !old.forwards.contains(f))
@@ -194,7 +195,7 @@ pub fn write_endpoint(
 /// has, then `profile.json` (last), is rewritten to match.
 ///
 /// # Errors
-/// As [`plan`] (direct on a cluster with two brokers on one port); [`Error::Io`] when a file
+/// As [`plan()`] (direct on a cluster with two brokers on one port); [`Error::Io`] when a file
 /// cannot be written.
 pub fn switch_endpoint(
     old: &Profile,
@@ -227,7 +228,7 @@ pub fn switch_endpoint(
 
 fn render_ssh_config(
     p: &Profile,
-    forwards: &[Forward],
+    forwards: &[ForwardRecord],
     dir: &Path,
     host_key_alias: Option<&str>,
 ) -> Result<String, Error> {
@@ -247,8 +248,8 @@ mod tests {
     use crate::profile::tests::sample;
 
     fn with_forwards(mut p: Profile) -> Profile {
-        let (f, _) = render::forwards(&p.brokers, p.mysql.as_ref(), &p.endpoint).expect("forwards");
-        p.forwards = f.iter().map(Forward::record).collect();
+        let (f, _) = plan::forwards(&p.brokers, p.mysql.as_ref(), &p.endpoint).expect("forwards");
+        p.forwards = f.iter().map(Clone::clone).collect();
         p
     }
 
@@ -352,7 +353,7 @@ mod tests {
     fn ssh_config_does_not_depend_on_the_keystore_password() {
         // The reason `render_ssh_config` may pass an empty password.
         let p = with_forwards(sample());
-        let (f, _) = render::forwards(&p.brokers, p.mysql.as_ref(), &p.endpoint).expect("forwards");
+        let (f, _) = plan::forwards(&p.brokers, p.mysql.as_ref(), &p.endpoint).expect("forwards");
         let dir = Path::new("/home/saige/.shiqi/saige");
         let a = render_ssh_config(&p, &f, dir, None).expect("render");
         let pw = Secret::new("s3cret-pw".to_owned());

@@ -13,8 +13,8 @@ use crate::cli::{EndpointArgs, EndpointMode};
 use crate::error::Error;
 use crate::printer::Printer;
 use crate::profile::{Endpoint, ForwardRecord, Profile};
-use crate::steps::render::choose_endpoint;
 use crate::tunnel::login::Targets;
+use crate::tunnel::plan::choose_endpoint;
 use crate::tunnel::state::{self, State};
 use crate::tunnel::{launch, ports, process, refresh};
 
@@ -514,12 +514,8 @@ mod tests {
     #[test]
     fn lists_forwards_in_columns() {
         let p = crate::profile::tests::sample();
-        let (f, _) =
-            crate::steps::render::forwards(&p.brokers, p.mysql.as_ref(), &p.endpoint).expect("ok");
-        let records: Vec<ForwardRecord> = f
-            .iter()
-            .map(crate::steps::render::Forward::record)
-            .collect();
+        let (records, _) =
+            crate::tunnel::plan::forwards(&p.brokers, p.mysql.as_ref(), &p.endpoint).expect("ok");
         insta::assert_snapshot!(forward_lines(&records), @r"
         127.0.0.1:19094 -> localhost:19094  Kafka broker 1 (advertised localhost:19094)
         127.0.0.1:29094 -> localhost:29094  Kafka broker 2 (advertised localhost:29094)
