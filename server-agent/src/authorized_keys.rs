@@ -298,7 +298,7 @@ fn current_targets(existing: &str) -> Option<Vec<String>> {
 }
 
 /// The account the agent runs as (from the password database, not `$USER`).
-fn account() -> Result<nix::unistd::User, AgentError> {
+pub(crate) fn account() -> Result<nix::unistd::User, AgentError> {
     nix::unistd::User::from_uid(nix::unistd::geteuid())
         .ok()
         .flatten()

@@ -193,6 +193,12 @@ pub enum AgentError {
         /// The block that fixes it.
         block: String,
     },
+    /// `check` found problems (each printed with its fix).
+    #[error("{failed} check(s) failed")]
+    CheckFailed {
+        /// How many.
+        failed: usize,
+    },
     /// A command-line value that does not parse. The reason is part of the message, not a
     /// `source`, so the report shows it once.
     #[error("{flag}: {why}")]
@@ -283,6 +289,9 @@ impl AgentError {
                 "add this to sshd_config (or a file in /etc/ssh/sshd_config.d/), run `sshd -t`, \
                  reload sshd, then enroll again:\n{block}"
             ),
+            Self::CheckFailed { .. } => {
+                "each FAIL line says its fix; run `check` again after applying them".into()
+            }
             Self::ConfigParse { .. } => {
                 "every key is documented in the README's agent.toml section".into()
             }

@@ -20,7 +20,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+use shiqi_ca::cert::Cert;
 use shiqi_ca::issue::Ca;
+use shiqi_ca::key::PrivateKey;
 use shiqi_ca::protocol::{Broker, KafkaFacts};
 use shiqi_ca::{Bootstrap, Error, Host, Port};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -31,7 +33,7 @@ use crate::error::AgentError;
 use crate::state::Context;
 
 /// Versions every Kafka from 2.4 to 4.x serves (4.0 dropped the older ones, KIP-896).
-const METADATA_VERSION: i16 = 9;
+pub(crate) const METADATA_VERSION: i16 = 9;
 const ACLS_VERSION: i16 = 2;
 /// Our client id (brokers log it).
 const CLIENT_ID: &str = "shiqi-ca-agent";
@@ -78,29 +80,14 @@ impl<'a> Admin<'a> {
             .map(|s| (s.host.to_string(), s.port.get()))
             .collect();
         let admin = ctx.admin_identity(ca)?;
-        let kafka = |why: String| AgentError::Kafka {
-            bootstrap: bootstrap.clone(),
-            why,
-        };
-        let mut roots = rustls::RootCertStore::empty();
-        roots
-            .add(CertificateDer::from(ca.cert().der().to_vec()))
-            .map_err(|e| kafka(format!("cannot use the CA certificate: {e}")))?;
-        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(
-            admin.key.to_pkcs8_der().expose().clone(),
-        ));
-        let chain = vec![CertificateDer::from(admin.cert.der().to_vec())];
-        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .and_then(|b| {
-                b.with_root_certificates(roots)
-                    .with_client_auth_cert(chain, key)
-            })
-            .map_err(|e| kafka(format!("cannot set up TLS: {e}")))?;
+        let tls =
+            tls_config(ca, Some((&admin.key, &admin.cert))).map_err(|why| AgentError::Kafka {
+                bootstrap: bootstrap.clone(),
+                why,
+            })?;
         Ok(Self {
             ctx,
-            tls: Arc::new(tls),
+            tls,
             servers,
             timeout: Duration::from_secs(ctx.config.kafka.timeout_secs.max(1)),
             bootstrap,
@@ -290,47 +277,124 @@ impl<'a> Admin<'a> {
         Err(last)
     }
 
-    /// One request over one TLS connection to `host:port`, checked as `host`.
     async fn ask<R: Request>(
         &self,
-        (host, port): (String, u16),
+        target: (String, u16),
         request: R,
         version: i16,
         timeout: Duration,
     ) -> Result<R::Response, String> {
-        let run = async {
-            let name = ServerName::try_from(host.clone())
-                .map_err(|_| format!("`{host}` is not a TLS server name"))?;
-            let tcp = TcpStream::connect((host.as_str(), port))
-                .await
-                .map_err(|e| format!("cannot connect: {e}"))?;
-            let mut tls = tokio_rustls::TlsConnector::from(self.tls.clone())
-                .connect(name, tcp)
-                .await
-                .map_err(|e| format!("TLS handshake failed: {e}"))?;
-            let frame = encode(&request, version).map_err(|e| format!("cannot encode: {e}"))?;
-            tls.write_all(&frame)
-                .await
-                .map_err(|e| format!("sending failed: {e}"))?;
-            let mut len = [0u8; 4];
-            tls.read_exact(&mut len).await.map_err(|e| {
-                format!("the broker closed the connection ({e}); it may refuse the admin identity")
-            })?;
-            let len = usize::try_from(i32::from_be_bytes(len)).unwrap_or(usize::MAX);
-            if !(4..=MAX_FRAME).contains(&len) {
-                return Err(format!("the reply is not Kafka's (length {len})"));
-            }
-            let mut body = vec![0u8; len];
-            tls.read_exact(&mut body)
-                .await
-                .map_err(|e| format!("the reply was cut off: {e}"))?;
-            let _ = tls.shutdown().await;
-            decode::<R>(&body, version)
-        };
-        tokio::time::timeout(timeout, run)
+        ask(self.tls.clone(), target, request, version, timeout)
             .await
-            .unwrap_or_else(|_| Err(format!("no answer within {} s", timeout.as_secs())))
+            .map_err(|e| e.to_string())
     }
+}
+
+/// A TLS client for the brokers: the CA as the only root, presenting `identity` (key and
+/// certificate) when given.
+///
+/// # Errors
+/// When the CA or the identity cannot be used.
+pub fn tls_config(
+    ca: &Ca,
+    identity: Option<(&PrivateKey, &Cert)>,
+) -> Result<Arc<rustls::ClientConfig>, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from(ca.cert().der().to_vec()))
+        .map_err(|e| format!("cannot use the CA certificate: {e}"))?;
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("cannot set up TLS: {e}"))?
+        .with_root_certificates(roots);
+    let tls = match identity {
+        Some((key, cert)) => builder
+            .with_client_auth_cert(
+                vec![CertificateDer::from(cert.der().to_vec())],
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(
+                    key.to_pkcs8_der().expose().clone(),
+                )),
+            )
+            .map_err(|e| format!("cannot set up TLS: {e}"))?,
+        None => builder.with_no_client_auth(),
+    };
+    Ok(Arc::new(tls))
+}
+
+/// How one request to one broker failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AskError {
+    /// No TCP connection (nothing listens, no route, the name does not resolve).
+    Connect(String),
+    /// The TLS handshake failed, or the broker closed the connection before answering: what a
+    /// broker does to a certificate it refuses (TLS 1.3 refuses it after the handshake).
+    Refused(String),
+    /// No answer in time.
+    Timeout(Duration),
+    /// An answer that is not Kafka's, or a request that could not be encoded.
+    Protocol(String),
+}
+
+impl std::fmt::Display for AskError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Connect(why) => write!(f, "cannot connect: {why}"),
+            Self::Refused(why) => write!(f, "{why}"),
+            Self::Timeout(t) => write!(f, "no answer within {} s", t.as_secs()),
+            Self::Protocol(why) => f.write_str(why),
+        }
+    }
+}
+
+/// One request over one TLS connection to `host:port`, the server checked as `host`.
+///
+/// # Errors
+/// [`AskError`], telling a refusal from a broker that is not there.
+pub async fn ask<R: Request>(
+    tls: Arc<rustls::ClientConfig>,
+    (host, port): (String, u16),
+    request: R,
+    version: i16,
+    timeout: Duration,
+) -> Result<R::Response, AskError> {
+    let run = async {
+        let name = ServerName::try_from(host.clone())
+            .map_err(|_| AskError::Protocol(format!("`{host}` is not a TLS server name")))?;
+        let tcp = TcpStream::connect((host.as_str(), port))
+            .await
+            .map_err(|e| AskError::Connect(e.to_string()))?;
+        let mut tls = tokio_rustls::TlsConnector::from(tls)
+            .connect(name, tcp)
+            .await
+            .map_err(|e| AskError::Refused(format!("TLS handshake failed: {e}")))?;
+        let frame = encode(&request, version)
+            .map_err(|e| AskError::Protocol(format!("cannot encode: {e}")))?;
+        tls.write_all(&frame)
+            .await
+            .map_err(|e| AskError::Refused(format!("sending failed: {e}")))?;
+        let mut len = [0u8; 4];
+        tls.read_exact(&mut len).await.map_err(|e| {
+            AskError::Refused(format!(
+                "the broker closed the connection ({e}); it may refuse the certificate"
+            ))
+        })?;
+        let len = usize::try_from(i32::from_be_bytes(len)).unwrap_or(usize::MAX);
+        if !(4..=MAX_FRAME).contains(&len) {
+            return Err(AskError::Protocol(format!(
+                "the reply is not Kafka's (length {len})"
+            )));
+        }
+        let mut body = vec![0u8; len];
+        tls.read_exact(&mut body)
+            .await
+            .map_err(|e| AskError::Protocol(format!("the reply was cut off: {e}")))?;
+        let _ = tls.shutdown().await;
+        decode::<R>(&body, version).map_err(AskError::Protocol)
+    };
+    tokio::time::timeout(timeout, run)
+        .await
+        .unwrap_or(Err(AskError::Timeout(timeout)))
 }
 
 /// The correlation id of our requests (one per connection).

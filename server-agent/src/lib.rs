@@ -11,12 +11,14 @@ pub mod acl;
 pub mod audit;
 pub mod authorized_keys;
 pub mod caller;
+pub mod check;
 pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod crl;
 pub mod error;
 pub mod fsutil;
+pub mod install;
 pub mod kafka;
 pub mod limits;
 pub mod logging;
@@ -39,6 +41,10 @@ pub fn run(cli: cli::Cli) -> anyhow::Result<()> {
         cli::Command::Completions(args) => return commands::docs::completions(args.shell),
         cli::Command::Man(args) => return commands::docs::man(args.dir.as_deref()),
         _ => {}
+    }
+    // As root, before any state exists: it makes the account that owns the state.
+    if let cli::Command::Install(args) = cli.command {
+        return commands::install::run(&cli.global.state_dir, args);
     }
     let mut ctx = state::Context::new(&cli.global.state_dir, cli.global.config.as_deref())?;
     match cli.command {
@@ -69,6 +75,11 @@ pub(crate) fn dispatch(ctx: &state::Context, command: cli::Command) -> anyhow::R
         cli::Command::Revoke(args) => commands::revoke::run(ctx, args),
         cli::Command::Crl(args) => commands::crl::run(ctx, args),
         cli::Command::Enroll(args) => commands::enroll::run(ctx, args),
+        cli::Command::Check(args) => commands::check::run(ctx, args),
+        cli::Command::Install(_) => Err(AgentError::Request {
+            why: "`install` runs as root on the server itself, not as a request".to_owned(),
+        }
+        .into()),
         cli::Command::Unblock(args) => commands::unblock::run(ctx, args),
         // `authorize` refuses it before this point; never run one request inside another.
         cli::Command::Serve(_) => Err(AgentError::Request {

@@ -56,14 +56,8 @@ pub fn check(ctx: &Context, account: &str) -> Result<(), AgentError> {
         addresses.push(from);
     }
     let access = &ctx.config.access;
-    let scratch = tempfile::tempdir().map_err(|why| AgentError::File {
-        path: std::env::temp_dir(),
-        why,
-    })?;
-    let host_key = throwaway_host_key(scratch.path())?;
     for addr in addresses {
-        let printed = effective(&access.sshd, &access.sshd_config, &host_key, account, &addr)?;
-        let wrong = differences(&printed);
+        let wrong = unsafe_settings(&access.sshd, &access.sshd_config, account, &addr)?;
         if !wrong.is_empty() {
             return Err(AgentError::SshdUnsafe {
                 account: account.to_owned(),
@@ -77,6 +71,41 @@ pub fn check(ctx: &Context, account: &str) -> Result<(), AgentError> {
         }
     }
     Ok(())
+}
+
+/// Each [`REQUIRED`] setting sshd (`sshd -T -f config`) gives `account` connecting from `addr`
+/// with another value, as `Name value, not required`. Empty: all as required.
+///
+/// # Errors
+/// [`AgentError::Request`] when sshd cannot be asked.
+pub fn unsafe_settings(
+    sshd: &Path,
+    config: &Path,
+    account: &str,
+    addr: &str,
+) -> Result<Vec<String>, AgentError> {
+    let scratch = tempfile::tempdir().map_err(|why| AgentError::File {
+        path: std::env::temp_dir(),
+        why,
+    })?;
+    let host_key = throwaway_host_key(scratch.path())?;
+    let printed = effective(sshd, config, &host_key, account, addr)?;
+    Ok(differences(&printed))
+}
+
+/// The address [`unsafe_settings`] pretends a laptop connects from.
+pub const LAPTOP_ADDRESS: &str = ANY_LAPTOP;
+
+/// The pid file sshd (`sshd -T -f config`) writes, for a reload by SIGHUP.
+pub fn pid_file(sshd: &Path, config: &Path) -> Option<std::path::PathBuf> {
+    let scratch = tempfile::tempdir().ok()?;
+    let host_key = throwaway_host_key(scratch.path()).ok()?;
+    let printed = effective(sshd, config, &host_key, "root", ANY_LAPTOP).ok()?;
+    printed.lines().find_map(|l| {
+        let (k, v) = l.split_once(' ')?;
+        (k.eq_ignore_ascii_case("pidfile") && v.trim() != "none")
+            .then(|| std::path::PathBuf::from(v.trim()))
+    })
 }
 
 /// Refuses to install principals unless sshd trusts an SSH CA for user certificates and reads

@@ -564,7 +564,7 @@ fn a_broker_that_joins_gets_a_port_on_the_running_endpoint() {
     let home = Home::new(s, "endpoint");
     let (name, profile, tunnel) =
         local_with_tunnel(s, &home, "nb", "19700", &["--check-every", "5"]);
-    let _four = crate::tunnel::FourthBroker::start(s);
+    let _four = crate::stack::ExtraBroker::start(s, 4, &[]);
 
     // No command typed: the daemon's look at the cluster (or any answer naming broker 4)
     // gives it a port, and a fresh login lets the channel to it through sshd's permitopen.

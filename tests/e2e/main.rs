@@ -10,6 +10,7 @@
 )]
 
 mod bastion;
+mod check;
 mod cluster;
 mod crash;
 mod doctor;
@@ -19,6 +20,7 @@ mod hardening;
 mod hostile;
 mod hostile_table;
 mod identity;
+mod install;
 mod interactive;
 mod jdbc;
 mod kafka;

@@ -7,7 +7,7 @@ use clap::Parser as _;
 const README: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"));
 
 /// The commands of `program` that README.md shows, as argument lists: code lines (indented four
-/// spaces) that run it, after `sudo -u …` or `ssh HOST`, up to a comment, pipe or redirection;
+/// spaces) that run it, after `sudo`, `sudo -u …` or `ssh HOST`, up to a comment, pipe or redirection;
 /// placeholders become sample values and `[optional]` parts and the first of `a|b` are kept.
 fn readme_commands(readme: &str, program: &str) -> Vec<Vec<String>> {
     let sample = |word: &str| -> String {
@@ -34,6 +34,7 @@ fn readme_commands(readme: &str, program: &str) -> Vec<Vec<String>> {
             // Only where the program is the command: at the start, or after sudo/ssh.
             let before = l[..at].trim();
             let runs = before.is_empty()
+                || before == "sudo"
                 || before.starts_with("sudo -u ")
                 || (before.starts_with("ssh ") && before.split_whitespace().count() == 2);
             runs.then(|| &l[at..])

@@ -22,7 +22,7 @@ pub(crate) struct Out {
 }
 
 impl Out {
-    fn from(out: Output) -> Self {
+    pub(crate) fn from(out: Output) -> Self {
         Self {
             code: out.status.code(),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -236,4 +236,41 @@ pub(crate) fn refused_at_tls(stderr: &str) -> bool {
     stderr.contains("certificate revoked")
         || stderr.contains("TLS")
         || stderr.contains("Lost connection to server at 'sending authentication information'")
+}
+
+/// A broker-only Kafka node N (4-9) started with `extra` properties appended to its config
+/// (`SHIQI_KAFKA_NODE_EXTRA`, e.g. a setting broken on purpose); stopped, unregistered and its
+/// data deleted when dropped (`scripts/stack kafka-node down N --purge`).
+pub(crate) struct ExtraBroker<'a> {
+    stack: &'a Stack,
+    n: String,
+}
+
+impl<'a> ExtraBroker<'a> {
+    pub(crate) fn start(stack: &'a Stack, n: u8, extra: &[&str]) -> Self {
+        let guard = Self {
+            stack,
+            n: n.to_string(),
+        };
+        let out = Command::new(stack.script())
+            .args(["kafka-node", "up", &guard.n])
+            .env("SHIQI_KAFKA_NODE_EXTRA", extra.join("\n"))
+            .output()
+            .expect("scripts/stack runs");
+        assert!(
+            out.status.success(),
+            "kafka-node up {n} failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        guard
+    }
+}
+
+impl Drop for ExtraBroker<'_> {
+    fn drop(&mut self) {
+        let _ = Command::new(self.stack.script())
+            .args(["kafka-node", "down", &self.n, "--purge"])
+            .output();
+    }
 }

@@ -57,34 +57,6 @@ impl Drop for Tunnel<'_> {
     }
 }
 
-/// Stops broker 4 and deletes its data when dropped (`scripts/stack kafka-node down 4 --purge`).
-pub(crate) struct FourthBroker<'a>(&'a Stack);
-
-impl<'a> FourthBroker<'a> {
-    pub(crate) fn start(s: &'a Stack) -> Self {
-        let guard = Self(s);
-        let out = std::process::Command::new(s.script())
-            .args(["kafka-node", "up", "4"])
-            .output()
-            .expect("scripts/stack runs");
-        assert!(
-            out.status.success(),
-            "kafka-node up 4 failed:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        guard
-    }
-}
-
-impl Drop for FourthBroker<'_> {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new(self.0.script())
-            .args(["kafka-node", "down", "4", "--purge"])
-            .output();
-    }
-}
-
 /// The laptop's listening TCP ports (`ss -Hltn` in its namespace).
 fn laptop_listening(s: &Stack) -> Vec<u16> {
     let out = s.laptop(&["ss", "-Hltn"], &[], None).ok();
@@ -332,7 +304,7 @@ fn a_broker_added_to_the_running_cluster_is_forwarded_after_the_next_up() {
 
     let (tunnel, up) = Tunnel::up(s, &home, &name, &[]);
     up.ok();
-    let _broker = FourthBroker::start(s);
+    let _broker = crate::stack::ExtraBroker::start(s, 4, &[]);
 
     // `up` on the running tunnel asks the server again, rewrites the files and adds the forward.
     let again = home.connect(s, &["tunnel", "up", &name]).ok();
@@ -640,7 +612,7 @@ fn a_broker_that_returns_or_joins_gets_its_forward_with_no_command_typed() {
     assert!(read.stdout.contains("led-by-two"), "{}", read.all());
 
     // A broker that joins the running cluster is followed the same way.
-    let _four = FourthBroker::start(s);
+    let _four = crate::stack::ExtraBroker::start(s, 4, &[]);
     let status = forwarded_within_90s(&tunnel, 49094);
     assert!(
         status["tunnel"]["brokers"]["last_change"]

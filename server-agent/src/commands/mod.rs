@@ -2,10 +2,12 @@
 //! ([`crate::ops`]), and prints its one answer; no command calls another.
 
 pub mod brokers;
+pub mod check;
 pub mod crl;
 pub mod docs;
 pub mod enroll;
 pub mod init;
+pub mod install;
 pub mod kafka_user;
 pub mod list;
 pub mod mysql_user;

@@ -1,0 +1,207 @@
+//! `check`: the server's doctor. Each finding is one line (ok, warn or FAIL) with the fix; the
+//! Kafka and MySQL findings come from trying, not from reading configs: a throwaway
+//! certificate from this CA ([`throwaway`]) is presented to every broker and to MySQL, given an
+//! ACL, then revoked, and the seconds until each server refuses it are measured.
+//!
+//! The throwaway is recorded in the inventory (kind `admin`, name `shiqi-check-…`), lives for
+//! [`throwaway::LIFETIME`] and is listed in the CRL only until it expires.
+
+mod kafka;
+mod local;
+mod mysql;
+mod throwaway;
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::state::Context;
+
+/// How long `check` waits for a server to refuse the revoked throwaway. The JVM re-reads a
+/// changed CRL file within 30 s; MySQL re-reads it when the agent asks.
+pub const REVOCATION_WAIT: Duration = Duration::from_secs(90);
+
+/// One finding's verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// As it should be.
+    Ok,
+    /// Works, but something will bite later.
+    Warn,
+    /// A hole or a breakage: the line says the fix.
+    Fail,
+    /// Could not be checked (the line says why).
+    Skip,
+}
+
+/// One line of the report.
+#[derive(Clone, Debug, Serialize)]
+pub struct Finding {
+    /// A stable id, e.g. `kafka.client_auth` (with `@broker` for per-broker findings).
+    pub id: String,
+    /// The verdict.
+    pub status: Status,
+    /// What was found.
+    pub text: String,
+    /// What to do, for `warn` and `fail`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+    /// A measurement, e.g. the seconds until a revoked certificate was refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
+}
+
+impl Finding {
+    fn new(id: impl Into<String>, status: Status, text: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            status,
+            text: text.into(),
+            fix: None,
+            seconds: None,
+        }
+    }
+
+    fn ok(id: impl Into<String>, text: impl Into<String>) -> Self {
+        Self::new(id, Status::Ok, text)
+    }
+
+    fn fail(id: impl Into<String>, text: impl Into<String>, fix: impl Into<String>) -> Self {
+        Self::new(id, Status::Fail, text).with_fix(fix)
+    }
+
+    fn warn(id: impl Into<String>, text: impl Into<String>, fix: impl Into<String>) -> Self {
+        Self::new(id, Status::Warn, text).with_fix(fix)
+    }
+
+    fn skip(id: impl Into<String>, text: impl Into<String>) -> Self {
+        Self::new(id, Status::Skip, text)
+    }
+
+    fn with_fix(mut self, fix: impl Into<String>) -> Self {
+        self.fix = Some(fix.into());
+        self
+    }
+
+    fn with_seconds(mut self, seconds: f64) -> Self {
+        self.seconds = Some((seconds * 10.0).round() / 10.0);
+        self
+    }
+}
+
+/// What `check` runs.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// Also revoke the throwaway and time each server's refusal.
+    pub revocation: bool,
+}
+
+/// Every finding, in a fixed order: this host, then Kafka, then MySQL, then revocation.
+pub fn run(ctx: &Context, options: Options) -> Vec<Finding> {
+    let mut findings = local::check(ctx);
+    let ca = match ctx.ca() {
+        Ok(ca) => ca,
+        Err(e) => {
+            findings.push(Finding::fail(
+                "ca",
+                format!("cannot load the CA: {e}"),
+                "run `shiqi-ca-agent init` as the agent's account",
+            ));
+            return findings;
+        }
+    };
+    let probe = match throwaway::Throwaway::issue(ctx, &ca) {
+        Ok(p) => p,
+        Err(e) => {
+            findings.push(Finding::fail(
+                "ca.issue",
+                format!("cannot issue a throwaway certificate: {e}"),
+                "check the state directory (above) and the inventory",
+            ));
+            return findings;
+        }
+    };
+    let mut brokers = kafka::check(ctx, &ca, &probe, &mut findings);
+    let mut mysql = mysql::check(ctx, &ca, &probe, &mut findings);
+    if !options.revocation {
+        findings.push(Finding::skip(
+            "revocation",
+            "not measured (--no-revocation); the throwaway certificate expires on its own",
+        ));
+        return findings;
+    }
+    if brokers.is_empty() && mysql.is_none() {
+        findings.push(Finding::skip(
+            "revocation",
+            "no server accepted the throwaway certificate, so there is nothing to revoke against",
+        ));
+        return findings;
+    }
+    if let Err(e) = probe.revoke(ctx, &ca) {
+        findings.push(Finding::fail(
+            "revocation",
+            format!("cannot revoke the throwaway certificate: {e}"),
+            "run `shiqi-ca-agent crl` and read its error",
+        ));
+        return findings;
+    }
+    let started = std::time::Instant::now();
+    let deadline = started + REVOCATION_WAIT;
+    while !(brokers.is_empty() && mysql.is_none()) && std::time::Instant::now() < deadline {
+        brokers.retain(|b| match b.refuses(ctx) {
+            Some(why) => {
+                findings.push(kafka::revoked(b, started.elapsed(), &why));
+                false
+            }
+            None => true,
+        });
+        if let Some(m) = &mysql
+            && let Some(why) = m.refuses(ctx)
+        {
+            findings.push(mysql::revoked(started.elapsed(), &why));
+            mysql = None;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    for b in &brokers {
+        findings.push(kafka::not_revoked(b));
+    }
+    if mysql.is_some() {
+        findings.push(mysql::not_revoked());
+    }
+    findings
+}
+
+/// The report as text: one line per finding, the fix indented below a failure or warning.
+pub fn text(findings: &[Finding]) -> String {
+    let mut out = String::new();
+    for f in findings {
+        let mark = match f.status {
+            Status::Ok => "ok  ",
+            Status::Warn => "warn",
+            Status::Fail => "FAIL",
+            Status::Skip => "skip",
+        };
+        out.push_str(&format!(
+            "{mark}  {:<28} {}\n",
+            f.id,
+            shiqi_ca::text::one_line(&f.text, 400)
+        ));
+        if let Some(fix) = &f.fix {
+            out.push_str(&format!(
+                "      {:<28} fix: {}\n",
+                "",
+                shiqi_ca::text::one_line(fix, 400)
+            ));
+        }
+    }
+    let failed = findings.iter().filter(|f| f.status == Status::Fail).count();
+    let warned = findings.iter().filter(|f| f.status == Status::Warn).count();
+    out.push_str(&match (failed, warned) {
+        (0, 0) => "all checks passed\n".to_owned(),
+        (0, w) => format!("no failures, {w} warning(s)\n"),
+        (f, w) => format!("{f} failure(s), {w} warning(s)\n"),
+    });
+    out
+}

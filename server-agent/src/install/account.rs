@@ -1,0 +1,286 @@
+//! The agent's account, its state directory and published-CRL directory, `agent.toml`, the CA
+//! and its first CRL, and the first admin's key.
+
+use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+use std::path::Path;
+use std::process::Command;
+
+use super::{Install, Outcome, run};
+use crate::error::AgentError;
+
+/// The account's uid and gid, if it exists.
+pub(super) fn ids(name: &str) -> Option<(u32, u32)> {
+    nix::unistd::User::from_name(name)
+        .ok()
+        .flatten()
+        .map(|u| (u.uid.as_raw(), u.gid.as_raw()))
+}
+
+/// The system account (home = the state directory, a shell because sshd runs the forced
+/// command with it, no password but not locked: OpenSSH refuses `!` even for keys without PAM),
+/// and the directories it owns.
+pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
+    let name = i.account().to_owned();
+    let state = i.state_dir.clone();
+    match ids(&name) {
+        Some(_) => i.report(Outcome::Already, "account", format!("`{name}` exists")),
+        None => {
+            if !i.dry_run() {
+                let mut add = Command::new("useradd");
+                add.args([
+                    "--system",
+                    "--user-group",
+                    "--shell",
+                    "/bin/sh",
+                    "--home-dir",
+                ])
+                .arg(&state)
+                .arg(&name);
+                run(add, None, "useradd")?;
+                let mut unlock = Command::new("usermod");
+                unlock.args(["-p", "*", &name]);
+                run(unlock, None, "usermod -p '*'")?;
+            }
+            i.report(
+                Outcome::Done,
+                "account",
+                format!(
+                    "created the system account `{name}` (home {})",
+                    state.display()
+                ),
+            );
+        }
+    }
+    let owner = ids(&name);
+    // sshd reads the account's keys from its home, which may be elsewhere than the state.
+    let home = nix::unistd::User::from_name(&name)
+        .ok()
+        .flatten()
+        .map_or_else(|| state.clone(), |u| u.dir);
+    let dirs = [
+        (state.clone(), 0o700),
+        (home.join(".ssh"), 0o700),
+        (i.args.publish_dir.clone(), 0o755),
+    ];
+    let mut made = Vec::new();
+    for (dir, mode) in dirs {
+        let right = std::fs::metadata(&dir).is_ok_and(|m| {
+            m.is_dir()
+                && m.mode() & 0o7777 == mode
+                && owner.is_some_and(|(u, g)| m.uid() == u && m.gid() == g)
+        });
+        if right {
+            continue;
+        }
+        if !i.dry_run() {
+            std::fs::create_dir_all(&dir).map_err(|why| AgentError::File {
+                path: dir.clone(),
+                why,
+            })?;
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).map_err(
+                |why| AgentError::File {
+                    path: dir.clone(),
+                    why,
+                },
+            )?;
+            if let Some((u, g)) = owner {
+                super::chown(&dir, u, g)?;
+            }
+        }
+        made.push(format!("{} ({mode:04o})", dir.display()));
+    }
+    if made.is_empty() {
+        i.report(
+            Outcome::Already,
+            "directories",
+            format!(
+                "{} and {} belong to `{name}`",
+                state.display(),
+                i.args.publish_dir.display()
+            ),
+        );
+    } else {
+        i.report(
+            Outcome::Done,
+            "directories",
+            format!("{} owned by `{name}`", made.join(", ")),
+        );
+    }
+    Ok(())
+}
+
+/// `agent.toml`, written only when missing: an existing one is the admin's and is kept.
+pub(super) fn config(i: &mut Install) -> Result<(), AgentError> {
+    let path = i.state_dir.join("agent.toml");
+    if path.exists() {
+        i.report(
+            Outcome::Already,
+            "agent.toml",
+            format!("{} exists (kept as it is)", path.display()),
+        );
+        return Ok(());
+    }
+    let a = &i.args;
+    let toml_str = |s: &str| toml::Value::String(s.to_owned()).to_string();
+    let mut text = String::from(
+        "# shiqi-ca-agent's config, written by `shiqi-ca-agent install` (which never rewrites it).\n\
+         # Every key is documented in the README's agent.toml section.\n\n[kafka]\n",
+    );
+    text.push_str(&format!(
+        "bootstrap = {}\n",
+        toml_str(a.kafka_bootstrap.as_deref().unwrap_or(""))
+    ));
+    text.push_str("\n[mysql]\n");
+    if a.no_mysql {
+        text.push_str("host = \"\"\n");
+    } else {
+        text.push_str(&format!(
+            "host = \"127.0.0.1\"\nport = {}\n# The admin logs in over mysqld's socket as this account (unix_socket): no password.\n\
+             admin_user = {}\nadmin_socket = {}\n",
+            a.mysql_port,
+            toml_str(i.account()),
+            toml_str(&a.mysql_socket.display().to_string()),
+        ));
+    }
+    text.push_str(&format!(
+        "\n[crl]\npublish_dir = {}\n\n[access]\nsshd_config = {}\n",
+        toml_str(&a.publish_dir.display().to_string()),
+        toml_str(&a.sshd_config.display().to_string()),
+    ));
+    // Checked the way the agent will read it, before it is written.
+    let parsed: Result<crate::config::Config, _> = toml::from_str(&text);
+    if let Err(e) = parsed {
+        return Err(AgentError::Request {
+            why: format!("the agent.toml install would write does not parse: {e}"),
+        });
+    }
+    let owner = ids(i.account());
+    i.file(&path, &text, 0o600, owner)?;
+    i.report(
+        Outcome::Done,
+        "agent.toml",
+        format!("wrote {}", path.display()),
+    );
+    Ok(())
+}
+
+/// The CA (kept if present) and the published CRL, both made by the account.
+pub(super) fn ca(i: &mut Install) -> Result<(), AgentError> {
+    if i.state_dir.join("ca.key").exists() {
+        i.report(
+            Outcome::Already,
+            "ca",
+            format!("the CA in {} is kept", i.state_dir.display()),
+        );
+    } else {
+        if !i.dry_run() {
+            i.as_account(&["init"], None)?;
+        }
+        i.report(
+            Outcome::Done,
+            "ca",
+            format!("created the CA in {}", i.state_dir.display()),
+        );
+    }
+    let published = i.args.publish_dir.join(crate::crl::CRL_PEM);
+    if published.exists() {
+        i.report(
+            Outcome::Already,
+            "crl",
+            format!("{} exists (the timer refreshes it)", published.display()),
+        );
+    } else {
+        if !i.dry_run() {
+            // Before MariaDB reads it: it refuses to start TLS when ssl_crl names no file.
+            i.as_account(&["crl", "--refresh", "--no-reload"], None)?;
+        }
+        i.report(
+            Outcome::Done,
+            "crl",
+            format!("published the first CRL in {}", published.display()),
+        );
+    }
+    Ok(())
+}
+
+/// The first admin: `--admin NAME --ssh-key FILE`, enrolled as the account (enroll checks the
+/// sshd block first, and refuses without it).
+pub(super) fn admin(i: &mut Install) -> Result<(), AgentError> {
+    let (Some(name), Some(key_file)) = (i.args.admin.clone(), i.args.ssh_key.clone()) else {
+        i.report(
+            Outcome::NeedsYou,
+            "admin",
+            "no --admin NAME --ssh-key FILE: enroll the first admin with `sudo -u ACCOUNT \
+             shiqi-ca-agent enroll NAME --ssh-key FILE --role admin`",
+        );
+        return Ok(());
+    };
+    let (line, fingerprint) = public_key(&key_file)?;
+    let enrolled = i.state_dir.join("inventory.sqlite").exists()
+        && i.as_account(&["enroll", "--list", "--json"], None)
+            .is_ok_and(|out| {
+                serde_json::from_str::<Vec<serde_json::Value>>(&out).is_ok_and(|keys| {
+                    keys.iter().any(|k| {
+                        k["name"] == name.as_str()
+                            && k["fingerprint"] == fingerprint.as_str()
+                            && k["role"] == "admin"
+                    })
+                })
+            });
+    if enrolled {
+        i.report(
+            Outcome::Already,
+            "admin",
+            format!("`{name}` is enrolled as admin with {fingerprint}"),
+        );
+        return Ok(());
+    }
+    if !i.dry_run() {
+        let enrolled = i.as_account(
+            &["enroll", &name, "--ssh-key", "-", "--role", "admin"],
+            Some(line.as_bytes()),
+        );
+        match enrolled {
+            Ok(_) => {}
+            // enroll allows forwards to exactly the brokers the cluster advertises, and brokers
+            // that do not trust this CA yet (not restarted since install) cannot say.
+            Err(AgentError::Request { why }) if why.contains("Kafka at") => {
+                i.report(
+                    Outcome::NeedsYou,
+                    "admin",
+                    format!(
+                        "`{name}` is not enrolled yet: the brokers do not answer this CA's admin \
+                         (restart them with the settings above), then run install again"
+                    ),
+                );
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    i.report(
+        Outcome::Done,
+        "admin",
+        format!("enrolled `{name}` as admin with {fingerprint}"),
+    );
+    Ok(())
+}
+
+/// The one OpenSSH public key line of `path` (read as root: the admin's own file) and its
+/// SHA-256 fingerprint.
+pub(super) fn public_key(path: &Path) -> Result<(String, String), AgentError> {
+    let text = std::fs::read_to_string(path).map_err(|why| AgentError::File {
+        path: path.to_owned(),
+        why,
+    })?;
+    let line = text.trim().to_owned();
+    let fingerprint = ssh_key::PublicKey::from_openssh(&line)
+        .map(|k| k.fingerprint(ssh_key::HashAlg::Sha256).to_string())
+        .map_err(|e| AgentError::Request {
+            why: format!(
+                "--ssh-key {}: not one OpenSSH public key line ({e}); give an id_*.pub file",
+                path.display()
+            ),
+        })?;
+    Ok((line, fingerprint))
+}

@@ -1,0 +1,84 @@
+//! The machine's scheduler: a systemd timer that runs `crl --refresh` daily as the account (a
+//! CRL past its nextUpdate locks every user out of the servers that check it).
+
+use std::path::Path;
+use std::process::Command;
+
+use super::{Install, Outcome, run};
+use crate::cli::Timer;
+use crate::error::AgentError;
+
+/// Where the units go.
+const UNITS: &str = "/etc/systemd/system";
+const NAME: &str = "shiqi-ca-crl";
+
+pub(super) fn timer(i: &mut Install) -> Result<(), AgentError> {
+    let use_systemd = match i.args.timer {
+        Timer::Systemd => true,
+        Timer::None => false,
+        Timer::Auto => super::systemd(),
+    };
+    let command = format!(
+        "{} --state-dir {} crl --refresh",
+        i.exe.display(),
+        i.state_dir.display()
+    );
+    if !use_systemd {
+        i.report(
+            Outcome::NeedsYou,
+            "crl.timer",
+            format!(
+                "no systemd timer (--timer none, or no systemd here): run `{command}` daily as \
+                 `{}` (cron)",
+                i.account()
+            ),
+        );
+        return Ok(());
+    }
+    let service = format!(
+        "# Written by `shiqi-ca-agent install`.\n[Unit]\nDescription=Refresh the shiqi CA's CRL when due\n\n\
+         [Service]\nType=oneshot\nUser={}\nExecStart={command}\n",
+        i.account()
+    );
+    let timer = "# Written by `shiqi-ca-agent install`.\n[Unit]\nDescription=Refresh the shiqi CA's CRL daily\n\n\
+                 [Timer]\nOnCalendar=daily\nRandomizedDelaySec=1h\nPersistent=true\n\n\
+                 [Install]\nWantedBy=timers.target\n";
+    let dir = Path::new(UNITS);
+    let a = i.file(
+        &dir.join(format!("{NAME}.service")),
+        &service,
+        0o644,
+        Some((0, 0)),
+    )?;
+    let b = i.file(
+        &dir.join(format!("{NAME}.timer")),
+        timer,
+        0o644,
+        Some((0, 0)),
+    )?;
+    if !(a || b) {
+        i.report(
+            Outcome::Already,
+            "crl.timer",
+            format!("{NAME}.timer runs `crl --refresh` daily"),
+        );
+        return Ok(());
+    }
+    if !i.dry_run() {
+        let mut reload = Command::new("systemctl");
+        reload.arg("daemon-reload");
+        run(reload, None, "systemctl daemon-reload")?;
+        let mut enable = Command::new("systemctl");
+        enable.args(["enable", "--now", &format!("{NAME}.timer")]);
+        run(enable, None, "systemctl enable --now")?;
+    }
+    i.report(
+        Outcome::Done,
+        "crl.timer",
+        format!(
+            "{NAME}.timer enabled: `crl --refresh` daily as `{}`",
+            i.account()
+        ),
+    );
+    Ok(())
+}

@@ -1,0 +1,291 @@
+//! Kafka: the brokers' server certificate and stores (from the CA, as the account), and every
+//! setting the SSL listener needs — client auth, the CN-to-principal mapping, the
+//! StandardAuthorizer, super users — as a `server.properties` fragment, as `environment:` for
+//! the `apache/kafka` image, or applied to a `server.properties` given (with a backup). It
+//! never restarts a broker: it says which to restart, and the JVM flags for revocation.
+
+use std::path::Path;
+
+use super::{Install, Outcome};
+use crate::error::AgentError;
+
+/// The brokers' certificate name (their principal, `User:kafka-broker`, a super user).
+const CERT_NAME: &str = "kafka-broker";
+/// The JVM flags that make a broker check the CRL its clients' certificates name.
+pub(super) const REVOCATION_OPTS: &str =
+    "-Dcom.sun.net.ssl.checkRevocation=true -Dcom.sun.security.enableCRLDP=true";
+
+pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
+    let Some(bootstrap) = i.args.kafka_bootstrap.clone() else {
+        i.report(Outcome::Already, "kafka", "skipped (no --kafka-bootstrap)");
+        return Ok(());
+    };
+    let parsed: shiqi_ca::Bootstrap = bootstrap.parse().map_err(|why| AgentError::Argument {
+        flag: "--kafka-bootstrap",
+        why,
+    })?;
+    let mut sans: Vec<String> = if i.args.kafka_san.is_empty() {
+        parsed
+            .addresses()
+            .iter()
+            .map(|a| a.host.to_string())
+            .collect()
+    } else {
+        i.args.kafka_san.clone()
+    };
+    for san in &sans {
+        san.parse::<shiqi_ca::Host>()
+            .map_err(|why| AgentError::Argument {
+                flag: "--kafka-san",
+                why,
+            })?;
+    }
+    if !sans.iter().any(|s| s == "localhost") {
+        sans.push("localhost".to_owned());
+    }
+    sans.dedup();
+    let tls = i.args.kafka_tls_dir.clone();
+    certificate(i, &tls, &sans)?;
+
+    let admin_name = crate::config::Config::load(&i.state_dir.join("agent.toml"), false)
+        .map(|c| c.kafka.admin_name)
+        .unwrap_or_else(|_| "shiqi-admin".to_owned());
+    let fragment = std::fs::read_to_string(tls.join("server.properties")).unwrap_or_default();
+    let mut settings: Vec<(String, String)> = fragment
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (k, v) = l.split_once('=')?;
+            Some((k.trim().to_owned(), v.trim().to_owned()))
+        })
+        .collect();
+    for (k, v) in [
+        (
+            "authorizer.class.name",
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer".to_owned(),
+        ),
+        ("allow.everyone.if.no.acl.found", "false".to_owned()),
+        ("super.users", format!("User:{CERT_NAME};User:{admin_name}")),
+    ] {
+        settings.push((k.to_owned(), v));
+    }
+    let properties = tls.join("shiqi.properties");
+    let mut text = format!(
+        "# Written by `shiqi-ca-agent install`: the SSL listener's settings for every broker.\n\
+         # Start each broker's JVM with KAFKA_OPTS=\"{REVOCATION_OPTS}\".\n"
+    );
+    for (k, v) in &settings {
+        text.push_str(&format!("{k}={v}\n"));
+    }
+    let mut environment = format!(
+        "# Written by `shiqi-ca-agent install`: `environment:` for the apache/kafka image (each\n\
+         # broker also needs its own KAFKA_NODE_ID, listeners and advertised listeners).\n\
+         KAFKA_OPTS: \"{REVOCATION_OPTS}\"\n"
+    );
+    for (k, v) in &settings {
+        environment.push_str(&format!(
+            "{}: \"{}\"\n",
+            env_name(k),
+            v.replace('\\', "\\\\").replace('"', "\\\"")
+        ));
+    }
+    let env_path = tls.join("kafka-environment.yml");
+    // The brokers' account when named, else the agent's (as the certificate's files).
+    let owner = kafka_owner(i)?;
+    let files_owner = owner.or_else(|| super::account::ids(i.account()));
+    let a = i.file(&properties, &text, 0o600, files_owner)?;
+    let b = i.file(&env_path, &environment, 0o600, files_owner)?;
+    let changed = a || b;
+    i.report(
+        if changed {
+            Outcome::Done
+        } else {
+            Outcome::Already
+        },
+        "kafka.config",
+        format!(
+            "{} (server.properties lines) and {} (apache/kafka environment)",
+            properties.display(),
+            env_path.display()
+        ),
+    );
+    match i.args.kafka_properties.clone() {
+        Some(target) => apply(i, &target, &settings)?,
+        None => i.report(
+            Outcome::NeedsYou,
+            "kafka.brokers",
+            format!(
+                "add {} to each broker's server.properties (or {} to its compose service), start \
+                 its JVM with KAFKA_OPTS=\"{REVOCATION_OPTS}\", then restart each broker",
+                properties.display(),
+                env_path.display()
+            ),
+        ),
+    }
+    if owner.is_none() {
+        i.report(
+            Outcome::NeedsYou,
+            "kafka.owner",
+            format!(
+                "{} belongs to `{}`: make it readable by the brokers' user (--kafka-owner USER)",
+                tls.display(),
+                i.account()
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// The apache/kafka image's environment name for a property: `KAFKA_` and the name upper-cased,
+/// `.` as `_`, `_` as `__`, `-` as `___`.
+fn env_name(property: &str) -> String {
+    let mut out = String::from("KAFKA_");
+    for c in property.chars() {
+        match c {
+            '.' => out.push('_'),
+            '_' => out.push_str("__"),
+            '-' => out.push_str("___"),
+            c => out.push(c.to_ascii_uppercase()),
+        }
+    }
+    out
+}
+
+fn kafka_owner(i: &Install) -> Result<Option<(u32, u32)>, AgentError> {
+    match &i.args.kafka_owner {
+        None => Ok(None),
+        Some(user) => super::account::ids(user)
+            .map(Some)
+            .ok_or_else(|| AgentError::Request {
+                why: format!("--kafka-owner: no account `{user}` on this machine"),
+            }),
+    }
+}
+
+/// The certificate, issued when missing, older than the CA or for other names.
+fn certificate(i: &mut Install, tls: &Path, sans: &[String]) -> Result<(), AgentError> {
+    let marker = tls.join("server.properties");
+    let names = tls.join("sans");
+    let ca = i.state_dir.join("ca.crt");
+    let current = match (std::fs::metadata(&marker), std::fs::metadata(&ca)) {
+        (Ok(m), Ok(c)) => m.modified().ok() >= c.modified().ok(),
+        _ => false,
+    } && std::fs::read_to_string(&names).is_ok_and(|s| s == sans.join(" "));
+    if current {
+        i.report(
+            Outcome::Already,
+            "kafka.cert",
+            format!("{} holds the brokers' certificate", tls.display()),
+        );
+        return Ok(());
+    }
+    if !i.dry_run() {
+        let account = super::account::ids(i.account()).ok_or_else(|| AgentError::Request {
+            why: format!("the account `{}` is missing", i.account()),
+        })?;
+        let _ = std::fs::remove_dir_all(tls);
+        crate::fsutil::create_private_dir(tls)?;
+        super::chown(tls, account.0, account.1)?;
+        let out = tls.display().to_string();
+        let mut args = vec!["server-cert", CERT_NAME, "--kind", "kafka", "--out", &out];
+        for san in sans {
+            args.extend(["--san", san.as_str()]);
+        }
+        i.as_account(&args, None)?;
+        crate::fsutil::write_atomic(&names, sans.join(" ").as_bytes(), 0o644)?;
+        let owner = kafka_owner(i)?;
+        if let Some((uid, gid)) = owner {
+            for entry in std::fs::read_dir(tls).map_err(|why| AgentError::File {
+                path: tls.to_owned(),
+                why,
+            })? {
+                let entry = entry.map_err(|why| AgentError::File {
+                    path: tls.to_owned(),
+                    why,
+                })?;
+                super::chown(&entry.path(), uid, gid)?;
+            }
+            super::chown(tls, uid, gid)?;
+        }
+    }
+    i.report(
+        Outcome::Done,
+        "kafka.cert",
+        format!(
+            "issued the brokers' certificate ({}) into {}",
+            sans.join(", "),
+            tls.display()
+        ),
+    );
+    Ok(())
+}
+
+/// Sets each of `settings` in the `server.properties` at `target` (replacing a key's line, or
+/// appending), keeping the original once as `FILE.shiqi-backup`.
+fn apply(i: &mut Install, target: &Path, settings: &[(String, String)]) -> Result<(), AgentError> {
+    let old = std::fs::read_to_string(target).map_err(|why| AgentError::File {
+        path: target.to_owned(),
+        why,
+    })?;
+    let mut lines: Vec<String> = old.lines().map(str::to_owned).collect();
+    for (k, v) in settings {
+        let line = format!("{k}={v}");
+        let at = lines.iter().position(|l| {
+            l.split_once('=')
+                .is_some_and(|(key, _)| key.trim() == k && !l.trim_start().starts_with('#'))
+        });
+        match at {
+            Some(n) => lines[n] = line,
+            None => lines.push(line),
+        }
+    }
+    let new = format!("{}\n", lines.join("\n"));
+    if new == old {
+        i.report(
+            Outcome::Already,
+            "kafka.brokers",
+            format!("{} has every setting", target.display()),
+        );
+        return Ok(());
+    }
+    if !i.dry_run() {
+        let backup = target.with_extension("properties.shiqi-backup");
+        if !backup.exists() {
+            std::fs::copy(target, &backup).map_err(|why| AgentError::File {
+                path: backup.clone(),
+                why,
+            })?;
+        }
+        let meta = std::fs::metadata(target).map_err(|why| AgentError::File {
+            path: target.to_owned(),
+            why,
+        })?;
+        use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+        crate::fsutil::write_atomic(target, new.as_bytes(), meta.permissions().mode() & 0o7777)?;
+        super::chown(target, meta.uid(), meta.gid())?;
+    }
+    i.report(
+        Outcome::NeedsYou,
+        "kafka.brokers",
+        format!(
+            "updated {} (backup beside it): restart the broker that reads it, with \
+             KAFKA_OPTS=\"{REVOCATION_OPTS}\"",
+            target.display()
+        ),
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::env_name;
+
+    #[test]
+    fn environment_names_follow_the_apache_kafka_image() {
+        assert_eq!(
+            env_name("ssl.principal.mapping.rules"),
+            "KAFKA_SSL_PRINCIPAL_MAPPING_RULES"
+        );
+        assert_eq!(env_name("a_b-c.d"), "KAFKA_A__B___C_D");
+    }
+}

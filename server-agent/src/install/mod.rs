@@ -1,0 +1,282 @@
+//! `install`: the server side in one command, as root. Each step compares what is there with
+//! what should be, changes only what differs, and prints one line: `done`, `already` (nothing
+//! to change) or `needs you` (what a person must do, and why). `--dry-run` prints the same
+//! lines as `would` and changes nothing.
+//!
+//! The CA's own work (init, server certificates, the CRL, enrolment) runs as the agent's
+//! account through the agent's own commands (`runuser -u ACCOUNT -- shiqi-ca-agent …`), so
+//! every file in the state directory belongs to that account exactly as if the admin had typed
+//! them; install itself writes only what lives outside it (the sshd and MariaDB drop-ins, the
+//! systemd units, the brokers' settings) and never touches the inventory as root.
+
+mod account;
+mod host;
+mod kafka;
+mod mysql;
+mod sshd;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::cli::InstallArgs;
+use crate::error::AgentError;
+
+/// What a step found or did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Changed something (or, in a dry run, would have).
+    Done,
+    /// Nothing to change.
+    Already,
+    /// A person must act; the line says what and why.
+    NeedsYou,
+}
+
+/// The install run: its options, and what each step reported.
+pub struct Install {
+    args: InstallArgs,
+    state_dir: PathBuf,
+    /// This executable, which the account's steps run.
+    exe: PathBuf,
+    lines: Vec<(Outcome, String, String)>,
+}
+
+impl Install {
+    /// An install of `args` into `state_dir`.
+    ///
+    /// # Errors
+    /// When this executable cannot be found (the account runs it).
+    pub fn new(args: InstallArgs, state_dir: &Path) -> Result<Self, AgentError> {
+        let exe = std::env::current_exe().map_err(|why| AgentError::File {
+            path: PathBuf::from("/proc/self/exe"),
+            why,
+        })?;
+        Ok(Self {
+            args,
+            state_dir: state_dir.to_owned(),
+            exe,
+            lines: Vec::new(),
+        })
+    }
+
+    /// Whether nothing may change.
+    pub fn dry_run(&self) -> bool {
+        self.args.dry_run
+    }
+
+    /// Records one step's line.
+    fn report(&mut self, outcome: Outcome, step: &str, text: impl Into<String>) {
+        self.lines.push((outcome, step.to_owned(), text.into()));
+    }
+
+    /// Runs every step in order. A step that fails stops the run (later steps depend on it).
+    ///
+    /// # Errors
+    /// The failing step's error; the lines so far are kept for [`Install::text`].
+    pub fn run(&mut self) -> Result<(), AgentError> {
+        if !nix::unistd::geteuid().is_root() {
+            return Err(AgentError::Request {
+                why: "install must run as root (it creates an account and writes sshd's and \
+                      MariaDB's config): sudo shiqi-ca-agent install …"
+                    .to_owned(),
+            });
+        }
+        self.validate()?;
+        account::ensure(self)?;
+        account::config(self)?;
+        account::ca(self)?;
+        sshd::ensure(self)?;
+        mysql::ensure(self)?;
+        kafka::ensure(self)?;
+        host::timer(self)?;
+        account::admin(self)?;
+        Ok(())
+    }
+
+    /// Everything given is checked before the first change: a bad value stops the run with
+    /// nothing changed.
+    fn validate(&self) -> Result<(), AgentError> {
+        let a = &self.args;
+        let plain = |s: &str| {
+            !s.is_empty()
+                && s.len() <= 32
+                && s.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-'))
+                && !s.starts_with('-')
+        };
+        if !plain(&a.account) {
+            return Err(AgentError::Request {
+                why: format!(
+                    "--account `{}`: use a plain system account name (a-z, 0-9, `_`, `-`, at                      most 32)",
+                    shiqi_ca::text::one_line(&a.account, 40)
+                ),
+            });
+        }
+        if let Some(b) = &a.kafka_bootstrap {
+            b.parse::<shiqi_ca::Bootstrap>()
+                .map_err(|why| AgentError::Argument {
+                    flag: "--kafka-bootstrap",
+                    why,
+                })?;
+        }
+        for san in &a.kafka_san {
+            san.parse::<shiqi_ca::Host>()
+                .map_err(|why| AgentError::Argument {
+                    flag: "--kafka-san",
+                    why,
+                })?;
+        }
+        if let Some(user) = &a.kafka_owner
+            && account::ids(user).is_none()
+        {
+            return Err(AgentError::Request {
+                why: format!("--kafka-owner: no account `{user}` on this machine"),
+            });
+        }
+        if let Some(file) = &a.kafka_properties
+            && !file.is_file()
+        {
+            return Err(AgentError::Request {
+                why: format!("--kafka-properties: {} is not a file", file.display()),
+            });
+        }
+        if !a.no_mysql && account::ids(&a.mysql_owner).is_none() {
+            return Err(AgentError::Request {
+                why: format!(
+                    "no account `{}` for MariaDB's files: install mariadb-server first, name its \
+                     account with --mysql-owner, or leave MySQL out with --no-mysql",
+                    a.mysql_owner
+                ),
+            });
+        }
+        if let Some(key) = &a.ssh_key {
+            account::public_key(key)?;
+        }
+        for (flag, path) in [("--sshd-config", &a.sshd_config), ("--sshd", &a.sshd)] {
+            if !path.exists() {
+                return Err(AgentError::Request {
+                    why: format!("{flag}: {} does not exist", path.display()),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The report: one line per step, then the summary.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for (outcome, step, text) in &self.lines {
+            let mark = match (outcome, self.dry_run()) {
+                (Outcome::Done, true) => "would",
+                (Outcome::Done, false) => "done",
+                (Outcome::Already, _) => "already",
+                (Outcome::NeedsYou, _) => "needs you",
+            };
+            out.push_str(&format!(
+                "{mark:<10} {step:<14} {}\n",
+                shiqi_ca::text::one_line(text, 600)
+            ));
+        }
+        let changed = self.changed();
+        let needs = self
+            .lines
+            .iter()
+            .filter(|l| l.0 == Outcome::NeedsYou)
+            .count();
+        out.push_str(&match (changed, needs, self.dry_run()) {
+            (0, 0, _) => "nothing to change\n".to_owned(),
+            (0, n, _) => format!("nothing to change; {n} step(s) need you\n"),
+            (c, n, true) => format!("dry run: {c} step(s) would change, {n} need you\n"),
+            (c, n, false) => format!("{c} step(s) changed, {n} need you\n"),
+        });
+        out
+    }
+
+    /// How many steps changed something.
+    pub fn changed(&self) -> usize {
+        self.lines.iter().filter(|l| l.0 == Outcome::Done).count()
+    }
+
+    /// The agent's account name.
+    fn account(&self) -> &str {
+        &self.args.account
+    }
+
+    /// Runs `shiqi-ca-agent ARGS` as the account (stdin from `input`), returning stdout.
+    fn as_account(&self, args: &[&str], input: Option<&[u8]>) -> Result<String, AgentError> {
+        let mut cmd = Command::new("runuser");
+        cmd.args(["-u", self.account(), "--"])
+            .arg(&self.exe)
+            .arg("--state-dir")
+            .arg(&self.state_dir)
+            .args(args)
+            .env("SHIQI_CA_DIR", &self.state_dir);
+        run(cmd, input, &format!("shiqi-ca-agent {}", args.join(" ")))
+    }
+
+    /// Writes `text` to `path` (mode, owner) unless it already holds exactly that; returns
+    /// whether it changed (or would, in a dry run). The old file is replaced by a rename.
+    fn file(
+        &self,
+        path: &Path,
+        text: &str,
+        mode: u32,
+        owner: Option<(u32, u32)>,
+    ) -> Result<bool, AgentError> {
+        if std::fs::read(path).is_ok_and(|old| old == text.as_bytes()) {
+            return Ok(false);
+        }
+        if self.dry_run() {
+            return Ok(true);
+        }
+        if let Some(dir) = path.parent() {
+            crate::fsutil::ensure_dir(dir)?;
+        }
+        crate::fsutil::write_atomic(path, text.as_bytes(), mode)?;
+        if let Some((uid, gid)) = owner {
+            chown(path, uid, gid)?;
+        }
+        Ok(true)
+    }
+}
+
+/// Runs `cmd` (`what` names it in errors), feeding `input`; its stdout on success.
+fn run(mut cmd: Command, input: Option<&[u8]>, what: &str) -> Result<String, AgentError> {
+    use std::io::Write as _;
+    use std::process::Stdio;
+    cmd.stdin(if input.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let failed = |why: String| AgentError::Request {
+        why: format!("`{what}` failed: {why}"),
+    };
+    let mut child = cmd.spawn().map_err(|e| failed(e.to_string()))?;
+    if let (Some(bytes), Some(mut pipe)) = (input, child.stdin.take()) {
+        pipe.write_all(bytes).map_err(|e| failed(e.to_string()))?;
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| failed(e.to_string()))?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        return Err(failed(shiqi_ca::text::one_line(stderr.trim(), 600)));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// `chown uid:gid path`.
+fn chown(path: &Path, uid: u32, gid: u32) -> Result<(), AgentError> {
+    std::os::unix::fs::chown(path, Some(uid), Some(gid)).map_err(|why| AgentError::File {
+        path: path.to_owned(),
+        why,
+    })
+}
+
+/// Whether systemd manages this machine.
+fn systemd() -> bool {
+    Path::new("/run/systemd/system").is_dir()
+}
