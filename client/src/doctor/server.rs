@@ -101,7 +101,11 @@ pub async fn check(ctx: &Context, st: &mut Findings, passphrase: &dyn Passphrase
         pkcs11_provider: None,
         identities_only: cfg.is_some_and(|c| c.identities_only),
         use_agent: true,
-        identity_agent: None,
+        // The agent that signed during setup (an `IdentityAgent` socket), as the tunnel uses.
+        identity_agent: match &profile.server.ssh_key {
+            KeyUsed::Agent { socket, .. } => socket.clone(),
+            KeyUsed::File { .. } => None,
+        },
         known_hosts: known_hosts.clone(),
         global_known_hosts: vec![PathBuf::from("/etc/ssh/ssh_known_hosts")],
         host_key_alias: None,

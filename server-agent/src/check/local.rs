@@ -9,8 +9,9 @@ use time::OffsetDateTime;
 use super::Finding;
 use crate::state::Context;
 
-/// Files of the state directory that only the agent's account may read.
-const PRIVATE: [&str; 3] = ["ca.key", "admin/admin.key", "inventory.sqlite"];
+/// Files of the state directory that only the agent's account may read (the directory itself
+/// must be private too: it holds the inventory).
+const PRIVATE: [&str; 2] = ["ca.key", "admin/admin.key"];
 
 /// The host's findings.
 pub(super) fn check(ctx: &Context) -> Vec<Finding> {
@@ -38,10 +39,10 @@ fn state_dir(ctx: &Context) -> Finding {
                 ));
             }
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && path != ctx.dir => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && path != ctx.dir.as_path() => {}
         Err(e) => wrong.push(format!("{}: {e}", path.display())),
     };
-    look(&ctx.dir, false);
+    look(&ctx.dir, true);
     for f in PRIVATE {
         look(&ctx.path(f), true);
     }

@@ -124,27 +124,46 @@ pub fn run(ctx: &Context, options: Options) -> Vec<Finding> {
     };
     let mut brokers = kafka::check(ctx, &ca, &probe, &mut findings);
     let mut mysql = mysql::check(ctx, &ca, &probe, &mut findings);
+    revocation(ctx, &ca, options, &probe, &mut brokers, &mut mysql, &mut findings);
+    if !ctx.config.mysql.host.is_empty()
+        && let Some(f) = mysql::cleanup(ctx, &probe)
+    {
+        findings.push(f);
+    }
+    findings
+}
+
+/// Revokes the throwaway and times each server that accepted it until it refuses it.
+fn revocation(
+    ctx: &Context,
+    ca: &shiqi_ca::issue::Ca,
+    options: Options,
+    probe: &throwaway::Throwaway,
+    brokers: &mut Vec<kafka::Accepting>,
+    mysql: &mut Option<mysql::Accepting>,
+    findings: &mut Vec<Finding>,
+) {
     if !options.revocation {
         findings.push(Finding::skip(
             "revocation",
             "not measured (--no-revocation); the throwaway certificate expires on its own",
         ));
-        return findings;
+        return;
     }
     if brokers.is_empty() && mysql.is_none() {
         findings.push(Finding::skip(
             "revocation",
             "no server accepted the throwaway certificate, so there is nothing to revoke against",
         ));
-        return findings;
+        return;
     }
-    if let Err(e) = probe.revoke(ctx, &ca) {
+    if let Err(e) = probe.revoke(ctx, ca) {
         findings.push(Finding::fail(
             "revocation",
             format!("cannot revoke the throwaway certificate: {e}"),
             "run `shiqi-ca-agent crl` and read its error",
         ));
-        return findings;
+        return;
     }
     let started = std::time::Instant::now();
     let deadline = started + REVOCATION_WAIT;
@@ -156,21 +175,20 @@ pub fn run(ctx: &Context, options: Options) -> Vec<Finding> {
             }
             None => true,
         });
-        if let Some(m) = &mysql
+        if let Some(m) = mysql.as_ref()
             && let Some(why) = m.refuses(ctx)
         {
             findings.push(mysql::revoked(started.elapsed(), &why));
-            mysql = None;
+            *mysql = None;
         }
         std::thread::sleep(Duration::from_millis(500));
     }
-    for b in &brokers {
+    for b in brokers.iter() {
         findings.push(kafka::not_revoked(b));
     }
     if mysql.is_some() {
         findings.push(mysql::not_revoked());
     }
-    findings
 }
 
 /// The report as text: one line per finding, the fix indented below a failure or warning.

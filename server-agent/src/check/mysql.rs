@@ -32,8 +32,10 @@ impl Accepting {
 }
 
 enum Login {
-    /// The server answered at the SQL level (any error, e.g. access denied): TLS was accepted.
+    /// Logged in with the certificate alone.
     Accepted,
+    /// TLS was accepted, the login refused (the account's REQUIRE did not match).
+    Denied(String),
     /// The server has no TLS.
     NoTls,
     /// The TLS handshake or the connection after it failed.
@@ -50,7 +52,8 @@ async fn login(opts: Opts) -> Login {
             let _ = conn.disconnect().await;
             Login::Accepted
         }
-        Ok(Err(mysql_async::Error::Server(_))) => Login::Accepted,
+        // The server spoke SQL after TLS but refused the login.
+        Ok(Err(mysql_async::Error::Server(e))) => Login::Denied(e.to_string()),
         Ok(Err(mysql_async::Error::Driver(
             mysql_async::DriverError::NoClientSslFlagFromServer,
         ))) => Login::NoTls,
@@ -79,6 +82,14 @@ pub(super) fn check(
         return None;
     }
     settings(ctx, findings);
+    if let Err(e) = account(ctx, probe) {
+        findings.push(Finding::fail(
+            "mysql.accepts",
+            format!("cannot make the throwaway's certificate-only account: {e}"),
+            e.hint().unwrap_or_else(|| "see the error".to_owned()),
+        ));
+        return None;
+    }
     let opts: Opts = OptsBuilder::default()
         .ip_or_hostname(m.host.clone())
         .tcp_port(m.port)
@@ -106,11 +117,21 @@ pub(super) fn check(
             findings.push(Finding::ok(
                 "mysql.accepts",
                 format!(
-                    "{at} accepts TLS with a certificate from this CA, verified as {}",
+                    "{at} (verified as {}) logs a certificate-only account in with a certificate \
+                     from this CA, no password",
                     m.host
                 ),
             ));
             Some(Accepting { opts })
+        }
+        Login::Denied(why) => {
+            findings.push(Finding::fail(
+                "mysql.accepts",
+                format!("{at} accepts TLS but refuses the certificate-only login: {why}"),
+                "the account's REQUIRE SUBJECT/ISSUER must match the certificates this CA \
+                 issues (see `shiqi-ca-agent mysql-user`)",
+            ));
+            None
         }
         Login::NoTls => {
             findings.push(Finding::fail(
@@ -141,6 +162,65 @@ pub(super) fn check(
             None
         }
     }
+}
+
+/// `'shiqi-check-…'@'[mysql] user_host'`, required to log in with the throwaway's subject and
+/// issuer, as `mysql-user` makes a person's (no grants: it only logs in).
+fn account(ctx: &Context, probe: &Throwaway) -> Result<(), crate::AgentError> {
+    let name: shiqi_ca::ProfileName = probe.name.parse()?;
+    let address = crate::mysql::address(ctx);
+    ctx.block_on(async {
+        let mut conn = crate::mysql::connect(ctx).await?;
+        let made = crate::mysql::ensure_user(
+            &mut conn,
+            &address,
+            &name,
+            &ctx.config.mysql.user_host,
+            probe.cert.subject_oneline(),
+            probe.cert.issuer_oneline(),
+            &[],
+        )
+        .await;
+        let _ = conn.disconnect().await;
+        made.map(drop)
+    })
+}
+
+/// Drops the throwaway's account (every host), made by [`account`].
+pub(super) fn cleanup(ctx: &Context, probe: &Throwaway) -> Option<Finding> {
+    let sql_error = |e: mysql_async::Error| crate::AgentError::Mysql {
+        address: crate::mysql::address(ctx),
+        why: e.to_string(),
+    };
+    let dropped = ctx.block_on(async {
+        let mut conn = crate::mysql::connect(ctx).await?;
+        let hosts: Vec<String> = conn
+            .exec(
+                "SELECT Host FROM mysql.user WHERE User = ?",
+                (probe.name.as_str(),),
+            )
+            .await
+            .map_err(sql_error)?;
+        for host in hosts {
+            // Our own name and a host the server listed: quoted, never from a caller.
+            conn.query_drop(format!(
+                "DROP USER {}@{}",
+                crate::sql::quote(&probe.name),
+                crate::sql::quote(&host)
+            ))
+            .await
+            .map_err(sql_error)?;
+        }
+        let _ = conn.disconnect().await;
+        Ok::<_, crate::AgentError>(())
+    });
+    dropped.err().map(|e| {
+        Finding::warn(
+            "mysql.cleanup",
+            format!("cannot drop the throwaway's account: {e}"),
+            format!("DROP USER '{}'@'%' by hand", probe.name),
+        )
+    })
 }
 
 /// TLS, `ssl_crl` and `bind_address`, as the running server reports them.
