@@ -160,10 +160,10 @@ impl Drop for CarelessMariadb<'_> {
 #[test]
 fn check_names_each_broken_server_setting_with_its_fix() {
     let s = stack();
-    // Three extra brokers, each with one setting undone after the agent's fragment.
-    let _no_client_auth = ExtraBroker::start(s, 4, &["ssl.client.auth=none"]);
+    // Extra brokers, each with one setting undone after install's settings (the stack has room
+    // for two: node N listens on port N9094).
+    let no_client_auth = ExtraBroker::start(s, 4, &["ssl.client.auth=none"]);
     let _no_authorizer = ExtraBroker::start(s, 5, &["authorizer.class.name="]);
-    let _no_mapping = ExtraBroker::start(s, 6, &["ssl.principal.mapping.rules=DEFAULT"]);
     let careless = CarelessMariadb::start(s);
 
     // The stack's sshd_config without the agent's Match blocks and without the drop-in folder
@@ -218,8 +218,8 @@ fn check_names_each_broken_server_setting_with_its_fix() {
     let config = broken.display().to_string();
     let out = s.agent(&["--config", &config, "check", "--no-revocation"], None);
     assert_eq!(out.code, Some(2), "{}", out.all());
-    assert!(out.stderr.contains("6 check(s) failed"), "{}", out.all());
-    let fail = |id: &str, fix: &str| {
+    assert!(out.stderr.contains("5 check(s) failed"), "{}", out.all());
+    let fail = |out: &crate::stack::Out, id: &str, fix: &str| {
         let lines: Vec<&str> = out.stdout.lines().collect();
         let at = lines
             .iter()
@@ -232,12 +232,11 @@ fn check_names_each_broken_server_setting_with_its_fix() {
             out.stdout
         );
     };
-    fail("kafka.client_auth@4", "ssl.client.auth=required");
-    fail("kafka.authorizer@5", "StandardAuthorizer");
-    fail("kafka.principal@6", "ssl.principal.mapping.rules");
-    fail("mysql.crl", "ssl_crl");
-    fail("mysql.bind", "bind-address = 127.0.0.1");
-    fail("sshd.block", "PermitListen none");
+    fail(&out, "kafka.client_auth@4", "ssl.client.auth=required");
+    fail(&out, "kafka.authorizer@5", "StandardAuthorizer");
+    fail(&out, "mysql.crl", "ssl_crl");
+    fail(&out, "mysql.bind", "bind-address = 127.0.0.1");
+    fail(&out, "sshd.block", "PermitListen none");
     // The healthy brokers stay ok in the same run.
     for ok in [
         "kafka.client_auth@1",
@@ -252,4 +251,13 @@ fn check_names_each_broken_server_setting_with_its_fix() {
             out.stdout
         );
     }
+
+    // The sixth: broker 4 again, now asking for certificates but mapping them to the whole DN.
+    drop(no_client_auth);
+    let _no_mapping = ExtraBroker::start(s, 4, &["ssl.principal.mapping.rules=DEFAULT"]);
+    let out = s.agent(&["check", "--no-revocation"], None);
+    assert_eq!(out.code, Some(2), "{}", out.all());
+    assert!(out.stderr.contains("2 check(s) failed"), "{}", out.all());
+    fail(&out, "kafka.principal@4", "ssl.principal.mapping.rules");
+    fail(&out, "kafka.authorizer@5", "StandardAuthorizer");
 }

@@ -165,7 +165,7 @@ fn install_sets_up_a_second_ca_from_nothing_and_a_dry_run_of_it_changes_nothing(
     };
     let dir = |name: &str| scratch.path().join(name).display().to_string();
     // One broker's real config, for --kafka-properties.
-    let node = format!("{root}/kafka/node1/node.properties");
+    let node = format!("{root}/server/kafka/node1/node.properties");
     let properties = scratch.path().join("server.properties");
     std::fs::copy(&node, &properties).expect("copy node.properties");
     let key = format!("{}.pub", s.info("laptop_ssh_key"));

@@ -1,10 +1,10 @@
 //! `check`: the server's doctor. Each finding is one line (ok, warn or FAIL) with the fix; the
 //! Kafka and MySQL findings come from trying, not from reading configs: a throwaway
-//! certificate from this CA ([`throwaway`]) is presented to every broker and to MySQL, given an
+//! certificate from this CA (`throwaway`) is presented to every broker and to MySQL, given an
 //! ACL, then revoked, and the seconds until each server refuses it are measured.
 //!
 //! The throwaway is recorded in the inventory (kind `admin`, name `shiqi-check-…`), lives for
-//! [`throwaway::LIFETIME`] and is listed in the CRL only until it expires.
+//! 15 minutes and is listed in the CRL only until it expires.
 
 mod kafka;
 mod local;
@@ -124,7 +124,15 @@ pub fn run(ctx: &Context, options: Options) -> Vec<Finding> {
     };
     let mut brokers = kafka::check(ctx, &ca, &probe, &mut findings);
     let mut mysql = mysql::check(ctx, &ca, &probe, &mut findings);
-    revocation(ctx, &ca, options, &probe, &mut brokers, &mut mysql, &mut findings);
+    revocation(
+        ctx,
+        &ca,
+        options,
+        &probe,
+        &mut brokers,
+        &mut mysql,
+        &mut findings,
+    );
     if !ctx.config.mysql.host.is_empty()
         && let Some(f) = mysql::cleanup(ctx, &probe)
     {
