@@ -164,13 +164,9 @@ fn kafka_owner(i: &Install) -> Result<Option<(u32, u32)>, AgentError> {
 
 /// The certificate, issued when missing, older than the CA or for other names.
 fn certificate(i: &mut Install, tls: &Path, sans: &[String]) -> Result<(), AgentError> {
-    let marker = tls.join("server.properties");
     let names = tls.join("sans");
-    let ca = i.state_dir.join("ca.crt");
-    let current = match (std::fs::metadata(&marker), std::fs::metadata(&ca)) {
-        (Ok(m), Ok(c)) => m.modified().ok() >= c.modified().ok(),
-        _ => false,
-    } && std::fs::read_to_string(&names).is_ok_and(|s| s == sans.join(" "));
+    let current = i.issued_since_ca(&tls.join("server.properties"))
+        && std::fs::read_to_string(&names).is_ok_and(|s| s == sans.join(" "));
     if current {
         i.report(
             Outcome::Already,
@@ -180,33 +176,10 @@ fn certificate(i: &mut Install, tls: &Path, sans: &[String]) -> Result<(), Agent
         return Ok(());
     }
     if !i.dry_run() {
-        let account = super::account::ids(i.account()).ok_or_else(|| AgentError::Request {
-            why: format!("the account `{}` is missing", i.account()),
-        })?;
-        let _ = std::fs::remove_dir_all(tls);
-        crate::fsutil::create_private_dir(tls)?;
-        super::chown(tls, account.0, account.1)?;
-        let out = tls.display().to_string();
-        let mut args = vec!["server-cert", CERT_NAME, "--kind", "kafka", "--out", &out];
-        for san in sans {
-            args.extend(["--san", san.as_str()]);
-        }
-        i.as_account(&args, None)?;
-        crate::fsutil::write_atomic(&names, sans.join(" ").as_bytes(), 0o644)?;
         let owner = kafka_owner(i)?;
-        if let Some((uid, gid)) = owner {
-            for entry in std::fs::read_dir(tls).map_err(|why| AgentError::File {
-                path: tls.to_owned(),
-                why,
-            })? {
-                let entry = entry.map_err(|why| AgentError::File {
-                    path: tls.to_owned(),
-                    why,
-                })?;
-                super::chown(&entry.path(), uid, gid)?;
-            }
-            super::chown(tls, uid, gid)?;
-        }
+        i.server_cert(CERT_NAME, "kafka", sans, tls, owner)?;
+        // The names it was issued for, so that a change of names reissues it.
+        crate::fsutil::write_atomic(&names, sans.join(" ").as_bytes(), 0o644)?;
     }
     i.report(
         Outcome::Done,

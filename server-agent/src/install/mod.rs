@@ -214,6 +214,50 @@ impl Install {
         run(cmd, input, &format!("shiqi-ca-agent {}", args.join(" ")))
     }
 
+    /// Whether `marker`, a file `server-cert` wrote, is at least as new as the CA certificate.
+    fn issued_since_ca(&self, marker: &Path) -> bool {
+        let ca = self.state_dir.join("ca.crt");
+        match (std::fs::metadata(marker), std::fs::metadata(ca)) {
+            (Ok(m), Ok(c)) => m.modified().ok() >= c.modified().ok(),
+            _ => false,
+        }
+    }
+
+    /// `server-cert NAME --kind KIND --san … --out DIR` as the account, into `dir` made afresh
+    /// (private, the account's), then every file handed to `owner` (the service's account).
+    fn server_cert(
+        &self,
+        name: &str,
+        kind: &str,
+        sans: &[String],
+        dir: &Path,
+        owner: Option<(u32, u32)>,
+    ) -> Result<(), AgentError> {
+        let (uid, gid) = account::ids(self.account()).ok_or_else(|| AgentError::Request {
+            why: format!("the account `{}` is missing", self.account()),
+        })?;
+        let _ = std::fs::remove_dir_all(dir);
+        crate::fsutil::create_private_dir(dir)?;
+        chown(dir, uid, gid)?;
+        let out = dir.display().to_string();
+        let mut args = vec!["server-cert", name, "--kind", kind, "--out", &out];
+        for san in sans {
+            args.extend(["--san", san.as_str()]);
+        }
+        self.as_account(&args, None)?;
+        let Some((uid, gid)) = owner else {
+            return Ok(());
+        };
+        let unreadable = |why| AgentError::File {
+            path: dir.to_owned(),
+            why,
+        };
+        for entry in std::fs::read_dir(dir).map_err(unreadable)? {
+            chown(&entry.map_err(unreadable)?.path(), uid, gid)?;
+        }
+        chown(dir, uid, gid)
+    }
+
     /// Writes `text` to `path` (mode, owner) unless it already holds exactly that; returns
     /// whether it changed (or would, in a dry run). The old file is replaced by a rename.
     fn file(

@@ -66,14 +66,8 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
 
 /// The server certificate, issued when missing or older than the CA, handed to MariaDB's
 /// account.
-fn certificate(i: &mut Install, tls: &Path, (uid, gid): (u32, u32)) -> Result<(), AgentError> {
-    let marker = tls.join("mysqld.cnf");
-    let ca = i.state_dir.join("ca.crt");
-    let current = match (std::fs::metadata(&marker), std::fs::metadata(&ca)) {
-        (Ok(m), Ok(c)) => m.modified().ok() >= c.modified().ok(),
-        _ => false,
-    };
-    if current {
+fn certificate(i: &mut Install, tls: &Path, owner: (u32, u32)) -> Result<(), AgentError> {
+    if i.issued_since_ca(&tls.join("mysqld.cnf")) {
         i.report(
             Outcome::Already,
             "mysql.cert",
@@ -82,39 +76,8 @@ fn certificate(i: &mut Install, tls: &Path, (uid, gid): (u32, u32)) -> Result<()
         return Ok(());
     }
     if !i.dry_run() {
-        let account = super::account::ids(i.account()).ok_or_else(|| AgentError::Request {
-            why: format!("the account `{}` is missing", i.account()),
-        })?;
-        let _ = std::fs::remove_dir_all(tls);
-        crate::fsutil::create_private_dir(tls)?;
-        super::chown(tls, account.0, account.1)?;
-        let out = tls.display().to_string();
-        i.as_account(
-            &[
-                "server-cert",
-                CERT_NAME,
-                "--kind",
-                "mysql",
-                "--san",
-                "localhost",
-                "--san",
-                "127.0.0.1",
-                "--out",
-                &out,
-            ],
-            None,
-        )?;
-        for entry in std::fs::read_dir(tls).map_err(|why| AgentError::File {
-            path: tls.to_owned(),
-            why,
-        })? {
-            let entry = entry.map_err(|why| AgentError::File {
-                path: tls.to_owned(),
-                why,
-            })?;
-            super::chown(&entry.path(), uid, gid)?;
-        }
-        super::chown(tls, uid, gid)?;
+        let sans = ["localhost".to_owned(), "127.0.0.1".to_owned()];
+        i.server_cert(CERT_NAME, "mysql", &sans, tls, Some(owner))?;
     }
     i.report(
         Outcome::Done,
