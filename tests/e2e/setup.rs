@@ -195,6 +195,25 @@ fn setup_then_openssh_tunnel_carries_kafka_to_every_broker_and_mysql() {
     assert!(kcat.stdout.contains("3 brokers"), "{}", kcat.stdout);
     assert!(kcat.stdout.contains(&topic), "{}", kcat.stdout);
 
+    // shiqi.env: an app's environment, read by the real clients with nothing else given (the
+    // mysql client takes MYSQL_HOST and MYSQL_TCP_PORT from it by itself).
+    let script = r#"set -a; . "$1"; set +a
+kcat -b "$KAFKA_BOOTSTRAP_SERVERS" -X security.protocol="$KAFKA_SECURITY_PROTOCOL" \
+  -X ssl.ca.location="$KAFKA_SSL_CA_LOCATION" -X ssl.certificate.location="$KAFKA_SSL_CERTIFICATE_LOCATION" \
+  -X ssl.key.location="$KAFKA_SSL_KEY_LOCATION" -L | grep -c '^  broker '
+mariadb --no-defaults --user="$MYSQL_USER" --ssl-ca="$KAFKA_SSL_CA_LOCATION" \
+  --ssl-cert="$KAFKA_SSL_CERTIFICATE_LOCATION" --ssl-key="$KAFKA_SSL_KEY_LOCATION" \
+  --batch --skip-column-names -e 'SELECT CURRENT_USER()'"#;
+    let env = s
+        .laptop(&["bash", "-c", script, "sh", &p("shiqi.env")], &[], None)
+        .ok();
+    assert_eq!(
+        env.stdout.lines().collect::<Vec<_>>(),
+        ["3", &format!("{name}@127.0.0.1")],
+        "{}",
+        env.all()
+    );
+
     // The mysql client with my.cnf logs in with the certificate alone.
     let who = s
         .laptop(

@@ -44,6 +44,8 @@ pub mod files {
     pub const SSH_CONFIG: &str = "ssh_config";
     /// How to set up DataGrip.
     pub const DATAGRIP_MD: &str = "DATAGRIP.md";
+    /// Environment variables for apps, scripts and Compose (`env_file:`).
+    pub const SHIQI_ENV: &str = "shiqi.env";
     /// This profile's facts.
     pub const PROFILE_JSON: &str = "profile.json";
 
@@ -173,6 +175,12 @@ pub mod files {
             secret: false,
             when: When::WithMysql,
             source: Source::Template("my.cnf"),
+        },
+        Kind {
+            name: SHIQI_ENV,
+            secret: false,
+            when: When::Always,
+            source: Source::Template("shiqi.env"),
         },
         Kind {
             name: PROFILE_JSON,
