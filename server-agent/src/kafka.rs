@@ -367,7 +367,18 @@ pub async fn ask<R: Request>(
         let mut tls = tokio_rustls::TlsConnector::from(tls)
             .connect(name, tcp)
             .await
-            .map_err(|e| AskError::Refused(format!("TLS handshake failed: {e}")))?;
+            .map_err(|e| {
+                // Our side refusing the broker's certificate is not the broker refusing ours.
+                let ours = e
+                    .get_ref()
+                    .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+                    .is_some_and(|r| matches!(r, rustls::Error::InvalidCertificate(_)));
+                if ours {
+                    AskError::Protocol(format!("the broker's certificate is not trusted: {e}"))
+                } else {
+                    AskError::Refused(format!("TLS handshake failed: {e}"))
+                }
+            })?;
         let frame = encode(&request, version)
             .map_err(|e| AskError::Protocol(format!("cannot encode: {e}")))?;
         tls.write_all(&frame)

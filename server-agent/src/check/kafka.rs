@@ -39,6 +39,8 @@ const REVOCATION_FIX: &str = "start the broker's JVM with `-Dcom.sun.net.ssl.che
 pub(super) struct Accepting {
     node: Node,
     tls: Arc<rustls::ClientConfig>,
+    /// The agent's admin identity, not revoked: a broker that refuses it too refuses everyone.
+    control: Option<Arc<rustls::ClientConfig>>,
     topics: [String; 2],
 }
 
@@ -48,9 +50,18 @@ impl Accepting {
     }
 
     /// `Some(why)` once the broker refuses the (revoked) throwaway.
+    ///
+    /// A refusal counts only while the broker still accepts the agent's (valid) admin
+    /// identity: a broker restarting, or one that cannot read the CRL, refuses everyone.
     pub(super) fn refuses(&self, ctx: &Context) -> Option<String> {
         match ctx.block_on(metadata(&self.tls, &self.node, &self.topics)) {
-            Err(AskError::Refused(why)) => Some(why),
+            Err(AskError::Refused(why)) => {
+                let control = self
+                    .control
+                    .as_ref()
+                    .map(|c| ctx.block_on(metadata(c, &self.node, &self.topics)));
+                matches!(control, Some(Ok(_))).then_some(why)
+            }
             _ => None,
         }
     }
@@ -141,6 +152,10 @@ pub(super) fn check(
         }
     };
     findings.push(listeners(ctx, &admin, &nodes));
+    let control = ctx
+        .admin_identity(ca)
+        .ok()
+        .and_then(|a| tls_config(ca, Some((&a.key, &a.cert))).ok());
     let (plain, ours) = match (
         tls_config(ca, None),
         tls_config(ca, Some((&probe.key, &probe.cert))),
@@ -205,6 +220,7 @@ pub(super) fn check(
         accepting.push(Accepting {
             node,
             tls: ours.clone(),
+            control: control.clone(),
             topics: topics.clone(),
         });
     }

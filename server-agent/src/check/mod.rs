@@ -222,12 +222,15 @@ pub fn text(findings: &[Finding]) -> String {
             ));
         }
     }
-    let failed = findings.iter().filter(|f| f.status == Status::Fail).count();
-    let warned = findings.iter().filter(|f| f.status == Status::Warn).count();
-    out.push_str(&match (failed, warned) {
-        (0, 0) => "all checks passed\n".to_owned(),
-        (0, w) => format!("no failures, {w} warning(s)\n"),
-        (f, w) => format!("{f} failure(s), {w} warning(s)\n"),
+    let count = |s: Status| findings.iter().filter(|f| f.status == s).count();
+    let skipped = match count(Status::Skip) {
+        0 => String::new(),
+        n => format!(", {n} not checked (skip)"),
+    };
+    out.push_str(&match (count(Status::Fail), count(Status::Warn)) {
+        (0, 0) => format!("all checks passed{skipped}\n"),
+        (0, w) => format!("no failures, {w} warning(s){skipped}\n"),
+        (f, w) => format!("{f} failure(s), {w} warning(s){skipped}\n"),
     });
     out
 }

@@ -64,7 +64,16 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
     ];
     let mut made = Vec::new();
     for (dir, mode) in dirs {
-        let right = std::fs::metadata(&dir).is_ok_and(|m| {
+        // Root changes modes and owners here: never through a link the account may have made.
+        if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(AgentError::Request {
+                why: format!(
+                    "{} is a symbolic link: install changes only real folders; remove the link",
+                    dir.display()
+                ),
+            });
+        }
+        let right = std::fs::symlink_metadata(&dir).is_ok_and(|m| {
             m.is_dir()
                 && m.mode() & 0o7777 == mode
                 && owner.is_some_and(|(u, g)| m.uid() == u && m.gid() == g)
@@ -216,17 +225,44 @@ pub(super) fn admin(i: &mut Install) -> Result<(), AgentError> {
         return Ok(());
     };
     let (line, fingerprint) = public_key(&key_file)?;
-    let enrolled = i.state_dir.join("inventory.sqlite").exists()
-        && i.as_account(&["enroll", "--list", "--json"], None)
-            .is_ok_and(|out| {
-                serde_json::from_str::<Vec<serde_json::Value>>(&out).is_ok_and(|keys| {
-                    keys.iter().any(|k| {
-                        k["name"] == name.as_str()
-                            && k["fingerprint"] == fingerprint.as_str()
-                            && k["role"] == "admin"
+    if !i.sshd_safe {
+        i.report(
+            Outcome::NeedsYou,
+            "admin",
+            format!(
+                "`{name}` is not enrolled: sshd does not yet give `{}` forwards only (see the \
+                 sshd line); run install again once it does",
+                i.account()
+            ),
+        );
+        return Ok(());
+    }
+    // A dry run never opens the inventory (opening it may migrate it): it looks for the key's
+    // line in the account's authorized_keys instead.
+    let in_keys_file = || {
+        let home = nix::unistd::User::from_name(i.account())
+            .ok()
+            .flatten()
+            .map(|u| u.dir);
+        let body = line.split_whitespace().nth(1).unwrap_or_default();
+        home.and_then(|h| std::fs::read_to_string(h.join(".ssh/authorized_keys")).ok())
+            .is_some_and(|keys| !body.is_empty() && keys.lines().any(|l| l.contains(body)))
+    };
+    let enrolled = if i.dry_run() {
+        in_keys_file()
+    } else {
+        i.state_dir.join("inventory.sqlite").exists()
+            && i.as_account(&["enroll", "--list", "--json"], None)
+                .is_ok_and(|out| {
+                    serde_json::from_str::<Vec<serde_json::Value>>(&out).is_ok_and(|keys| {
+                        keys.iter().any(|k| {
+                            k["name"] == name.as_str()
+                                && k["fingerprint"] == fingerprint.as_str()
+                                && k["role"] == "admin"
+                        })
                     })
                 })
-            });
+    };
     if enrolled {
         i.report(
             Outcome::Already,

@@ -47,9 +47,14 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
     let tls = i.args.kafka_tls_dir.clone();
     certificate(i, &tls, &sans)?;
 
-    let admin_name = crate::config::Config::load(&i.state_dir.join("agent.toml"), false)
-        .map(|c| c.kafka.admin_name)
-        .unwrap_or_else(|_| "shiqi-admin".to_owned());
+    // The brokers' super user is the agent's admin name, from the config the agent will read
+    // (the account's file: parsed into a name before it reaches a broker's config).
+    let admin_name: shiqi_ca::ProfileName =
+        match crate::config::Config::load(&i.state_dir.join("agent.toml"), false) {
+            Ok(c) => c.kafka.admin_name.parse()?,
+            Err(_) if i.dry_run() => "shiqi-admin".parse()?,
+            Err(e) => return Err(e),
+        };
     let fragment = std::fs::read_to_string(tls.join("server.properties")).unwrap_or_default();
     let mut settings: Vec<(String, String)> = fragment
         .lines()
@@ -58,6 +63,8 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
             let (k, v) = l.split_once('=')?;
             Some((k.trim().to_owned(), v.trim().to_owned()))
         })
+        // Only TLS settings come from `server-cert`'s file; the rest is install's own.
+        .filter(|(k, _)| k.starts_with("ssl."))
         .collect();
     for (k, v) in [
         (
@@ -234,7 +241,8 @@ fn apply(i: &mut Install, target: &Path, settings: &[(String, String)]) -> Resul
             why,
         })?;
         use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
-        crate::fsutil::write_atomic(target, new.as_bytes(), meta.permissions().mode() & 0o7777)?;
+        // It now holds the stores' password: nobody but its owner and group reads it.
+        crate::fsutil::write_atomic(target, new.as_bytes(), meta.permissions().mode() & 0o7770)?;
         super::chown(target, meta.uid(), meta.gid())?;
     }
     i.report(

@@ -39,6 +39,9 @@ pub struct Install {
     /// This executable, which the account's steps run.
     exe: PathBuf,
     lines: Vec<(Outcome, String, String)>,
+    /// sshd gives the account only forwards (the step ended done or already): keys may be
+    /// enrolled.
+    sshd_safe: bool,
 }
 
 impl Install {
@@ -56,6 +59,7 @@ impl Install {
             state_dir: state_dir.to_owned(),
             exe,
             lines: Vec::new(),
+            sshd_safe: false,
         })
     }
 
@@ -111,6 +115,31 @@ impl Install {
                     shiqi_ca::text::one_line(&a.account, 40)
                 ),
             });
+        }
+        if a.account == "root" || account::ids(&a.account).is_some_and(|(uid, _)| uid == 0) {
+            return Err(AgentError::Request {
+                why: "--account: the agent needs an account of its own, not root".to_owned(),
+            });
+        }
+        for (flag, path) in [
+            ("--state-dir", &self.state_dir),
+            ("--publish-dir", &a.publish_dir),
+            ("--kafka-tls-dir", &a.kafka_tls_dir),
+            ("--mysql-tls-dir", &a.mysql_tls_dir),
+            ("--mysql-conf-dir", &a.mysql_conf_dir),
+        ] {
+            if !path.is_absolute() {
+                return Err(AgentError::Request {
+                    why: format!("{flag} {}: give an absolute path", path.display()),
+                });
+            }
+        }
+        if let Some(name) = &a.admin {
+            name.parse::<shiqi_ca::ProfileName>()
+                .map_err(|why| AgentError::Argument {
+                    flag: "--admin",
+                    why,
+                })?;
         }
         if let Some(b) = &a.kafka_bootstrap {
             b.parse::<shiqi_ca::Bootstrap>()
@@ -236,15 +265,35 @@ impl Install {
         let (uid, gid) = account::ids(self.account()).ok_or_else(|| AgentError::Request {
             why: format!("the account `{}` is missing", self.account()),
         })?;
-        let _ = std::fs::remove_dir_all(dir);
-        crate::fsutil::create_private_dir(dir)?;
-        chown(dir, uid, gid)?;
-        let out = dir.display().to_string();
-        let mut args = vec!["server-cert", name, "--kind", kind, "--out", &out];
-        for san in sans {
-            args.extend(["--san", san.as_str()]);
+        // The files it writes name their own paths, so it writes in place: the old folder waits
+        // aside and comes back if issuing fails (the services keep working files meanwhile).
+        let aside = dir.with_extension("previous");
+        let _ = std::fs::remove_dir_all(&aside);
+        let had = dir.exists();
+        if had {
+            std::fs::rename(dir, &aside).map_err(|why| AgentError::File {
+                path: dir.to_owned(),
+                why,
+            })?;
         }
-        self.as_account(&args, None)?;
+        let issued = (|| {
+            crate::fsutil::create_private_dir(dir)?;
+            chown(dir, uid, gid)?;
+            let out = dir.display().to_string();
+            let mut args = vec!["server-cert", name, "--kind", kind, "--out", &out];
+            for san in sans {
+                args.extend(["--san", san.as_str()]);
+            }
+            self.as_account(&args, None).map(drop)
+        })();
+        if let Err(e) = issued {
+            let _ = std::fs::remove_dir_all(dir);
+            if had {
+                let _ = std::fs::rename(&aside, dir);
+            }
+            return Err(e);
+        }
+        let _ = std::fs::remove_dir_all(&aside);
         let Some((uid, gid)) = owner else {
             return Ok(());
         };
@@ -253,7 +302,11 @@ impl Install {
             why,
         };
         for entry in std::fs::read_dir(dir).map_err(unreadable)? {
-            chown(&entry.map_err(unreadable)?.path(), uid, gid)?;
+            let entry = entry.map_err(unreadable)?;
+            // Only the regular files the account wrote: never a link it may have planted.
+            if entry.file_type().map_err(unreadable)?.is_file() {
+                chown(&entry.path(), uid, gid)?;
+            }
         }
         chown(dir, uid, gid)
     }
@@ -313,8 +366,11 @@ fn run(mut cmd: Command, input: Option<&[u8]>, what: &str) -> Result<String, Age
 }
 
 /// `chown uid:gid path`.
+///
+/// Never follows a symbolic link (`lchown`): root must not hand a link's target to an account
+/// that could have planted the link in a folder it owns.
 fn chown(path: &Path, uid: u32, gid: u32) -> Result<(), AgentError> {
-    std::os::unix::fs::chown(path, Some(uid), Some(gid)).map_err(|why| AgentError::File {
+    std::os::unix::fs::lchown(path, Some(uid), Some(gid)).map_err(|why| AgentError::File {
         path: path.to_owned(),
         why,
     })

@@ -29,18 +29,18 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
             i.args.mysql_owner
         ),
     })?;
-    certificate(i, &tls, owner)?;
-    let fragment = std::fs::read_to_string(tls.join("mysqld.cnf")).unwrap_or_default();
+    let issued = certificate(i, &tls, owner)?;
     let path = i.args.mysql_conf_dir.join(DROP_IN);
+    // Built from the paths install knows, never copied from a file another account can write.
     let text = format!(
         "# Written by `shiqi-ca-agent install`: TLS with the CA's server certificate, the CA's\n\
-         # CRL, and no listener beyond loopback (users come through the SSH tunnel).\n{}\n\
+         # CRL, and no listener beyond loopback (users come through the SSH tunnel).\n\
+         [mysqld]\nssl_ca = {}\nssl_cert = {}\nssl_key = {}\nssl_crl = {}\n\
          bind-address = 127.0.0.1\nskip-name-resolve\n",
-        fragment
-            .lines()
-            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-            .collect::<Vec<_>>()
-            .join("\n")
+        tls.join("ca.crt").display(),
+        tls.join("server.crt").display(),
+        tls.join("server.key").display(),
+        i.args.publish_dir.join(crate::crl::CRL_PEM).display(),
     );
     let changed = i.file(&path, &text, 0o644, Some((0, 0)))?;
     i.report(
@@ -56,6 +56,8 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
         ),
     );
     admin_account(i)?;
+    // A new certificate is read at start too.
+    let changed = changed || issued;
     if changed && !i.dry_run() {
         restart(i)?;
     } else if changed {
@@ -66,14 +68,14 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
 
 /// The server certificate, issued when missing or older than the CA, handed to MariaDB's
 /// account.
-fn certificate(i: &mut Install, tls: &Path, owner: (u32, u32)) -> Result<(), AgentError> {
+fn certificate(i: &mut Install, tls: &Path, owner: (u32, u32)) -> Result<bool, AgentError> {
     if i.issued_since_ca(&tls.join("mysqld.cnf")) {
         i.report(
             Outcome::Already,
             "mysql.cert",
             format!("{} holds MariaDB's certificate", tls.display()),
         );
-        return Ok(());
+        return Ok(false);
     }
     if !i.dry_run() {
         let sans = ["localhost".to_owned(), "127.0.0.1".to_owned()];
@@ -87,7 +89,7 @@ fn certificate(i: &mut Install, tls: &Path, owner: (u32, u32)) -> Result<(), Age
             tls.display()
         ),
     );
-    Ok(())
+    Ok(true)
 }
 
 /// `'ACCOUNT'@'localhost'`, authenticated by the socket's peer credentials, with every

@@ -58,6 +58,7 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
     let old = std::fs::read_to_string(&path).ok();
     let changed = i.file(&path, &text, 0o644, Some((0, 0)))?;
     if i.dry_run() {
+        i.sshd_safe = true;
         let outcome = if changed {
             Outcome::Done
         } else {
@@ -115,6 +116,7 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
         );
         return Ok(());
     }
+    i.sshd_safe = true;
     if !changed {
         i.report(
             Outcome::Already,
@@ -133,14 +135,18 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
                 path.display()
             ),
         ),
-        Err(why) => i.report(
-            Outcome::NeedsYou,
-            "sshd",
-            format!(
-                "wrote {} and `sshd -t` passed, but {why}: reload sshd (systemctl reload ssh)",
-                path.display()
-            ),
-        ),
+        Err(why) => {
+            i.sshd_safe = false;
+            i.report(
+                Outcome::NeedsYou,
+                "sshd",
+                format!(
+                    "wrote {} and `sshd -t` passed, but {why}: reload sshd (systemctl reload \
+                     ssh), then run install again",
+                    path.display()
+                ),
+            );
+        }
     }
     Ok(())
 }
