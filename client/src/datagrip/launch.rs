@@ -17,19 +17,8 @@ pub fn find(path: Option<&OsStr>) -> Option<PathBuf> {
         LAUNCHERS
             .iter()
             .map(|name| dir.join(name))
-            .find(|p| is_executable(p))
+            .find(|p| crate::os::files::is_executable(p))
     })
-}
-
-#[cfg(unix)]
-fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
-#[cfg(not(unix))]
-fn is_executable(p: &Path) -> bool {
-    p.is_file()
 }
 
 /// Starts `launcher DIR` detached from our terminal (the IDE outlives this command).

@@ -2,7 +2,6 @@
 //! run (mysql/mariadb, kcat, java/keytool) are on PATH — a seed story lost time to a missing
 //! mysql client before its first login.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::doctor::{CheckId, Context, Finding, Findings};
@@ -23,9 +22,7 @@ fn required(ctx: &Context) -> Vec<&'static pf::Kind> {
 }
 
 fn mode(path: &Path) -> Option<u32> {
-    std::fs::metadata(path)
-        .ok()
-        .map(|m| m.permissions().mode() & 0o777)
+    crate::os::files::mode(path)
 }
 
 /// `files`: existence and modes.

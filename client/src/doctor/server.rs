@@ -6,7 +6,6 @@
 //! `IdentitiesOnly`), then, if that fails, with every key the user has, to name the one that
 //! works. Uses [`crate::ssh::Session`] (russh) and `ssh::auth`.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::doctor::tunnel_config::TunnelConfig;
@@ -410,8 +409,8 @@ fn config_key(
     }
     // The tunnel's own keys work; ssh also ignores a key file others can read.
     if let Some(f) = &works_file
-        && let Ok(meta) = std::fs::metadata(f)
-        && meta.permissions().mode() & 0o077 != 0
+        && let Some(mode) = crate::os::files::mode(f)
+        && mode & 0o077 != 0
     {
         return Finding::fail(
             CheckId::SshConfigKey,
@@ -419,7 +418,7 @@ fn config_key(
                 "`{}` is mode {:04o}: OpenSSH ignores a private key others can read \
                  (\"UNPROTECTED PRIVATE KEY FILE\")",
                 ctx.show(f),
-                meta.permissions().mode() & 0o777
+                mode
             ),
             format!("`chmod 600 {}`", ctx.show(f)),
         );

@@ -4,5 +4,6 @@
 
 pub mod account;
 pub mod addresses;
+pub mod files;
 pub mod port_owner;
 pub mod process;
