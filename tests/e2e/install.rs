@@ -340,12 +340,39 @@ fn install_sets_up_a_second_ca_from_nothing_and_a_dry_run_of_it_changes_nothing(
         assert!(applied.lines().any(|l| l == want), "{want}\n{applied}");
     }
     assert!(Path::new(&format!("{}.shiqi-backup", properties.display())).exists());
-    let env = std::fs::read_to_string(scratch.path().join("kafka/kafka-environment.yml"))
-        .expect("the apache/kafka environment");
+    // The images' service lines, read by a YAML parser: the stores mounted where both images'
+    // `configure` scripts look, their passwords from the mounted file, none in the environment.
+    let env_file = scratch.path().join("kafka/kafka-environment.yml");
+    let service = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import json,sys,yaml; print(json.dumps(yaml.safe_load(open(sys.argv[1]))))",
+        ])
+        .arg(&env_file)
+        .output()
+        .expect("python3");
+    assert!(service.status.success(), "{service:?}");
+    let service: serde_json::Value = serde_json::from_slice(&service.stdout).expect("json");
+    let env = &service["environment"];
+    assert_eq!(env["KAFKA_SSL_CLIENT_AUTH"], "required", "{service}");
+    assert_eq!(env["KAFKA_SSL_KEYSTORE_FILENAME"], "server.keystore.p12");
+    assert_eq!(env["KAFKA_SSL_TRUSTSTORE_CREDENTIALS"], "server.password");
     assert!(
-        env.contains("KAFKA_SSL_CLIENT_AUTH: \"required\"")
-            && env.contains("KAFKA_OPTS: \"-Dcom.sun.net.ssl.checkRevocation=true"),
-        "{env}"
+        env["KAFKA_OPTS"]
+            .as_str()
+            .is_some_and(|o| o.contains("-Dcom.sun.net.ssl.checkRevocation=true"))
+    );
+    let mount = format!(
+        "{}:/etc/kafka/secrets:ro",
+        scratch.path().join("kafka").display()
+    );
+    assert_eq!(service["volumes"][0], mount.as_str(), "{service}");
+    let password = std::fs::read_to_string(scratch.path().join("kafka/server.password"))
+        .expect("the stores' password");
+    let text = std::fs::read_to_string(&env_file).expect("read");
+    assert!(
+        !text.contains(password.trim()),
+        "a password in the environment"
     );
 
     // A second run changes nothing.

@@ -1,7 +1,7 @@
 //! Kafka: the brokers' server certificate and stores (from the CA, as the account), and every
 //! setting the SSL listener needs — client auth, the CN-to-principal mapping, the
-//! StandardAuthorizer, super users — as a `server.properties` fragment, as `environment:` for
-//! the `apache/kafka` image, or applied to a `server.properties` given (with a backup). It
+//! StandardAuthorizer, super users — as a `server.properties` fragment, as `volumes:` and
+//! `environment:` for the `apache/kafka` and `confluentinc/cp-kafka` images, or applied to a `server.properties` given (with a backup). It
 //! never restarts a broker: it says which to restart, and the JVM flags for revocation.
 
 use std::path::Path;
@@ -84,18 +84,7 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
     for (k, v) in &settings {
         text.push_str(&format!("{k}={v}\n"));
     }
-    let mut environment = format!(
-        "# Written by `shiqi-ca-agent install`: `environment:` for the apache/kafka image (each\n\
-         # broker also needs its own KAFKA_NODE_ID, listeners and advertised listeners).\n\
-         KAFKA_OPTS: \"{REVOCATION_OPTS}\"\n"
-    );
-    for (k, v) in &settings {
-        environment.push_str(&format!(
-            "{}: \"{}\"\n",
-            env_name(k),
-            v.replace('\\', "\\\\").replace('"', "\\\"")
-        ));
-    }
+    let environment = image_environment(&tls, &settings);
     let env_path = tls.join("kafka-environment.yml");
     // The brokers' account when named, else the agent's (as the certificate's files).
     let owner = kafka_owner(i)?;
@@ -111,7 +100,7 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
         },
         "kafka.config",
         format!(
-            "{} (server.properties lines) and {} (apache/kafka environment)",
+            "{} (server.properties lines) and {} (apache/kafka and cp-kafka services)",
             properties.display(),
             env_path.display()
         ),
@@ -141,6 +130,51 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
         );
     }
     Ok(())
+}
+
+/// Where both images look for the stores and their passwords (their `configure` scripts).
+const IMAGE_SECRETS: &str = "/etc/kafka/secrets";
+
+/// `volumes:` and `environment:` for a broker service of the `apache/kafka` or
+/// `confluentinc/cp-kafka` image. Both images' `configure` scripts, once an advertised listener
+/// is `SSL://`, insist on `KAFKA_SSL_{KEYSTORE,TRUSTSTORE}_FILENAME` and the
+/// `*_CREDENTIALS` files under `/etc/kafka/secrets` and overwrite any `*_LOCATION` given, so the
+/// stores are mounted there and every password is read from `server.password`: none appears in
+/// the environment (`docker inspect` would show it).
+fn image_environment(tls: &Path, settings: &[(String, String)]) -> String {
+    let mut out = format!(
+        "# Written by `shiqi-ca-agent install`: for each broker service of the apache/kafka or\n\
+         # confluentinc/cp-kafka image, beside its own KAFKA_NODE_ID, listeners and advertised\n\
+         # listeners. The client listener must be advertised as SSL://… (the images read the\n\
+         # stores below only then), and {dir} must be readable by the image's user (uid 1000).\n\
+         volumes:\n  - \"{dir}:{IMAGE_SECRETS}:ro\"\n\
+         environment:\n  KAFKA_OPTS: \"{REVOCATION_OPTS}\"\n",
+        dir = tls.display()
+    );
+    let mut put = |k: &str, v: &str| {
+        let v = v.replace('\\', "\\\\").replace('"', "\\\"");
+        out.push_str(&format!("  {k}: \"{v}\"\n"));
+    };
+    for (file, store) in [
+        ("server.keystore.p12", "KEYSTORE"),
+        ("server.truststore.p12", "TRUSTSTORE"),
+    ] {
+        put(&format!("KAFKA_SSL_{store}_FILENAME"), file);
+        put(&format!("KAFKA_SSL_{store}_CREDENTIALS"), "server.password");
+        put(
+            &format!("KAFKA_SSL_{store}_LOCATION"),
+            &format!("{IMAGE_SECRETS}/{file}"),
+        );
+    }
+    put("KAFKA_SSL_KEY_CREDENTIALS", "server.password");
+    for (k, v) in settings {
+        // Paths and passwords are the host's: the lines above say where the image finds them.
+        if k.ends_with(".location") || k.ends_with(".password") {
+            continue;
+        }
+        put(&env_name(k), v);
+    }
+    out
 }
 
 /// The apache/kafka image's environment name for a property: `KAFKA_` and the name upper-cased,
@@ -259,7 +293,7 @@ fn apply(i: &mut Install, target: &Path, settings: &[(String, String)]) -> Resul
 
 #[cfg(test)]
 mod tests {
-    use super::env_name;
+    use super::{env_name, image_environment};
 
     #[test]
     fn environment_names_follow_the_apache_kafka_image() {
@@ -268,5 +302,39 @@ mod tests {
             "KAFKA_SSL_PRINCIPAL_MAPPING_RULES"
         );
         assert_eq!(env_name("a_b-c.d"), "KAFKA_A__B___C_D");
+    }
+
+    #[test]
+    fn the_images_get_their_stores_as_mounted_files_and_no_password() {
+        let settings = [
+            ("ssl.keystore.location", "/srv/tls/server.keystore.p12"),
+            ("ssl.keystore.password", "hunter2"),
+            ("ssl.key.password", "hunter2"),
+            ("ssl.client.auth", "required"),
+            ("super.users", "User:kafka-broker;User:shiqi-admin"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()));
+        let text = image_environment(std::path::Path::new("/srv/tls"), &settings);
+        assert!(!text.contains("hunter2"), "{text}");
+        assert!(!text.contains("/srv/tls/server.keystore.p12"), "{text}");
+        // What both images' `configure` scripts `ensure` once a listener is SSL://.
+        for name in [
+            "KAFKA_SSL_KEYSTORE_FILENAME",
+            "KAFKA_SSL_KEYSTORE_CREDENTIALS",
+            "KAFKA_SSL_KEY_CREDENTIALS",
+            "KAFKA_SSL_TRUSTSTORE_FILENAME",
+            "KAFKA_SSL_TRUSTSTORE_CREDENTIALS",
+        ] {
+            assert!(text.contains(&format!("  {name}: \"")), "{name}\n{text}");
+        }
+        assert!(
+            text.contains("\"/srv/tls:/etc/kafka/secrets:ro\""),
+            "{text}"
+        );
+        assert!(
+            text.contains("  KAFKA_SSL_CLIENT_AUTH: \"required\"\n"),
+            "{text}"
+        );
+        assert!(text.contains("  KAFKA_SUPER_USERS: \"User:kafka-broker;User:shiqi-admin\"\n"));
     }
 }
