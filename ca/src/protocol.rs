@@ -41,6 +41,9 @@ pub enum Request {
     },
     /// The brokers the cluster advertises: [`BrokersResponse`].
     Brokers,
+    /// The agent's build and protocol: [`VersionResponse`] (read with [`decode_version`], since
+    /// it is how a laptop learns that the two differ).
+    Version,
     /// Revoke certificates: [`RevokeResponse`].
     Revoke {
         /// Which.
@@ -70,6 +73,8 @@ pub enum RequestKind {
     Sign,
     /// `brokers`.
     Brokers,
+    /// `version`.
+    Version,
     /// `revoke`.
     Revoke,
 }
@@ -81,6 +86,7 @@ impl RequestKind {
             Self::Provision => "provision",
             Self::Sign => "sign",
             Self::Brokers => "brokers",
+            Self::Version => "version",
             Self::Revoke => "revoke",
         }
     }
@@ -93,6 +99,7 @@ impl Request {
             Self::Provision { .. } => RequestKind::Provision,
             Self::Sign { .. } => RequestKind::Sign,
             Self::Brokers => RequestKind::Brokers,
+            Self::Version => RequestKind::Version,
             Self::Revoke { .. } => RequestKind::Revoke,
         }
     }
@@ -110,7 +117,7 @@ impl Request {
                     push(&["--replaces", &old.to_string()]);
                 }
             }
-            Self::Brokers => push(&["--json"]),
+            Self::Brokers | Self::Version => push(&["--json"]),
             Self::Revoke { target, reason } => {
                 match target {
                     RevokeTarget::Serial(serial) => push(&[&serial.to_string()]),
@@ -442,6 +449,32 @@ pub struct BrokersResponse {
     pub version: u32,
     /// The cluster as its brokers advertise it.
     pub kafka: KafkaFacts,
+}
+
+/// The reply to `shiqi-ca-agent version --json`: what any agent, whatever its protocol, keeps
+/// answering in this shape.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct VersionResponse {
+    /// The protocol the agent speaks ([`PROTOCOL_VERSION`] for this build).
+    pub version: u32,
+    /// The agent's build: `0.1.0 (e2d2f97bc811, x86_64-unknown-linux-musl)`.
+    pub agent: Text,
+}
+
+/// Parses a [`VersionResponse`] of any protocol version: the one reply read before knowing
+/// whether the two sides agree.
+///
+/// # Errors
+/// [`Error::Reply`] naming the field that does not parse.
+pub fn decode_version(bytes: &[u8]) -> Result<VersionResponse, Error> {
+    let de = &mut serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(de).map_err(|e| Error::Reply {
+        field: match e.path().to_string() {
+            p if p.is_empty() => ".".to_owned(),
+            p => p,
+        },
+        why: crate::text::one_line(&strip_position(e.inner()), 200),
+    })
 }
 
 /// The reply to `shiqi-ca-agent revoke SERIAL | --name NAME`.

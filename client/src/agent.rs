@@ -12,7 +12,7 @@ use shiqi_ca::crl::Reason;
 use shiqi_ca::key::PrivateKey;
 use shiqi_ca::protocol::{
     Broker, BrokersResponse, KafkaUserResponse, MysqlUserResponse, PROTOCOL_VERSION,
-    ProvisionResponse, Request, RevokeResponse, SignResponse,
+    ProvisionResponse, Request, RevokeResponse, SignResponse, VersionResponse,
 };
 use shiqi_ca::{ProfileName, Serial};
 
@@ -267,6 +267,31 @@ pub async fn brokers(session: &Session, agent: &AgentCommand) -> Result<Vec<Brok
     }
     tracing::debug!(brokers = reply.kafka.brokers.len(), "broker list");
     Ok(reply.kafka.brokers)
+}
+
+/// How long `version` may take: it asks nothing beyond the agent itself.
+const VERSION_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Asks the agent for its build and the protocol it speaks, whatever that protocol is.
+///
+/// # Errors
+/// [`Error::AgentTooOld`] for an agent that predates `version`, [`Error::AgentReply`] for a
+/// reply that does not parse, or as [`brokers`].
+#[tracing::instrument(skip_all)]
+pub async fn version(session: &Session, agent: &AgentCommand) -> Result<VersionResponse, Error> {
+    let out = session
+        .exec(
+            &agent.line(&Request::Version),
+            b"",
+            MAX_REPLY,
+            VERSION_TIMEOUT,
+        )
+        .await?;
+    let stdout = successful(RequestKind::Version, agent, out)?;
+    shiqi_ca::protocol::decode_version(&stdout).map_err(|e| Error::AgentReply {
+        op: RequestKind::Version,
+        why: e.to_string(),
+    })
 }
 
 /// Turns a finished remote command into its stdout, or the error its status and stderr name.

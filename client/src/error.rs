@@ -11,6 +11,7 @@ fn refusal(op: RequestKind) -> &'static str {
         RequestKind::Sign => "the server's agent refused the CSR",
         RequestKind::Provision => "the server's agent refused",
         RequestKind::Brokers => "the server's agent could not list the Kafka brokers",
+        RequestKind::Version => "the server's agent could not say its version",
         RequestKind::Revoke => "the server's agent could not revoke",
     }
 }

@@ -42,7 +42,7 @@ pub fn authorize(ctx: &Context, caller: &Caller, command: &Command) -> Result<()
     };
     let own = |name: &str| name.trim() == key.name;
     let allowed = match command {
-        Command::Brokers(_) => true,
+        Command::Brokers(_) | Command::Version(_) => true,
         Command::Sign(a) => own(&a.name),
         Command::MysqlUser(a) => own(&a.name),
         Command::Provision(a) => own(&a.name),
@@ -96,6 +96,7 @@ pub fn audit_target(command: &Command) -> (&'static str, String) {
         Command::KafkaUser(a) if a.revoke => ("kafka-user-revoke", name(&a.name)),
         Command::KafkaUser(a) => ("kafka-user", name(&a.name)),
         Command::Brokers(_) => ("brokers", String::new()),
+        Command::Version(_) => ("version", String::new()),
         Command::List(_) => ("list", String::new()),
         Command::Revoke(a) => (
             "revoke",
@@ -127,6 +128,7 @@ fn describe(command: &Command) -> String {
         Command::KafkaUser(a) if a.revoke => format!("deleting the Kafka ACLs of `{}`", a.name),
         Command::KafkaUser(a) => format!("the Kafka ACLs of `{}`", a.name),
         Command::Brokers(_) => "`brokers`".to_owned(),
+        Command::Version(_) => "`version`".to_owned(),
         Command::List(_) => "`list`".to_owned(),
         Command::Revoke(a) => match (&a.serial, &a.name) {
             (_, Some(name)) => format!("revoking `{name}`"),

@@ -61,6 +61,9 @@ pub enum Command {
     KafkaUser(KafkaUserArgs),
     /// List every Kafka broker's advertised host:port, from the cluster's metadata.
     Brokers(BrokersArgs),
+    /// Print this agent's build and the protocol it speaks with `shiqi-connect` (what the
+    /// laptop's doctor asks, to tell a laptop and an agent that need the same release).
+    Version(VersionArgs),
     /// List the issued certificates.
     List(ListArgs),
     /// Revoke a certificate (by serial) or every valid client certificate of a name, publish the
@@ -274,6 +277,14 @@ pub struct BrokersArgs {
     pub json: bool,
 }
 
+/// `version`.
+#[derive(Debug, Args)]
+pub struct VersionArgs {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// `list`.
 #[derive(Debug, Args)]
 pub struct ListArgs {
@@ -436,6 +447,7 @@ impl TryFrom<&Command> for protocol::Request {
                     .transpose()?,
             },
             Command::Brokers(a) if a.json => Self::Brokers,
+            Command::Version(a) if a.json => Self::Version,
             Command::Revoke(a) => Self::Revoke {
                 target: match (&a.serial, &a.name, &a.key) {
                     (Some(s), None, None) => protocol::RevokeTarget::Serial(parsed("serial", s)?),
@@ -477,6 +489,7 @@ mod tests {
                 replaces: Some(serial.clone()),
             },
             Wire::Brokers,
+            Wire::Version,
             Wire::Revoke {
                 target: RevokeTarget::Serial(serial),
                 reason: Reason::Superseded,

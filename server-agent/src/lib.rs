@@ -40,6 +40,8 @@ pub fn run(cli: cli::Cli) -> anyhow::Result<()> {
     match &cli.command {
         cli::Command::Completions(args) => return commands::docs::completions(args.shell),
         cli::Command::Man(args) => return commands::docs::man(args.dir.as_deref()),
+        // Asked locally, it needs no state either (through `serve` it is a request).
+        cli::Command::Version(args) => return commands::version::run(args),
         _ => {}
     }
     // As root, before any state exists: it makes the account that owns the state.
@@ -71,6 +73,7 @@ pub(crate) fn dispatch(ctx: &state::Context, command: cli::Command) -> anyhow::R
         cli::Command::Provision(args) => commands::provision::run(ctx, args),
         cli::Command::KafkaUser(args) => commands::kafka_user::run(ctx, args),
         cli::Command::Brokers(args) => commands::brokers::run(ctx, args),
+        cli::Command::Version(args) => commands::version::run(&args),
         cli::Command::List(args) => commands::list::run(ctx, args),
         cli::Command::Revoke(args) => commands::revoke::run(ctx, args),
         cli::Command::Crl(args) => commands::crl::run(ctx, args),

@@ -94,6 +94,7 @@ const ALL: &[&str] = &[
     "ssh.host-key",
     "ssh.login",
     "ssh.config-key",
+    "agent.version",
     "cert.valid",
     "cert.chain",
     "cert.key",
@@ -177,6 +178,12 @@ fn doctor_passes_every_check_on_a_healthy_profile() {
         by("login.kafka")
     );
     assert!(by("protocol").contains("19094 TLS"), "{}", by("protocol"));
+    // The agent on the server, asked through the tunnel's login: this build's protocol.
+    assert!(
+        by("agent.version").contains("speaks protocol 1, as this shiqi-connect does"),
+        "{}",
+        by("agent.version")
+    );
 
     // The human form: one line per check, a summary, exit 0.
     let human = fx.home.connect(s, &["doctor", &fx.name]).ok();

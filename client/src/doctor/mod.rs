@@ -76,6 +76,8 @@ pub enum CheckId {
     SshLogin,
     /// `ssh_config` names that key.
     SshConfigKey,
+    /// The server's agent speaks this build's protocol.
+    AgentVersion,
     /// The certificate is valid now (and not about to expire).
     CertValid,
     /// `ca.crt` signed it.
@@ -121,6 +123,7 @@ impl CheckId {
             Self::SshHostKey => "ssh.host-key",
             Self::SshLogin => "ssh.login",
             Self::SshConfigKey => "ssh.config-key",
+            Self::AgentVersion => "agent.version",
             Self::CertValid => "cert.valid",
             Self::CertChain => "cert.chain",
             Self::CertKey => "cert.key",

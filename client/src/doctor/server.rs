@@ -8,6 +8,9 @@
 
 use std::path::{Path, PathBuf};
 
+use shiqi_ca::protocol::PROTOCOL_VERSION;
+
+use crate::agent::AgentCommand;
 use crate::doctor::tunnel_config::TunnelConfig;
 use crate::doctor::{CheckId, Context, Finding, Findings, needs};
 use crate::error::Error;
@@ -29,8 +32,16 @@ const OPENSSH_DEFAULT_KEYS: &[&str] = &[
     ".ssh/id_ed25519_sk",
 ];
 
-/// `ssh.*`.
+/// `ssh.*`, then `agent.version` through the tunnel's login.
 pub async fn check(ctx: &Context, st: &mut Findings, passphrase: &dyn Passphrase) {
+    let agent = ssh(ctx, st, passphrase).await;
+    st.push(
+        agent.unwrap_or_else(|| Finding::skip(CheckId::AgentVersion, needs(CheckId::SshLogin))),
+    );
+}
+
+/// `ssh.*`; the `agent.version` finding when the tunnel's login works.
+async fn ssh(ctx: &Context, st: &mut Findings, passphrase: &dyn Passphrase) -> Option<Finding> {
     let profile = match &ctx.profile {
         Ok(p) => p,
         Err(why) => {
@@ -42,7 +53,7 @@ pub async fn check(ctx: &Context, st: &mut Findings, passphrase: &dyn Passphrase
             ] {
                 st.push(Finding::skip(id, format!("no profile: {why}")));
             }
-            return;
+            return None;
         }
     };
     let cfg = ctx.ssh_config.as_ref().ok();
@@ -77,7 +88,7 @@ pub async fn check(ctx: &Context, st: &mut Findings, passphrase: &dyn Passphrase
         ] {
             st.push(Finding::skip(id, needs(CheckId::SshReach)));
         }
-        return;
+        return None;
     }
 
     let known_hosts = cfg
@@ -115,7 +126,7 @@ pub async fn check(ctx: &Context, st: &mut Findings, passphrase: &dyn Passphrase
     };
 
     let first = Session::connect(&tunnel_target, HostKeyPolicy::Strict, passphrase).await;
-    let (mut certificate, mut login_notes) = (None, Vec::new());
+    let (mut certificate, mut login_notes, mut agent) = (None, Vec::new(), None);
     let (tunnel_key, any_key) = match first {
         Ok(s) => {
             st.push(host_key_ok(ctx, s.host_key().file()));
@@ -123,6 +134,7 @@ pub async fn check(ctx: &Context, st: &mut Findings, passphrase: &dyn Passphrase
             certificate.clone_from(&s.auth().certificate);
             // Certificates skipped as expired, keys skipped as encrypted: said once, here.
             login_notes.clone_from(&s.auth().notes);
+            agent = Some(agent_version(profile, &s).await);
             s.close().await;
             (Some(used.clone()), Some(used))
         }
@@ -150,7 +162,7 @@ pub async fn check(ctx: &Context, st: &mut Findings, passphrase: &dyn Passphrase
                         CheckId::SshConfigKey,
                         needs(CheckId::SshLogin),
                     ));
-                    return;
+                    return None;
                 }
             }
         }
@@ -159,12 +171,10 @@ pub async fn check(ctx: &Context, st: &mut Findings, passphrase: &dyn Passphrase
             for id in [CheckId::SshLogin, CheckId::SshConfigKey] {
                 st.push(Finding::skip(id, needs(CheckId::SshHostKey)));
             }
-            return;
+            return None;
         }
     };
-    let Some(used) = any_key else {
-        return;
-    };
+    let used = any_key?;
     let with_cert = certificate
         .map(|c| format!(" with its {c}"))
         .unwrap_or_default();
@@ -180,6 +190,75 @@ pub async fn check(ctx: &Context, st: &mut Findings, passphrase: &dyn Passphrase
     }
     st.push(login);
     st.push(config_key(ctx, cfg, tunnel_key.as_ref(), &used));
+    agent
+}
+
+/// `agent.version`: the server's agent speaks this build's protocol. A laptop and an agent of
+/// different releases fail the first request that changed, with an error about a field; this
+/// names the one to update instead.
+async fn agent_version(
+    profile: &crate::profile::Profile,
+    session: &crate::ssh::Session,
+) -> Finding {
+    let id = CheckId::AgentVersion;
+    let agent = match AgentCommand::new(&profile.server.agent_command) {
+        Ok(a) => a,
+        Err(e) => return Finding::fail(id, e.to_string(), "run `shiqi-connect setup` again"),
+    };
+    version_finding(crate::agent::version(session, &agent).await)
+}
+
+/// `agent.version` from the agent's answer.
+fn version_finding(answer: Result<shiqi_ca::protocol::VersionResponse, Error>) -> Finding {
+    let id = CheckId::AgentVersion;
+    let ours = shiqi_ca::version!();
+    let update_agent = format!(
+        "put shiqi-ca-agent {} on the server (README: Install); `shiqi-ca-agent version` there \
+         says which it runs",
+        env!("CARGO_PKG_VERSION")
+    );
+    match answer {
+        Ok(v) if v.version == PROTOCOL_VERSION => {
+            let finding = Finding::ok(
+                id,
+                format!(
+                    "`shiqi-ca-agent {}` speaks protocol {}, as this shiqi-connect does",
+                    v.agent, v.version
+                ),
+            );
+            if v.agent.as_str() == ours {
+                finding
+            } else {
+                finding.note(format!("this laptop runs {ours}"))
+            }
+        }
+        Ok(v) if v.version > PROTOCOL_VERSION => Finding::fail(
+            id,
+            format!(
+                "the server's agent (`{}`) speaks protocol {}, newer than this shiqi-connect's {} \
+                 ({ours})",
+                v.agent, v.version, PROTOCOL_VERSION
+            ),
+            "update shiqi-connect on this laptop to the agent's release (README: Install)",
+        ),
+        Ok(v) => Finding::fail(
+            id,
+            format!(
+                "the server's agent (`{}`) speaks protocol {}, older than this shiqi-connect's {}",
+                v.agent, v.version, PROTOCOL_VERSION
+            ),
+            update_agent,
+        ),
+        Err(Error::AgentTooOld { .. }) => Finding::fail(
+            id,
+            "the server's agent predates `version`: it is older than this shiqi-connect",
+            update_agent,
+        ),
+        Err(e) => {
+            let fix = e.hint().unwrap_or_else(|| update_agent.clone());
+            Finding::fail(id, e.to_string(), fix)
+        }
+    }
 }
 
 /// `ssh.reach` from what `host:port` answered. The banner comes before any host key is
@@ -448,6 +527,49 @@ mod tests {
     use super::*;
     use crate::commands::doctor::line;
     use crate::text::{HOSTILE, has_raw_controls};
+
+    #[test]
+    fn the_agent_version_names_which_side_to_update() {
+        use crate::doctor::Status;
+        use shiqi_ca::protocol::{RequestKind, VersionResponse};
+        let answer = |version: u32| {
+            Ok(VersionResponse {
+                version,
+                agent: "9.9.9 (0123456789ab, x86_64-unknown-linux-musl)"
+                    .parse()
+                    .expect("text"),
+            })
+        };
+        let same = version_finding(answer(PROTOCOL_VERSION));
+        assert_eq!(same.status, Status::Ok, "{}", same.found);
+        // Another release on the same protocol works, and says so.
+        assert!(same.notes.iter().any(|n| n.contains("this laptop runs")));
+        let newer = version_finding(answer(PROTOCOL_VERSION + 1));
+        assert_eq!(newer.status, Status::Fail);
+        assert!(
+            newer
+                .fix
+                .as_ref()
+                .is_some_and(|f| f.contains("update shiqi-connect on this laptop"))
+        );
+        let older = version_finding(answer(PROTOCOL_VERSION - 1));
+        assert_eq!(older.status, Status::Fail);
+        assert!(
+            older
+                .fix
+                .as_ref()
+                .is_some_and(|f| f.contains("shiqi-ca-agent") && f.contains("on the server"))
+        );
+        let too_old = version_finding(Err(Error::AgentTooOld {
+            op: RequestKind::Version,
+        }));
+        assert_eq!(too_old.status, Status::Fail);
+        assert!(
+            too_old.found.contains("predates `version`"),
+            "{}",
+            too_old.found
+        );
+    }
 
     fn ctx(home: &Path) -> Context {
         Context::load(&crate::doctor::Inputs {

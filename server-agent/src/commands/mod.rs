@@ -17,6 +17,7 @@ pub mod serve;
 pub mod server_cert;
 pub mod sign;
 pub mod unblock;
+pub mod version;
 
 use std::io::{Read as _, Write as _};
 
