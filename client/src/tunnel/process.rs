@@ -30,7 +30,12 @@ pub fn daemon_args(root: &Path, name: &ProfileName, verbose: u8) -> Vec<OsString
 /// under `root`.
 pub fn is_daemon_cmdline(args: &[String], root: &Path, name: &ProfileName) -> bool {
     let root = root.to_string_lossy();
-    let has = |seq: &[&str]| args.windows(seq.len()).any(|w| w.iter().eq(seq.iter()));
+    // macOS's `ps` gives the line as one word (os/process/ps.rs): then the words in order.
+    let joined = format!(" {} ", args.join(" "));
+    let has = |seq: &[&str]| {
+        args.windows(seq.len()).any(|w| w.iter().eq(seq.iter()))
+            || (args.len() == 1 && joined.contains(&format!(" {} ", seq.join(" "))))
+    };
     has(&["--home", &root]) && has(&[RUN[0], RUN[1], name.as_str()])
 }
 
@@ -131,6 +136,28 @@ mod tests {
         assert!(!is_daemon_cmdline(&args, Path::new("/tmp/other"), &name));
         let editor = ["vim", "tunnel", "run", "saige"].map(String::from);
         assert!(!is_daemon_cmdline(&editor, root, &name));
+        // macOS's `ps` line, one word: the same words in order, and no more lenient.
+        let line = |s: &str| vec![s.to_owned()];
+        let root_line = format!("{}", root.display());
+        assert!(is_daemon_cmdline(
+            &line(&format!(
+                "/usr/local/bin/shiqi-connect --home {root_line} tunnel run saige"
+            )),
+            root,
+            &name
+        ));
+        assert!(!is_daemon_cmdline(
+            &line(&format!(
+                "shiqi-connect --home {root_line} tunnel run saige2"
+            )),
+            root,
+            &name
+        ));
+        assert!(!is_daemon_cmdline(
+            &line("vim tunnel run saige"),
+            root,
+            &name
+        ));
     }
 
     #[test]

@@ -1,5 +1,4 @@
-//! Another process of this user: its command line and whether it still runs, through `sysinfo`
-//! (`/proc` on Linux, `sysctl`/libproc on macOS, the Toolhelp API on Windows).
+//! Through `sysinfo`: `/proc` on Linux, the Toolhelp API on Windows.
 
 use sysinfo::{Pid, ProcessRefreshKind, ProcessStatus, ProcessesToUpdate, System, UpdateKind};
 
@@ -35,7 +34,7 @@ pub fn alive(pid: u32) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{alive, cmdline};
 
     #[test]
     fn sees_itself_and_not_a_reaped_child() {
