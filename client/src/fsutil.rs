@@ -1,15 +1,16 @@
 //! Private files and folders: every write of the client goes through here.
 //!
-//! A file is written to a tempfile in its own folder (mode 0600), synced, then renamed over the
-//! target, so a reader sees the old file or the new one and never half of one. Folders are 0700.
-//! Nothing here knows what the files mean.
+//! A file is written to a tempfile in its own folder (private), synced, then renamed over the
+//! target, so a reader sees the old file or the new one and never half of one. Folders are
+//! private. Who may read what is [`Visibility`]'s (the OS seam). Nothing here knows what the
+//! files mean.
 
 use std::fs;
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::Error;
+pub use crate::os::files::Visibility;
 
 fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Error {
     let path = path.to_path_buf();
@@ -20,23 +21,20 @@ fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Error
     }
 }
 
-/// Creates `path` (and missing parents) and makes `path` itself mode 0700, also when it existed.
+/// Creates `path` (and missing parents) and makes `path` itself private, also when it existed.
 ///
 /// # Errors
-/// When a component cannot be created or the mode cannot be set.
+/// When a component cannot be created or made private.
 pub fn create_private_dir(path: &Path) -> Result<(), Error> {
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(path)
-        .map_err(io("create folder", path))?;
-    set_mode(path, 0o700)
+    crate::os::files::create_private_dir(path).map_err(io("create folder", path))
 }
 
-/// Sets a file's or folder's permission bits.
-pub fn set_mode(path: &Path, mode: u32) -> Result<(), Error> {
-    fs::set_permissions(path, fs::Permissions::from_mode(mode))
-        .map_err(io("set permissions on", path))
+/// Gives a file or folder `visibility`.
+///
+/// # Errors
+/// When it cannot be changed.
+pub fn set_visibility(path: &Path, visibility: Visibility) -> Result<(), Error> {
+    crate::os::files::set_visibility(path, visibility).map_err(io("set permissions on", path))
 }
 
 /// Creates `path` and missing parents with the default mode; an existing folder keeps its mode
@@ -48,34 +46,40 @@ pub fn create_dir_all(path: &Path) -> Result<(), Error> {
     fs::create_dir_all(path).map_err(io("create folder", path))
 }
 
-/// Writes `bytes` to `path` atomically with mode 0600: tempfile in the same folder, fsync,
-/// rename, fsync of the folder. The folder must exist.
+/// Writes `bytes` to `path` atomically, private: tempfile in the same folder, fsync, rename,
+/// fsync of the folder. The folder must exist.
 ///
 /// # Errors
 /// When the folder is not writable or the disk is full; the target is then untouched.
 pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), Error> {
-    write_with_mode(path, bytes, 0o600)
+    write_atomic(path, bytes, None)
 }
 
 /// Like [`write_private`] for a file that is not secret and may be shared (a project's
-/// `.idea` files, man pages): the existing file's mode is kept, a new file gets `mode`.
+/// `.idea` files, man pages): an existing file keeps its permissions, a new one is
+/// [`Visibility::Shared`].
 ///
 /// # Errors
 /// As [`write_private`].
-pub fn write_keeping_mode(path: &Path, bytes: &[u8], mode: u32) -> Result<(), Error> {
-    let mode = fs::metadata(path).map_or(mode, |m| m.permissions().mode() & 0o7777);
-    write_with_mode(path, bytes, mode)
+pub fn write_shared(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    write_atomic(path, bytes, Some(path))
 }
 
-fn write_with_mode(path: &Path, bytes: &[u8], mode: u32) -> Result<(), Error> {
+/// `keep_from`: the file whose permissions the new one takes (shared when it does not exist);
+/// `None`: private.
+fn write_atomic(path: &Path, bytes: &[u8], keep_from: Option<&Path>) -> Result<(), Error> {
     let dir = parent(path);
-    // tempfile creates its files with mode 0600 on Unix; the mode is set before any byte.
+    // tempfile creates its files private; the permissions are set before any byte.
     let mut tmp = tempfile::Builder::new()
         .prefix(".shiqi-tmp-")
         .tempfile_in(&dir)
         .map_err(io("create a temporary file in", &dir))?;
-    if mode != 0o600 {
-        set_mode(tmp.path(), mode)?;
+    if let Some(from) = keep_from {
+        let kept = crate::os::files::copy_permissions(from, tmp.path())
+            .map_err(io("set permissions on", tmp.path()))?;
+        if !kept {
+            set_visibility(tmp.path(), Visibility::Shared)?;
+        }
     }
     tmp.write_all(bytes).map_err(io("write", tmp.path()))?;
     tmp.as_file().sync_all().map_err(io("sync", tmp.path()))?;
@@ -117,46 +121,50 @@ fn parent(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::os::files::mode;
 
     #[test]
     fn writes_private_files_atomically() {
         let dir = tempfile::tempdir().expect("tempdir");
         let sub = dir.path().join("a/b");
         create_private_dir(&sub).expect("mkdir");
-        let mode = fs::metadata(&sub).expect("stat").permissions().mode() & 0o777;
-        assert_eq!(mode, 0o700);
-
         let f = sub.join("x");
         write_private(&f, b"one").expect("write");
         write_private(&f, b"two").expect("overwrite");
         assert_eq!(fs::read(&f).expect("read"), b"two");
-        let mode = fs::metadata(&f).expect("stat").permissions().mode() & 0o777;
-        assert_eq!(mode, 0o600);
+        if cfg!(unix) {
+            assert_eq!(mode(&sub), Some(0o700));
+            assert_eq!(mode(&f), Some(0o600));
+        }
         // No temporary file is left behind.
         assert_eq!(fs::read_dir(&sub).expect("ls").count(), 1);
     }
 
     #[test]
-    fn shared_files_keep_an_existing_mode() {
+    fn shared_files_keep_existing_permissions() {
         let dir = tempfile::tempdir().expect("tempdir");
         let f = dir.path().join("dataSources.xml");
-        write_keeping_mode(&f, b"one", 0o644).expect("write");
-        let mode = |f: &Path| fs::metadata(f).expect("stat").permissions().mode() & 0o777;
-        assert_eq!(mode(&f), 0o644);
-        set_mode(&f, 0o640).expect("chmod");
-        write_keeping_mode(&f, b"two", 0o644).expect("write");
-        assert_eq!(
-            (mode(&f), fs::read(&f).expect("read")),
-            (0o640, b"two".to_vec())
-        );
+        write_shared(&f, b"one").expect("write");
+        assert_eq!(fs::read(&f).expect("read"), b"one");
+        if cfg!(unix) {
+            assert_eq!(mode(&f), Some(0o644));
+            // Made private by its owner: it stays so.
+            set_visibility(&f, Visibility::Private).expect("chmod");
+            write_shared(&f, b"two").expect("write");
+            assert_eq!(
+                (mode(&f), fs::read(&f).expect("read")),
+                (Some(0o600), b"two".to_vec())
+            );
+        }
     }
 
     #[test]
     fn tightens_an_existing_folder() {
         let dir = tempfile::tempdir().expect("tempdir");
-        set_mode(dir.path(), 0o755).expect("chmod");
+        set_visibility(dir.path(), Visibility::Shared).expect("chmod");
         create_private_dir(dir.path()).expect("mkdir");
-        let mode = fs::metadata(dir.path()).expect("stat").permissions().mode() & 0o777;
-        assert_eq!(mode, 0o700);
+        if cfg!(unix) {
+            assert_eq!(mode(dir.path()), Some(0o700));
+        }
     }
 }

@@ -48,7 +48,7 @@ pub fn run(dir: Option<&Path>) -> anyhow::Result<ExitCode> {
     let mut listing = String::new();
     for (name, page) in &pages {
         let path = dir.join(name);
-        fsutil::write_keeping_mode(&path, page, 0o644)?;
+        fsutil::write_shared(&path, page)?;
         listing.push_str(&format!("{}\n", path.display()));
     }
     print_stdout(&listing)?;
@@ -89,13 +89,13 @@ mod tests {
 
     #[test]
     fn writes_every_page_readable_by_all() {
-        use std::os::unix::fs::PermissionsExt as _;
         let dir = tempfile::tempdir().expect("tempdir");
         let out = dir.path().join("man1");
         run(Some(&out)).expect("writes");
         let page = out.join("shiqi-connect-jdbc.1");
-        let mode = std::fs::metadata(&page).expect("stat").permissions().mode() & 0o777;
-        assert_eq!(mode, 0o644);
+        if cfg!(unix) {
+            assert_eq!(crate::os::files::mode(&page), Some(0o644));
+        }
         assert_eq!(std::fs::read_dir(&out).expect("ls").count(), pages().len());
     }
 }

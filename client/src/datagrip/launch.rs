@@ -50,7 +50,11 @@ mod tests {
         // Not executable: skipped.
         crate::fsutil::write_private(&a.path().join("datagrip"), b"#!/bin/sh\n").expect("write");
         crate::fsutil::write_private(&b.path().join("datagrip.sh"), b"#!/bin/sh\n").expect("write");
-        crate::fsutil::set_mode(&b.path().join("datagrip.sh"), 0o755).expect("chmod");
+        crate::fsutil::set_visibility(
+            &b.path().join("datagrip.sh"),
+            crate::fsutil::Visibility::Executable,
+        )
+        .expect("chmod");
         let path = std::env::join_paths([a.path(), b.path()]).expect("join");
         assert_eq!(find(Some(&path)), Some(b.path().join("datagrip.sh")));
         assert_eq!(find(Some(a.path().as_os_str())), None);

@@ -58,8 +58,8 @@ pub fn write(dir: &Path, ds: &DataSource) -> Result<Written, Error> {
     let (shared, replaced_shared) = merged(&shared_path, &SHARED, &xml::shared(ds), &ds.uuid)?;
     let (local, replaced_local) = merged(&local_path, &LOCAL, &xml::local(ds), &ds.uuid)?;
     fsutil::create_dir_all(&idea)?;
-    fsutil::write_keeping_mode(&local_path, local.as_bytes(), 0o644)?;
-    fsutil::write_keeping_mode(&shared_path, shared.as_bytes(), 0o644)?;
+    fsutil::write_shared(&local_path, local.as_bytes())?;
+    fsutil::write_shared(&shared_path, shared.as_bytes())?;
     Ok(Written {
         files: vec![shared_path, local_path],
         replaced: replaced_shared || replaced_local,

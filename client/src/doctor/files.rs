@@ -110,11 +110,7 @@ pub fn check(ctx: &Context, st: &mut Findings) {
 
 /// How to install a missing client on this system.
 fn install_hint(debian: &str, brew: &str) -> String {
-    if cfg!(target_os = "macos") {
-        format!("`brew install {brew}`")
-    } else {
-        format!("`sudo apt install {debian}` (Debian/Ubuntu; other systems: the same package)")
-    }
+    crate::os::install_hint(debian, brew)
 }
 
 /// Homebrew's keg-only mysql-client is not on PATH after `brew install` (seed: "mysql: not

@@ -35,9 +35,13 @@ const OPENSSH_DEFAULT_KEYS: &[&str] = &[
 /// `ssh.*`, then `agent.version` through the tunnel's login.
 pub async fn check(ctx: &Context, st: &mut Findings, passphrase: &dyn Passphrase) {
     let agent = ssh(ctx, st, passphrase).await;
-    st.push(
-        agent.unwrap_or_else(|| Finding::skip(CheckId::AgentVersion, needs(CheckId::SshLogin))),
-    );
+    // Asked over the tunnel's own login: when only another key logs in, that is what fails.
+    let after = if st.status(CheckId::SshLogin) == Some(crate::doctor::Status::Ok) {
+        CheckId::SshConfigKey
+    } else {
+        CheckId::SshLogin
+    };
+    st.push(agent.unwrap_or_else(|| Finding::skip(CheckId::AgentVersion, needs(after))));
 }
 
 /// `ssh.*`; the `agent.version` finding when the tunnel's login works.
@@ -226,7 +230,9 @@ fn version_finding(answer: Result<shiqi_ca::protocol::VersionResponse, Error>) -
                     v.agent, v.version
                 ),
             );
-            if v.agent.as_str() == ours {
+            // The same release and commit; the target differs between a laptop and a server.
+            let release = |build: &str| build.split(", ").next().unwrap_or_default().to_owned();
+            if release(v.agent.as_str()) == release(ours) {
                 finding
             } else {
                 finding.note(format!("this laptop runs {ours}"))

@@ -30,3 +30,141 @@ pub fn is_executable(path: &Path) -> bool {
 pub fn is_executable(path: &Path) -> bool {
     path.is_file()
 }
+
+/// Who may read a file or folder the client writes. Unix: private files are 0600 and private
+/// folders 0700, shared ones 0644/0755, executables 0755. Windows: a new file inherits its
+/// folder's ACL, and the profile lives under `%USERPROFILE%`, which only its owner (and
+/// administrators) may read; nothing more is set there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Visibility {
+    /// Only this account: keys, passwords, profiles.
+    Private,
+    /// Readable by everyone: man pages, a project's `.idea` files.
+    Shared,
+    /// Readable and runnable by everyone: DataGrip's launcher script.
+    Executable,
+}
+
+impl Visibility {
+    /// The Unix permission bits for a file (`dir = false`) or a folder.
+    pub fn mode(self, dir: bool) -> u32 {
+        match (self, dir) {
+            (Self::Private, false) => 0o600,
+            (Self::Private, true) => 0o700,
+            (Self::Shared, false) => 0o644,
+            (Self::Shared, true) | (Self::Executable, _) => 0o755,
+        }
+    }
+}
+
+/// Gives `path` (a file or folder) `visibility`.
+///
+/// # Errors
+/// When `path` cannot be read or changed.
+#[cfg(unix)]
+pub fn set_visibility(path: &Path, visibility: Visibility) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = std::fs::metadata(path)?.is_dir();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(visibility.mode(dir)))
+}
+
+/// Gives `path` `visibility`: the folder's inherited ACL already decides (see [`Visibility`]).
+///
+/// # Errors
+/// When `path` does not exist.
+#[cfg(not(unix))]
+pub fn set_visibility(path: &Path, _visibility: Visibility) -> std::io::Result<()> {
+    std::fs::metadata(path).map(drop)
+}
+
+/// Creates `path` and its missing parents, `path` itself private from its first moment.
+///
+/// # Errors
+/// When a component cannot be created.
+#[cfg(unix)]
+pub fn create_private_dir(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(Visibility::Private.mode(true))
+        .create(path)?;
+    // It may have existed with other bits.
+    set_visibility(path, Visibility::Private)
+}
+
+/// Creates `path` and its missing parents.
+///
+/// # Errors
+/// When a component cannot be created.
+#[cfg(not(unix))]
+pub fn create_private_dir(path: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(path)
+}
+
+/// Gives `to` the permissions `from` has, if `from` exists; `false` when it does not.
+///
+/// # Errors
+/// When `to` cannot be changed.
+pub fn copy_permissions(from: &Path, to: &Path) -> std::io::Result<bool> {
+    match std::fs::metadata(from) {
+        Ok(m) => std::fs::set_permissions(to, m.permissions()).map(|()| true),
+        Err(_) => Ok(false),
+    }
+}
+
+/// Opens `path` for appending, creating it private.
+///
+/// # Errors
+/// When it cannot be opened or created.
+pub fn open_private_append(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).append(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, Visibility::Private.mode(false));
+    options.open(path)
+}
+
+/// Exchanges two folders in one step where the OS can (Linux `renameat2(RENAME_EXCHANGE)`,
+/// macOS `renameatx_np(RENAME_SWAP)`, through rustix); `Ok(false)` elsewhere or where the file
+/// system cannot, and nothing was changed.
+pub fn exchange(a: &Path, b: &Path) -> bool {
+    #[cfg(any(target_os = "linux", target_vendor = "apple"))]
+    {
+        use rustix::fs::{CWD, RenameFlags, renameat_with};
+        match renameat_with(CWD, a, CWD, b, RenameFlags::EXCHANGE) {
+            Ok(()) => return true,
+            Err(e) => tracing::debug!(error = %e, "RENAME_EXCHANGE unavailable"),
+        }
+    }
+    #[cfg(not(any(target_os = "linux", target_vendor = "apple")))]
+    let _ = (a, b);
+    false
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn visibility_gives_the_unix_bits_for_files_and_folders() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = dir.path().join("f");
+        crate::fsutil::write_private(&f, b"x").expect("write");
+        for (v, file, folder) in [
+            (Visibility::Private, 0o600, 0o700),
+            (Visibility::Shared, 0o644, 0o755),
+            (Visibility::Executable, 0o755, 0o755),
+        ] {
+            set_visibility(&f, v).expect("file");
+            set_visibility(dir.path(), v).expect("folder");
+            assert_eq!(
+                (mode(&f), mode(dir.path())),
+                (Some(file), Some(folder)),
+                "{v:?}"
+            );
+        }
+        let log = dir.path().join("log");
+        drop(open_private_append(&log).expect("open"));
+        assert_eq!(mode(&log), Some(0o600));
+    }
+}

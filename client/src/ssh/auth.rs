@@ -183,7 +183,7 @@ pub async fn authenticate<H: Handler>(
     let socket = target
         .identity_agent
         .clone()
-        .or_else(|| std::env::var_os("SSH_AUTH_SOCK").map(PathBuf::from));
+        .or_else(crate::os::ssh_agent::default_socket);
     if let Some(socket) = socket.filter(|_| target.use_agent) {
         let mut offers = Offers {
             keys: &mut offered,
@@ -302,7 +302,7 @@ async fn agent_auth<H: Handler>(
     certs: &[CertFile],
     offers: &mut Offers<'_>,
 ) -> Result<Option<(KeyUsed, Option<UsedCertificate>)>, AgentTrouble> {
-    let mut agent = AgentClient::connect_uds(socket)
+    let mut agent = crate::os::ssh_agent::connect(socket)
         .await
         .map_err(|e| AgentTrouble::Agent(format!("`{}`: {e}", socket.display())))?;
     let identities = agent
@@ -437,7 +437,7 @@ async fn agent_auth<H: Handler>(
 /// Signs with an agent's plain key for a certificate read from disk: agents look a key up by
 /// the blob they are sent, and hold the key without that certificate.
 struct PlainKey<'a> {
-    agent: &'a mut AgentClient<tokio::net::UnixStream>,
+    agent: &'a mut AgentClient<crate::os::ssh_agent::Stream>,
     key: &'a PublicKey,
 }
 

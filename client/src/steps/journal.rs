@@ -55,7 +55,7 @@ pub fn lock(root: &Path, name: &ProfileName) -> Result<NameLock, Error> {
         .write(true)
         .open(&path)
         .map_err(io("open the lock file"))?;
-    fsutil::set_mode(&path, 0o600)?;
+    fsutil::set_visibility(&path, fsutil::Visibility::Private)?;
     match file.try_lock() {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => {

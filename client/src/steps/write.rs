@@ -71,7 +71,7 @@ pub fn install(
             path: root.to_path_buf(),
             source,
         })?;
-    fsutil::set_mode(staging.path(), 0o700)?;
+    fsutil::set_visibility(staging.path(), fsutil::Visibility::Private)?;
     for f in files {
         fsutil::write_private(&staging.path().join(f.name), &f.bytes)?;
     }
@@ -131,7 +131,7 @@ pub fn stage(root: &Path, name: &ProfileName, files: &[ProfileFile]) -> Result<S
             path: root.to_path_buf(),
             source,
         })?;
-    fsutil::set_mode(staging.path(), 0o700)?;
+    fsutil::set_visibility(staging.path(), fsutil::Visibility::Private)?;
     for f in files {
         fsutil::write_private(&staging.path().join(f.name), &f.bytes)?;
     }
@@ -224,9 +224,9 @@ fn carry_over(old: &Path, new: &Path, replaced: &[&str]) -> Result<(), Error> {
     Ok(())
 }
 
-/// Exchanges two folders atomically (Linux `renameat2(RENAME_EXCHANGE)`, macOS
-/// `renameatx_np(RENAME_SWAP)`, both through rustix); elsewhere, or where the file system does
-/// not support it, moves the old one aside first and restores it if the second rename fails.
+/// Exchanges two folders atomically where the OS can ([`crate::os::files::exchange`]);
+/// elsewhere, or where the file system cannot, moves the old one aside first and restores it if
+/// the second rename fails.
 fn swap(staging: &Path, target: &Path) -> Result<(), Error> {
     let io = |action, path: &Path| {
         let path = path.to_path_buf();
@@ -236,13 +236,8 @@ fn swap(staging: &Path, target: &Path) -> Result<(), Error> {
             source,
         }
     };
-    #[cfg(any(target_os = "linux", target_vendor = "apple"))]
-    {
-        use rustix::fs::{CWD, RenameFlags, renameat_with};
-        match renameat_with(CWD, staging, CWD, target, RenameFlags::EXCHANGE) {
-            Ok(()) => return Ok(()),
-            Err(e) => tracing::debug!(error = %e, "RENAME_EXCHANGE unavailable, moving aside"),
-        }
+    if crate::os::files::exchange(staging, target) {
+        return Ok(());
     }
     let aside = target.with_file_name(format!(
         ".{}.old-{}",
@@ -268,7 +263,6 @@ fn swap(staging: &Path, target: &Path) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use std::fs;
-    use std::os::unix::fs::PermissionsExt;
 
     use super::*;
 
@@ -303,14 +297,10 @@ mod tests {
         let first = install(&root, &name, &files("one"), false).expect("create");
         let dir = root.join("saige");
         assert_eq!(first, Installed::Created(dir.clone()));
-        assert_eq!(
-            fs::metadata(&root).expect("stat").permissions().mode() & 0o777,
-            0o700
-        );
-        assert_eq!(
-            fs::metadata(&dir).expect("stat").permissions().mode() & 0o777,
-            0o700
-        );
+        if cfg!(unix) {
+            use crate::os::files::mode;
+            assert_eq!((mode(&root), mode(&dir)), (Some(0o700), Some(0o700)));
+        }
         assert_eq!(listing(&dir), ["client.key", "profile.json"]);
 
         let e = install(&root, &name, &files("two"), false).expect_err("exists");

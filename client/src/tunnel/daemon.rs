@@ -21,11 +21,11 @@ use std::time::{Duration, Instant};
 use shiqi_ca::ProfileName;
 use shiqi_ca::protocol::MysqlFacts;
 use time::OffsetDateTime;
-use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
 use crate::error::Error;
+use crate::os::control::{Listener, Request};
 use crate::probe::kafka::Registered;
 use crate::probe::{self, ProfileTls};
 use crate::profile::{ForwardRecord, Profile};
@@ -133,7 +133,7 @@ pub async fn run(opts: &Options) -> Result<(), Error> {
         let task = serve_forward(l, &f, &shared, endpoint.as_ref(), profile.mysql.as_ref());
         listeners.insert(f.local_port, (f, task));
     }
-    let signals = Signals::new().map_err(|source| Error::Io {
+    let signals = Listener::new().map_err(|source| Error::Io {
         action: "install signal handlers for",
         path: paths.pid.clone(),
         source,
@@ -163,22 +163,6 @@ pub async fn run(opts: &Options) -> Result<(), Error> {
     Ok(())
 }
 
-struct Signals {
-    term: Signal,
-    int: Signal,
-    hup: Signal,
-}
-
-impl Signals {
-    fn new() -> std::io::Result<Self> {
-        Ok(Self {
-            term: signal(SignalKind::terminate())?,
-            int: signal(SignalKind::interrupt())?,
-            hup: signal(SignalKind::hangup())?,
-        })
-    }
-}
-
 enum Event {
     Stop,
     Reload,
@@ -196,7 +180,7 @@ struct Daemon {
     shared: Shared,
     listeners: BTreeMap<u16, (ForwardRecord, JoinHandle<()>)>,
     generation: u64,
-    signals: Signals,
+    signals: Listener,
     check_every: Duration,
     endpoint: Option<Arc<LocalEndpoint>>,
     renew: RenewSchedule,
@@ -250,9 +234,10 @@ impl Daemon {
             let new_broker = self.endpoint.as_ref().map(|ep| ep.new_broker());
             let s = &mut self.signals;
             let event = tokio::select! {
-                _ = s.term.recv() => Event::Stop,
-                _ = s.int.recv() => Event::Stop,
-                _ = s.hup.recv() => Event::Reload,
+                r = s.next() => match r {
+                    Request::Stop => Event::Stop,
+                    Request::Reload => Event::Reload,
+                },
                 () = until_lost(link, lost) => Event::Lost,
                 () = tokio::time::sleep_until(next_check), if !every.is_zero() => Event::CheckBrokers,
                 () = notified(new_broker) => Event::NewBroker,
@@ -296,8 +281,7 @@ impl Daemon {
         for attempt in 1u64.. {
             let s = &mut self.signals;
             let go = tokio::select! {
-                _ = s.term.recv() => false,
-                _ = s.int.recv() => false,
+                () = s.stopped() => false,
                 () = tokio::time::sleep(delay) => true,
             };
             if !go {
@@ -305,8 +289,7 @@ impl Daemon {
             }
             let s = &mut self.signals;
             let res = tokio::select! {
-                _ = s.term.recv() => None,
-                _ = s.int.recv() => None,
+                () = s.stopped() => None,
                 r = self.targets.connect() => Some(r),
             };
             match res {

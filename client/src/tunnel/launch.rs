@@ -5,8 +5,6 @@
 
 use std::fs::File;
 use std::io::IsTerminal;
-use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -54,8 +52,6 @@ pub async fn start_daemon(
         })?)
         .stderr(log)
         .current_dir("/")
-        // Its own process group: a Ctrl-C or hang-up aimed at this terminal does not reach it.
-        .process_group(0)
         // The log is a file, not a terminal.
         .env("NO_COLOR", "1")
         .env("SHIQI_TUNNEL_CHECK_EVERY", check_every.to_string());
@@ -63,6 +59,8 @@ pub async fn start_daemon(
         // Connects, disconnects and errors; `-v` asks for more.
         cmd.env("RUST_LOG", "warn,shiqi_connect=info");
     }
+    // Out of the terminal's reach: a Ctrl-C or hang-up aimed at it does not reach the tunnel.
+    crate::os::control::detach(&mut cmd);
     let mut child = cmd.spawn().map_err(|source| Error::Io {
         action: "start",
         path: exe.clone(),
@@ -110,23 +108,18 @@ pub async fn start_daemon(
     }
 }
 
-/// Opens `tunnel.log` for appending (0600), after moving a large one to `tunnel.log.1`.
+/// Opens `tunnel.log` for appending (private), after moving a large one to `tunnel.log.1`.
 fn open_log(path: &Path) -> Result<File, Error> {
     if std::fs::metadata(path).is_ok_and(|m| m.len() > LOG_ROTATE_BYTES) {
         let mut old = path.as_os_str().to_owned();
         old.push(".1");
         let _ = std::fs::rename(path, PathBuf::from(old));
     }
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(|source| Error::Io {
-            action: "open",
-            path: path.to_path_buf(),
-            source,
-        })
+    crate::os::files::open_private_append(path).map_err(|source| Error::Io {
+        action: "open",
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// The last `error: …` line of the log and the `hint: …` after it (what `commands::report`

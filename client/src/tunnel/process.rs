@@ -6,11 +6,11 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use rustix::process::{Pid, Signal};
 use shiqi_ca::ProfileName;
 
 use crate::error::Error;
 use crate::fsutil;
+use crate::os::control::{self, Request};
 
 /// The hidden subcommand the background process runs (`shiqi-connect … tunnel run NAME`).
 pub const RUN: [&str; 2] = ["tunnel", "run"];
@@ -62,22 +62,12 @@ pub fn running(pid_file: &Path, root: &Path, name: &ProfileName) -> Option<u32> 
     ours.then_some(pid)
 }
 
-/// Sends `signal` to `pid`.
+/// Sends `request` to `pid` ([`crate::os::control::send`]: a signal on Unix).
 ///
 /// # Errors
 /// [`Error::Signal`] when it cannot be sent (gone, or not ours to signal).
-pub fn signal(pid: u32, signal: Signal) -> Result<(), Error> {
-    let target = i32::try_from(pid).ok().and_then(Pid::from_raw);
-    let Some(target) = target else {
-        return Err(Error::Signal {
-            pid,
-            source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
-        });
-    };
-    rustix::process::kill_process(target, signal).map_err(|e| Error::Signal {
-        pid,
-        source: e.into(),
-    })
+pub fn send(pid: u32, request: Request) -> Result<(), Error> {
+    control::send(pid, request).map_err(|source| Error::Signal { pid, source })
 }
 
 /// Waits until `pid` is gone; `false` when it is still there after `timeout`.
@@ -99,12 +89,15 @@ pub async fn wait_gone(pid: u32, timeout: Duration) -> bool {
 /// [`Error::Signal`] when it cannot be signalled; [`Error::TunnelStuck`] when even SIGKILL does
 /// not end it.
 pub async fn stop(pid: u32, grace: Duration) -> Result<bool, Error> {
-    signal(pid, Signal::TERM)?;
+    send(pid, Request::Stop)?;
     if wait_gone(pid, grace).await {
         return Ok(false);
     }
-    tracing::warn!(pid, "the tunnel process ignored SIGTERM; killing it");
-    signal(pid, Signal::KILL)?;
+    tracing::warn!(
+        pid,
+        "the tunnel process ignored the request to stop; killing it"
+    );
+    control::kill(pid).map_err(|source| Error::Signal { pid, source })?;
     if wait_gone(pid, Duration::from_secs(5)).await {
         return Ok(true);
     }

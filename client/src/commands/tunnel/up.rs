@@ -426,7 +426,7 @@ async fn renew_on_connect(
 async fn reload(s: &Settings, pid: u32, printer: &Printer) -> anyhow::Result<()> {
     let step = printer.step("update the running tunnel");
     let before = State::read(&s.paths.state).map_or(0, |st| st.generation);
-    process::signal(pid, rustix::process::Signal::HUP)?;
+    process::send(pid, crate::os::control::Request::Reload)?;
     let deadline = Instant::now() + RELOAD_TIMEOUT;
     loop {
         if let Some(st) = State::read(&s.paths.state).filter(|st| st.generation > before) {

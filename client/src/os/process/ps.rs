@@ -1,4 +1,6 @@
 //! Through `ps -p PID` (POSIX options only, so BSD's and procps' `ps` read them alike).
+// Tested on every Unix; only macOS re-exports it.
+#![cfg_attr(not(target_os = "macos"), allow(unreachable_pub))]
 
 use std::process::{Command, Stdio};
 
