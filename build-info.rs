@@ -17,7 +17,10 @@ fn main() {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
         .filter(|c| !c.is_empty())
         .unwrap_or_else(|| "unknown commit".to_owned());
-    println!("cargo:rustc-env=SHIQI_COMMIT={commit}");
+    // `scripts/dist --allow-dirty` marks a build from a tree with uncommitted changes.
+    let suffix = std::env::var("SHIQI_COMMIT_SUFFIX").unwrap_or_default();
+    println!("cargo:rustc-env=SHIQI_COMMIT={commit}{suffix}");
+    println!("cargo:rerun-if-env-changed=SHIQI_COMMIT_SUFFIX");
     println!(
         "cargo:rustc-env=SHIQI_TARGET={}",
         std::env::var("TARGET").unwrap_or_default()

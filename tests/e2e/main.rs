@@ -13,6 +13,7 @@ mod bastion;
 mod check;
 mod cluster;
 mod crash;
+mod dist;
 mod doctor;
 mod endpoint;
 mod endpoint_mysql;

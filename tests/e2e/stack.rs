@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 /// The running stack.
 pub(crate) struct Stack {
-    repo: PathBuf,
+    pub(crate) repo: PathBuf,
     info: BTreeMap<String, String>,
 }
 
