@@ -152,9 +152,11 @@ pub(super) fn config(i: &mut Install) -> Result<(), AgentError> {
         ));
     }
     text.push_str(&format!(
-        "\n[crl]\npublish_dir = {}\n\n[access]\nsshd_config = {}\n",
+        "\n[crl]\npublish_dir = {}\n\n[access]\nsshd_config = {}\nsshd = {}\n",
         toml_str(&a.publish_dir.display().to_string()),
         toml_str(&a.sshd_config.display().to_string()),
+        // `enroll` asks this sshd (`sshd -T`) whether the block is in force, as install did.
+        toml_str(&a.sshd.display().to_string()),
     ));
     // Checked the way the agent will read it, before it is written.
     let parsed: Result<crate::config::Config, _> = toml::from_str(&text);

@@ -56,7 +56,15 @@ pub(super) fn timer(i: &mut Install) -> Result<(), AgentError> {
         0o644,
         Some((0, 0)),
     )?;
-    if !(a || b) {
+    // Unchanged files are not enough: an earlier run may have failed to enable the timer, or
+    // someone stopped it.
+    let active = || {
+        Command::new("systemctl")
+            .args(["is-active", "--quiet", &format!("{NAME}.timer")])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !(a || b) && active() {
         i.report(
             Outcome::Already,
             "crl.timer",
