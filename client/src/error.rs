@@ -22,7 +22,9 @@ fn refusal(op: RequestKind) -> &'static str {
 pub enum Error {
     /// Neither `$HOME` nor the OS user database names a home folder, so `~/.ssh` and
     /// `~/.shiqi` cannot be found.
-    #[error("cannot find the home directory: `HOME` is not set and the user database has none")]
+    #[error(
+        "cannot find the home directory: `HOME` (Windows: `USERPROFILE`) is not set and the user database has none"
+    )]
     NoHome,
 
     /// A required value was neither given nor could be asked for.
@@ -567,7 +569,9 @@ impl Error {
     pub fn hint(&self) -> Option<String> {
         Some(match self {
             // `--home` cannot help: `~/.ssh` (keys, known_hosts, config) is found from `HOME` too.
-            Self::NoHome => "set `HOME` to your home folder, e.g. `export HOME=/home/you`".to_owned(),
+            Self::NoHome => "set `HOME` to your home folder, e.g. `export HOME=/home/you` (Windows: \
+                 `USERPROFILE`)"
+                .to_owned(),
             Self::Missing { flag, env, .. } => format!("pass `{flag}` or set `{env}`"),
             Self::InvalidDestination { .. } => {
                 "use `user@host`, `ssh://user@host:port` or a `Host` alias from `~/.ssh/config`"

@@ -93,9 +93,7 @@ fn write_atomic(path: &Path, bytes: &[u8], keep_from: Option<&Path>) -> Result<(
 
 /// Flushes a folder's entries (renames, new files) to disk.
 pub fn sync_dir(dir: &Path) -> Result<(), Error> {
-    fs::File::open(dir)
-        .and_then(|f| f.sync_all())
-        .map_err(io("sync folder", dir))
+    crate::os::files::sync_dir(dir).map_err(io("sync folder", dir))
 }
 
 /// Reads a file to a string; `Ok(None)` when it does not exist.

@@ -34,3 +34,4 @@ mod setup;
 mod stack;
 mod teams;
 mod tunnel;
+mod windows;

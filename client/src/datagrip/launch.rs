@@ -7,14 +7,22 @@ use std::process::{Command, Stdio};
 
 use crate::error::Error;
 
-/// The launcher names looked for on PATH, in order.
-pub const LAUNCHERS: &[&str] = &["datagrip", "datagrip.sh"];
+/// The launcher names looked for on PATH, in order: Toolbox's script (`datagrip`;
+/// `datagrip.cmd` on Windows), the Windows installer's `datagrip64.exe`, the tarball's
+/// `datagrip.sh`.
+pub fn launchers() -> Vec<String> {
+    let mut names = crate::os::files::program_names("datagrip");
+    names.extend(crate::os::files::program_names("datagrip64"));
+    names.push("datagrip.sh".to_owned());
+    names
+}
 
 /// The first launcher on `path` (a PATH value).
 pub fn find(path: Option<&OsStr>) -> Option<PathBuf> {
     let path = path?;
+    let names = launchers();
     std::env::split_paths(path).find_map(|dir| {
-        LAUNCHERS
+        names
             .iter()
             .map(|name| dir.join(name))
             .find(|p| crate::os::files::is_executable(p))
@@ -47,16 +55,21 @@ mod tests {
     fn finds_the_first_executable_launcher_on_path() {
         let a = tempfile::tempdir().expect("tempdir");
         let b = tempfile::tempdir().expect("tempdir");
-        // Not executable: skipped.
-        crate::fsutil::write_private(&a.path().join("datagrip"), b"#!/bin/sh\n").expect("write");
-        crate::fsutil::write_private(&b.path().join("datagrip.sh"), b"#!/bin/sh\n").expect("write");
+        // Not executable (no execute bit; on Windows, no program's extension): skipped.
+        let (skipped, runnable) = if cfg!(windows) {
+            ("datagrip", "datagrip.cmd")
+        } else {
+            ("datagrip", "datagrip.sh")
+        };
+        crate::fsutil::write_private(&a.path().join(skipped), b"#!/bin/sh\n").expect("write");
+        crate::fsutil::write_private(&b.path().join(runnable), b"#!/bin/sh\n").expect("write");
         crate::fsutil::set_visibility(
-            &b.path().join("datagrip.sh"),
+            &b.path().join(runnable),
             crate::fsutil::Visibility::Executable,
         )
         .expect("chmod");
         let path = std::env::join_paths([a.path(), b.path()]).expect("join");
-        assert_eq!(find(Some(&path)), Some(b.path().join("datagrip.sh")));
+        assert_eq!(find(Some(&path)), Some(b.path().join(runnable)));
         assert_eq!(find(Some(a.path().as_os_str())), None);
         assert_eq!(find(None), None);
     }

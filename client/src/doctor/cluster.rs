@@ -691,9 +691,9 @@ mod tests {
         let text = format!(
             "bootstrap.servers=localhost:9092\nsecurity.protocol=SSL\n\
              ssl.keystore.location={}\nssl.keystore.password={password}\n{extra}",
-            ks_path.display()
+            crate::os::files::portable(&ks_path)
         )
-        .replace("TRUST", &ts_path.display().to_string());
+        .replace("TRUST", &crate::os::files::portable(&ts_path));
         ConfigFile::parse(Kind::Java, &text)
     }
 

@@ -31,22 +31,28 @@ pub fn check(ctx: &Context, st: &mut Findings) {
         return;
     };
     let shown = ctx.show(dir);
-    let Some(dir_mode) = mode(dir) else {
+    if !dir.is_dir() {
         st.push(Finding::fail(
             CheckId::Files,
             format!("the profile folder `{shown}` does not exist"),
             format!("make the profile: `{}`", ctx.setup_again()),
         ));
         return;
-    };
+    }
+    // None where the OS has no mode bits (Windows: the folder's inherited ACL, not checked).
+    let dir_mode = mode(dir);
     let mut missing = Vec::new();
     let mut loose: Vec<(PathBuf, u32)> = Vec::new();
     let mut writable = Vec::new();
     let files = required(ctx);
     for kind in &files {
         let p = dir.join(kind.name);
+        if !p.is_file() {
+            missing.push(kind.name);
+            continue;
+        }
         match mode(&p) {
-            None => missing.push(kind.name),
+            None => {}
             // Secrets: no group or other bits allowed.
             Some(m) if kind.secret && m & 0o077 != 0 => loose.push((p, m)),
             // ssh refuses a config that others may write ("Bad owner or permissions").
@@ -87,17 +93,25 @@ pub fn check(ctx: &Context, st: &mut Findings) {
         ));
         fixes.push(format!("`chmod 600 {}`", paths.join(" ")));
     }
-    if dir_mode & 0o077 != 0 {
+    if let Some(dir_mode) = dir_mode.filter(|m| m & 0o077 != 0) {
         problems.push(format!("the folder `{shown}` is {dir_mode:04o}"));
         fixes.push(format!("`chmod 700 {shown}`"));
     }
     if problems.is_empty() {
         st.push(Finding::ok(
             CheckId::Files,
-            format!(
-                "`{shown}`: {} files; secrets 0600 in a 0700 folder",
-                files.len()
-            ),
+            if dir_mode.is_some() {
+                format!(
+                    "`{shown}`: {} files; secrets 0600 in a 0700 folder",
+                    files.len()
+                )
+            } else {
+                format!(
+                    "`{shown}`: {} files; who may read them is the folder's inherited ACL \
+                     (not checked on this OS)",
+                    files.len()
+                )
+            },
         ));
     } else {
         st.push(Finding::fail(

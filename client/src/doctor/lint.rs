@@ -752,7 +752,7 @@ mod tests {
             Kind::Java,
             &format!(
                 "ssl.keystore.location={}\nssl.truststore.location=/nope/ts.p12\n",
-                there.display()
+                crate::os::files::portable(&there)
             ),
         );
         f.path = dir.path().join("client.properties");

@@ -41,16 +41,22 @@ pub fn name_of(uid: u32) -> Option<String> {
     Some(user.name)
 }
 
-/// The user's home folder: `$HOME` when set, else the account's home from the OS user database
-/// (`getpwuid_r` on Unix, the profile folder on Windows), as OpenSSH finds it.
+/// The user's home folder, as OpenSSH finds it: on Unix `$HOME` when set, else the account's
+/// home from the user database (`getpwuid_r`); on Windows `%USERPROFILE%`, else the profile
+/// folder (Win32-OpenSSH ignores `HOME`, which Git Bash and Cygwin set to paths of their own).
 ///
 /// # Errors
 /// [`Error::NoHome`] when neither gives one.
 #[expect(clippy::disallowed_methods, reason = "this is the one home lookup")]
 pub fn home() -> Result<PathBuf, Error> {
-    std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from)
+    let from_env = if cfg!(windows) {
+        None
+    } else {
+        std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from)
+    };
+    from_env
         .or_else(std::env::home_dir)
         .filter(|h| !h.as_os_str().is_empty())
         .ok_or(Error::NoHome)

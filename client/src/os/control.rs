@@ -2,9 +2,11 @@
 //! or to reload, and, inside it, hearing those requests.
 //!
 //! Unix: its own process group; SIGTERM (or SIGINT) stops it, SIGHUP reloads, SIGKILL is the
-//! last resort. Windows: `DETACHED_PROCESS | CREATE_NEW_PROCESS_GROUP`; the console's Ctrl-C,
-//! Ctrl-Break and close stop it; there is no reload request yet and a stop from another process
-//! ends it with `TerminateProcess` (docs/design.md, other operating systems).
+//! last resort. Windows has no signals to send another process: `DETACHED_PROCESS |
+//! CREATE_NEW_PROCESS_GROUP`, and the tunnel listens on a named pipe of its own
+//! (`\\.\pipe\shiqi-connect-tunnel-PID`, local clients only; a pipe's default ACL lets only its
+//! owner, SYSTEM and administrators write) for one line, `stop` or `reload`; the console's
+//! Ctrl-C, Ctrl-Break and close stop it too, and `TerminateProcess` is the last resort.
 
 use std::process::Command;
 
@@ -50,19 +52,91 @@ pub fn send(pid: u32, request: Request) -> std::io::Result<()> {
     )
 }
 
-/// Sends `request` to `pid`: a stop ends it (`TerminateProcess`); a reload is not available.
+/// Sends `request` to `pid` through its control pipe; a stop that finds no pipe ends the
+/// process (`TerminateProcess`).
 ///
 /// # Errors
-/// When it cannot be ended, or for a reload.
-#[cfg(not(unix))]
+/// When it cannot be sent (a reload to a process with no pipe) or ended.
+#[cfg(windows)]
 pub fn send(pid: u32, request: Request) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let line: &[u8] = match request {
+        Request::Stop => b"stop\n",
+        Request::Reload => b"reload\n",
+    };
+    let mut last = None;
+    // A pipe between two clients is busy for a moment (ERROR_PIPE_BUSY): try again briefly.
+    for _ in 0..40 {
+        match std::fs::OpenOptions::new().write(true).open(pipe_name(pid)) {
+            Ok(mut pipe) => return pipe.write_all(line),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                last = Some(e);
+                break;
+            }
+            Err(e) => {
+                last = Some(e);
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        }
+    }
     match request {
         Request::Stop => kill(pid),
-        Request::Reload => Err(std::io::Error::new(
-            std::io::ErrorKind::Unsupported,
-            "a running tunnel cannot be told to reload on this OS: stop it and start it again",
-        )),
+        Request::Reload => Err(last.unwrap_or_else(|| std::io::ErrorKind::NotFound.into())),
     }
+}
+
+#[cfg(windows)]
+fn pipe_name(pid: u32) -> String {
+    format!(r"\\.\pipe\shiqi-connect-tunnel-{pid}")
+}
+
+/// The tunnel's side of its control pipe: a task that reads one line per client and passes
+/// the request on.
+#[cfg(windows)]
+fn serve_pipe() -> std::io::Result<tokio::sync::mpsc::UnboundedReceiver<Request>> {
+    use tokio::io::AsyncReadExt as _;
+    use tokio::net::windows::named_pipe::ServerOptions;
+    let name = pipe_name(std::process::id());
+    let options = |first| {
+        let mut o = ServerOptions::new();
+        o.first_pipe_instance(first).reject_remote_clients(true);
+        o
+    };
+    let mut server = options(true).create(&name)?;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        loop {
+            if server.connect().await.is_err() {
+                return;
+            }
+            let mut client = server;
+            server = match options(false).create(&name) {
+                Ok(next) => next,
+                Err(_) => return,
+            };
+            let mut line = [0_u8; 16];
+            let mut n = 0;
+            // One short line; anything longer or unknown is ignored.
+            while n < line.len() {
+                match client.read(&mut line[n..]).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(k) => n += k,
+                }
+                if line[..n].contains(&b'\n') {
+                    break;
+                }
+            }
+            let request = match line[..n].strip_suffix(b"\n") {
+                Some(b"stop") => Request::Stop,
+                Some(b"reload") => Request::Reload,
+                _ => continue,
+            };
+            if tx.send(request).is_err() {
+                return;
+            }
+        }
+    });
+    Ok(rx)
 }
 
 /// Ends `pid` at once (SIGKILL; `TerminateProcess` on Windows).
@@ -104,6 +178,25 @@ fn signal(pid: u32, signal: rustix::process::Signal) -> std::io::Result<()> {
     rustix::process::kill_process(target, signal).map_err(Into::into)
 }
 
+/// The console's stop requests: Ctrl-C, Ctrl-Break, the window closed.
+#[cfg(windows)]
+struct Console {
+    ctrl_c: tokio::signal::windows::CtrlC,
+    ctrl_break: tokio::signal::windows::CtrlBreak,
+    ctrl_close: tokio::signal::windows::CtrlClose,
+}
+
+#[cfg(windows)]
+impl Console {
+    async fn stop(&mut self) {
+        tokio::select! {
+            _ = self.ctrl_c.recv() => {}
+            _ = self.ctrl_break.recv() => {}
+            _ = self.ctrl_close.recv() => {}
+        }
+    }
+}
+
 /// Inside the background tunnel: the requests other processes send it.
 pub struct Listener {
     #[cfg(unix)]
@@ -113,11 +206,12 @@ pub struct Listener {
     #[cfg(unix)]
     hup: tokio::signal::unix::Signal,
     #[cfg(windows)]
-    ctrl_c: tokio::signal::windows::CtrlC,
+    console: Console,
     #[cfg(windows)]
-    ctrl_break: tokio::signal::windows::CtrlBreak,
+    pipe: tokio::sync::mpsc::UnboundedReceiver<Request>,
+    /// Reloads that arrived while waiting for a stop, for [`Listener::next`].
     #[cfg(windows)]
-    ctrl_close: tokio::signal::windows::CtrlClose,
+    reloads: usize,
 }
 
 impl Listener {
@@ -139,9 +233,13 @@ impl Listener {
         {
             use tokio::signal::windows;
             Ok(Self {
-                ctrl_c: windows::ctrl_c()?,
-                ctrl_break: windows::ctrl_break()?,
-                ctrl_close: windows::ctrl_close()?,
+                console: Console {
+                    ctrl_c: windows::ctrl_c()?,
+                    ctrl_break: windows::ctrl_break()?,
+                    ctrl_close: windows::ctrl_close()?,
+                },
+                pipe: serve_pipe()?,
+                reloads: 0,
             })
         }
     }
@@ -158,8 +256,14 @@ impl Listener {
         }
         #[cfg(windows)]
         {
-            self.stopped().await;
-            Request::Stop
+            if self.reloads > 0 {
+                self.reloads -= 1;
+                return Request::Reload;
+            }
+            tokio::select! {
+                () = self.console.stop() => Request::Stop,
+                Some(request) = self.pipe.recv() => request,
+            }
         }
     }
 
@@ -171,10 +275,14 @@ impl Listener {
             _ = self.int.recv() => {}
         }
         #[cfg(windows)]
-        tokio::select! {
-            _ = self.ctrl_c.recv() => {}
-            _ = self.ctrl_break.recv() => {}
-            _ = self.ctrl_close.recv() => {}
+        loop {
+            tokio::select! {
+                () = self.console.stop() => return,
+                Some(request) = self.pipe.recv() => match request {
+                    Request::Stop => return,
+                    Request::Reload => self.reloads += 1,
+                },
+            }
         }
     }
 }

@@ -25,10 +25,54 @@ pub fn is_executable(path: &Path) -> bool {
     path.is_file() && mode(path).is_some_and(|m| m & 0o111 != 0)
 }
 
-/// Whether `path` is a file this account may run (any execute bit on Unix; any file elsewhere).
+/// Whether `path` is a file Windows runs: `.exe`, `.cmd`, `.bat` or `.com`.
 #[cfg(not(unix))]
 pub fn is_executable(path: &Path) -> bool {
     path.is_file()
+        && path.extension().is_some_and(|e| {
+            ["exe", "cmd", "bat", "com"]
+                .iter()
+                .any(|x| e.eq_ignore_ascii_case(x))
+        })
+}
+
+/// The file names a program called `stem` has on this OS: `stem` on Unix; `stem.exe`,
+/// `stem.cmd`, `stem.bat` on Windows.
+pub fn program_names(stem: &str) -> Vec<String> {
+    if cfg!(windows) {
+        ["exe", "cmd", "bat"]
+            .iter()
+            .map(|x| format!("{stem}.{x}"))
+            .collect()
+    } else {
+        vec![stem.to_owned()]
+    }
+}
+
+/// `path` as the files the client writes name it: `/` between components on Windows too, since
+/// Java's `.properties` and MySQL's option files read `\` as an escape, and Windows (Java,
+/// OpenSSL, OpenSSH, MySQL clients) takes `/` as well.
+pub fn portable(path: &Path) -> String {
+    let text = path.display().to_string();
+    if cfg!(windows) {
+        text.replace('\\', "/")
+    } else {
+        text
+    }
+}
+
+/// Flushes a folder's entries (renames, new files) to disk. Unix: `fsync` on the folder.
+/// Windows cannot open a folder as a file without backup semantics, and NTFS journals its
+/// renames: nothing to do there.
+#[cfg(unix)]
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir).and_then(|f| f.sync_all())
+}
+
+/// Flushes a folder's entries to disk: nothing to do on Windows (see the Unix version).
+#[cfg(not(unix))]
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::metadata(dir).map(drop)
 }
 
 /// Who may read a file or folder the client writes. Unix: private files are 0600 and private

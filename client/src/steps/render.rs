@@ -123,8 +123,8 @@ fn checked<'a>(field: &'static str, value: &'a str, shape: Shape) -> Result<&'a 
 /// The identity file ssh_config names for a key: the file, or the agent key's file if known.
 fn key_file(k: &KeyUsed) -> Option<String> {
     match k {
-        KeyUsed::File { path, .. } => Some(path.display().to_string()),
-        KeyUsed::Agent { file, .. } => file.as_ref().map(|p| p.display().to_string()),
+        KeyUsed::File { path, .. } => Some(portable(path)),
+        KeyUsed::Agent { file, .. } => file.as_ref().map(portable),
     }
 }
 
@@ -142,7 +142,7 @@ fn check_input(i: &RenderInput<'_>) -> Result<(), Error> {
         checked("jump User", &j.user, Shape::Word)?;
         checked(
             "jump UserKnownHostsFile",
-            &j.known_hosts.display().to_string(),
+            &portable(&j.known_hosts),
             Shape::Path,
         )?;
         if let Some(file) = key_file(&j.ssh_key) {
@@ -153,15 +153,11 @@ fn check_input(i: &RenderInput<'_>) -> Result<(), Error> {
     checked("created", i.created, Shape::Word)?;
     checked("not_after", i.not_after, Shape::Word)?;
     checked("serial", i.serial, Shape::Word)?;
-    checked("profile folder", &i.dir.display().to_string(), Shape::Path)?;
+    checked("profile folder", &portable(i.dir), Shape::Path)?;
     if let Some(c) = i.certificate_file {
-        checked("CertificateFile", &c.display().to_string(), Shape::Path)?;
+        checked("CertificateFile", &portable(c), Shape::Path)?;
     }
-    checked(
-        "UserKnownHostsFile",
-        &i.known_hosts.display().to_string(),
-        Shape::Path,
-    )?;
+    checked("UserKnownHostsFile", &portable(i.known_hosts), Shape::Path)?;
     checked(
         "keystore password",
         i.keystore_password.expose(),
@@ -169,7 +165,7 @@ fn check_input(i: &RenderInput<'_>) -> Result<(), Error> {
     )?;
     match i.key_used {
         KeyUsed::File { path, .. } => {
-            checked("IdentityFile", &path.display().to_string(), Shape::Path)?;
+            checked("IdentityFile", &portable(path), Shape::Path)?;
         }
         KeyUsed::Agent {
             comment,
@@ -180,10 +176,10 @@ fn check_input(i: &RenderInput<'_>) -> Result<(), Error> {
             checked("ssh-agent key comment", comment, Shape::Comment)?;
             checked("ssh-agent key fingerprint", fingerprint, Shape::Word)?;
             if let Some(p) = file {
-                checked("IdentityFile", &p.display().to_string(), Shape::Path)?;
+                checked("IdentityFile", &portable(p), Shape::Path)?;
             }
             if let Some(p) = socket {
-                checked("IdentityAgent", &p.display().to_string(), Shape::Path)?;
+                checked("IdentityAgent", &portable(p), Shape::Path)?;
             }
         }
     }
@@ -242,7 +238,7 @@ pub fn render_profile(
 pub fn render(input: &RenderInput<'_>) -> Result<Rendered, Error> {
     check_input(input)?;
     let env = shiqi_render::environment();
-    let path = |f: &str| input.dir.join(f).display().to_string();
+    let path = |f: &str| portable(input.dir.join(f));
     let local_bootstrap = match input.endpoint {
         Endpoint::Local { bootstrap_port, .. } => Some(format!("127.0.0.1:{bootstrap_port}")),
         Endpoint::Direct => None,
@@ -266,7 +262,7 @@ pub fn render(input: &RenderInput<'_>) -> Result<Rendered, Error> {
                 host => &j.host,
                 port => j.port,
                 user => &j.user,
-                known_hosts => j.known_hosts.display().to_string(),
+                known_hosts => portable(&j.known_hosts),
                 key_file => key_file(&j.ssh_key),
             }
         })
@@ -278,16 +274,16 @@ pub fn render(input: &RenderInput<'_>) -> Result<Rendered, Error> {
             .join(",")
     });
     let (key_file, agent_key, identity_agent) = match input.key_used {
-        KeyUsed::File { path, .. } => (Some(path.display().to_string()), None, None),
+        KeyUsed::File { path, .. } => (Some(portable(path)), None, None),
         KeyUsed::Agent {
             comment,
             fingerprint,
             file,
             socket,
         } => (
-            file.as_ref().map(|p| p.display().to_string()),
+            file.as_ref().map(portable),
             Some(format!("{comment} {fingerprint}").trim().to_owned()),
-            socket.as_ref().map(|p| p.display().to_string()),
+            socket.as_ref().map(portable),
         ),
     };
     let tunnel_cmd = format!(
@@ -297,17 +293,17 @@ pub fn render(input: &RenderInput<'_>) -> Result<Rendered, Error> {
     );
     let ctx = context! {
         name => input.name.as_str(),
-        dir => input.dir.display().to_string(),
+        dir => portable(input.dir),
         destination => input.destination,
         ssh_host => input.ssh_host,
         ssh_port => input.ssh_port,
         ssh_user => input.ssh_user,
         host_key_alias => input.host_key_alias,
-        known_hosts => input.known_hosts.display().to_string(),
+        known_hosts => portable(input.known_hosts),
         key_file => key_file,
         agent_key => agent_key,
         identity_agent => identity_agent,
-        certificate_file => input.certificate_file.map(|p| p.display().to_string()),
+        certificate_file => input.certificate_file.map(portable),
         tunnel_host => input.tunnel_host,
         jumps => jumps,
         proxy_jump => proxy_jump,
@@ -332,7 +328,7 @@ pub fn render(input: &RenderInput<'_>) -> Result<Rendered, Error> {
         librdkafka_conf => path(files::LIBRDKAFKA_CONF),
         my_cnf => path(files::MY_CNF),
         ssh_config => path(files::SSH_CONFIG),
-        control_path => path("tunnel.sock"),
+        control_path => crate::os::OPENSSH_BACKGROUND.then(|| path("tunnel.sock")),
     };
     let one = |template: &'static str| {
         env.get_template(template)
@@ -355,6 +351,11 @@ pub fn render(input: &RenderInput<'_>) -> Result<Rendered, Error> {
         }
     }
     Ok(Rendered(out))
+}
+
+/// A path as the written files name it ([`crate::os::files::portable`]).
+fn portable(p: impl AsRef<Path>) -> String {
+    crate::os::files::portable(p.as_ref())
 }
 
 #[cfg(test)]
@@ -502,10 +503,23 @@ mod tests {
         // A path with a space stays possible: it is quoted where the format needs it.
         let spaced = PathBuf::from("/Users/Saige Doe/.shiqi/saige");
         let r = render(&input(&name, &b, Some(&m), &f, &file_key, &pw, &spaced)).expect("space");
-        assert!(
-            r.ssh_config()
-                .contains("\"/Users/Saige Doe/.shiqi/saige/tunnel.sock\"")
+        assert_control_path(
+            r.ssh_config(),
+            "\"/Users/Saige Doe/.shiqi/saige/tunnel.sock\"",
         );
+    }
+
+    /// The control socket's line where OpenSSH multiplexes; none at all on Windows.
+    fn assert_control_path(ssh_config: &str, path: &str) {
+        if crate::os::OPENSSH_BACKGROUND {
+            assert!(
+                ssh_config.contains(&format!("ControlPath {path}")),
+                "{ssh_config}"
+            );
+        } else {
+            assert!(!ssh_config.contains("Control"), "{ssh_config}");
+            assert!(ssh_config.contains("ssh -N -F"), "{ssh_config}");
+        }
     }
 
     #[test]
@@ -655,10 +669,7 @@ mod tests {
             "{}",
             r.ssh_config()
         );
-        assert!(
-            r.ssh_config()
-                .contains("ControlPath \"/home/bob/my profiles/bob/tunnel.sock\"")
-        );
+        assert_control_path(r.ssh_config(), "\"/home/bob/my profiles/bob/tunnel.sock\"");
         assert!(
             r.get(files::MY_CNF)
                 .expect("mysql")
@@ -667,6 +678,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        windows,
+        ignore = "Unix's file: Windows' has no control socket (assert_control_path)"
+    )]
     fn ssh_config_snapshot() {
         let name: ProfileName = "saige".parse().expect("name");
         let b = brokers(&[19094, 29094, 39094]);

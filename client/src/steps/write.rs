@@ -347,6 +347,8 @@ mod tests {
         install(&root, &name, &files("one"), false).expect("create");
         let dir = root.join("saige");
         fsutil::write_private(&dir.join("tunnel.pid"), b"4242\n").expect("pid");
+        // OpenSSH's control socket (Unix only: Win32 OpenSSH has no ControlMaster).
+        #[cfg(unix)]
         let sock = std::os::unix::net::UnixListener::bind(dir.join("tunnel.sock")).expect("bind");
 
         // Dropped: the old profile is untouched and no staging folder is left.
@@ -376,9 +378,12 @@ mod tests {
             "4242\n"
         );
         // The control socket still reaches the listener through the new folder.
-        let _client =
-            std::os::unix::net::UnixStream::connect(dir.join("tunnel.sock")).expect("socket kept");
-        assert!(sock.accept().is_ok());
+        #[cfg(unix)]
+        {
+            let _client = std::os::unix::net::UnixStream::connect(dir.join("tunnel.sock"))
+                .expect("socket kept");
+            assert!(sock.accept().is_ok());
+        }
         assert_eq!(listing(&root), ["saige"]);
     }
 

@@ -13,14 +13,15 @@ pub fn loopback(port: u16) -> SocketAddr {
     SocketAddr::from((Ipv4Addr::LOCALHOST, port))
 }
 
-/// Listens on `127.0.0.1:port` only. `SO_REUSEADDR` lets a restarted tunnel bind while old
-/// connections linger in TIME_WAIT; Linux still refuses it while anything listens there.
+/// Listens on `127.0.0.1:port` only. `SO_REUSEADDR` (Unix only: [`crate::os::LISTEN_REUSEADDR`])
+/// lets a restarted tunnel bind while old connections linger in TIME_WAIT; Linux still refuses
+/// it while anything listens there.
 ///
 /// # Errors
 /// [`Error::PortInUse`] naming the holder when it can; [`Error::Listen`] otherwise.
 pub fn bind(port: u16) -> Result<TcpListener, Error> {
     let listen = |socket: TcpSocket| {
-        socket.set_reuseaddr(true)?;
+        socket.set_reuseaddr(crate::os::LISTEN_REUSEADDR)?;
         socket.bind(loopback(port))?;
         socket.listen(1024)
     };
@@ -41,7 +42,7 @@ pub fn bind(port: u16) -> Result<TcpListener, Error> {
 /// The bind's own error.
 pub fn try_bind(port: u16) -> std::io::Result<TcpListener> {
     let socket = TcpSocket::new_v4()?;
-    socket.set_reuseaddr(true)?;
+    socket.set_reuseaddr(crate::os::LISTEN_REUSEADDR)?;
     socket.bind(loopback(port))?;
     socket.listen(1024)
 }
@@ -76,6 +77,8 @@ mod tests {
         };
         assert_eq!(*p, port);
         // This very test process holds it (named where the OS says; Linux and macOS do).
+        #[cfg(not(any(target_os = "linux", target_os = "macos")))]
+        let _ = owner;
         #[cfg(any(target_os = "linux", target_os = "macos"))]
         assert!(
             owner

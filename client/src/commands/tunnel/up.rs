@@ -54,6 +54,16 @@ pub async fn up(
     let local = switch
         .as_ref()
         .map_or(!profile.endpoint.is_direct(), |(e, _)| !e.is_direct());
+    if openssh && !crate::os::OPENSSH_BACKGROUND {
+        return Err(Error::InvalidValue {
+            what: "--openssh",
+            given: "Windows' OpenSSH".to_owned(),
+            why: "it cannot fork into the background (`ssh -f`) or be stopped through a control \
+                  socket: drop --openssh (the built-in tunnel runs in the background), or run \
+                  `ssh -N -F ssh_config HOST` in a window of its own",
+        }
+        .into());
+    }
     if openssh && local {
         return Err(Error::InvalidValue {
             what: "--openssh",

@@ -4,7 +4,7 @@
 //! linking those frameworks needs Apple's SDK, which a cross build from Linux does not have
 //! (docs/design.md, release builds). `ps` is in every macOS install and answers both questions.
 
-#[cfg(any(target_os = "macos", test))]
+#[cfg(any(target_os = "macos", all(test, unix)))]
 mod ps;
 #[cfg(not(target_os = "macos"))]
 mod sysinfo;

@@ -36,13 +36,24 @@ pub fn alive(pid: u32) -> bool {
 mod tests {
     use super::{alive, cmdline};
 
+    /// A program that exits at once, on each OS.
+    fn exits_at_once() -> std::process::Command {
+        if cfg!(windows) {
+            let mut c = std::process::Command::new("cmd");
+            c.args(["/c", "exit"]);
+            c
+        } else {
+            std::process::Command::new("true")
+        }
+    }
+
     #[test]
     fn sees_itself_and_not_a_reaped_child() {
         let me = std::process::id();
         assert!(alive(me));
         let args = cmdline(me).expect("own command line");
         assert!(!args.is_empty());
-        let mut child = std::process::Command::new("true").spawn().expect("spawn");
+        let mut child = exits_at_once().spawn().expect("spawn");
         let pid = child.id();
         child.wait().expect("reaped");
         assert!(!alive(pid));
@@ -50,7 +61,7 @@ mod tests {
 
     #[test]
     fn an_exited_child_not_yet_reaped_is_not_alive() {
-        let child = std::process::Command::new("true").spawn().expect("spawn");
+        let child = exits_at_once().spawn().expect("spawn");
         let pid = child.id();
         // It exits at once; unreaped, it is a zombie.
         std::thread::sleep(std::time::Duration::from_millis(300));
