@@ -172,7 +172,7 @@ fn install_sets_up_a_second_ca_from_nothing_and_a_dry_run_of_it_changes_nothing(
     let state = ca.state.display().to_string();
     let publish = ca.publish.display().to_string();
     let sshd_config = s.info("sshd_config").to_owned();
-    let install = |extra: &[&str]| {
+    let install_to = |publish: &str, extra: &[&str]| {
         let mut args = vec![
             s.info("agent_bin"),
             "--state-dir",
@@ -209,6 +209,7 @@ fn install_sets_up_a_second_ca_from_nothing_and_a_dry_run_of_it_changes_nothing(
         args.extend_from_slice(extra);
         s.server(None, &args, None)
     };
+    let install = |extra: &[&str]| install_to(&publish, extra);
 
     // Refused before anything changes: a SAN that is not a host name.
     let bad = install(&["--kafka-san", "not a host"]);
@@ -382,5 +383,18 @@ fn install_sets_up_a_second_ca_from_nothing_and_a_dry_run_of_it_changes_nothing(
         "{}",
         second.stdout
     );
+    // Another --publish-dir than the kept agent.toml's: refused before any change (it would
+    // publish one CRL and point MariaDB and the brokers at another).
+    let elsewhere = format!("{publish}-elsewhere");
+    let moved = install_to(&elsewhere, &[]);
+    assert!(!moved.success(), "{}", moved.all());
+    assert!(
+        moved.stderr.contains(&format!(
+            "publishes the CRL to {publish}; pass --publish-dir {publish}"
+        )),
+        "{}",
+        moved.all()
+    );
+    assert!(!Path::new(&elsewhere).exists(), "{elsewhere} was made");
     drop(ca);
 }

@@ -16,6 +16,24 @@ pub(super) fn ids(name: &str) -> Option<(u32, u32)> {
         .map(|u| (u.uid.as_raw(), u.gid.as_raw()))
 }
 
+const SHADOW: &str = "/etc/shadow";
+
+/// Whether `shadow` (the text of `/etc/shadow`) has `name` locked: a password field starting
+/// with `!`, as `useradd` leaves it.
+fn locked(shadow: &str, name: &str) -> bool {
+    shadow.lines().any(|line| {
+        let mut fields = line.split(':');
+        fields.next() == Some(name) && fields.next().is_some_and(|p| p.starts_with('!'))
+    })
+}
+
+/// `usermod -p '*'`: no password, not locked.
+fn unlock(name: &str) -> Result<(), AgentError> {
+    let mut unlock = Command::new("usermod");
+    unlock.args(["-p", "*", name]);
+    run(unlock, None, "usermod -p '*'").map(drop)
+}
+
 /// The system account (home = the state directory, a shell because sshd runs the forced
 /// command with it, no password but not locked: OpenSSH refuses `!` even for keys without PAM),
 /// and the directories it owns.
@@ -23,6 +41,20 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
     let name = i.account().to_owned();
     let state = i.state_dir.clone();
     match ids(&name) {
+        // A `useradd` that worked and a `usermod` that did not leave the account locked.
+        Some(_) if std::fs::read_to_string(SHADOW).is_ok_and(|t| locked(&t, &name)) => {
+            if !i.dry_run() {
+                unlock(&name)?;
+            }
+            i.report(
+                Outcome::Done,
+                "account",
+                format!(
+                    "unlocked `{name}` (password field `*`: no password, but OpenSSH refuses a \
+                     locked account even for keys)"
+                ),
+            );
+        }
         Some(_) => i.report(Outcome::Already, "account", format!("`{name}` exists")),
         None => {
             if !i.dry_run() {
@@ -37,9 +69,7 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
                 .arg(&state)
                 .arg(&name);
                 run(add, None, "useradd")?;
-                let mut unlock = Command::new("usermod");
-                unlock.args(["-p", "*", &name]);
-                run(unlock, None, "usermod -p '*'")?;
+                unlock(&name)?;
             }
             i.report(
                 Outcome::Done,
@@ -321,4 +351,19 @@ pub(super) fn public_key(path: &Path) -> Result<(String, String), AgentError> {
             ),
         })?;
     Ok((line, fingerprint))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::locked;
+
+    #[test]
+    fn a_bang_in_the_password_field_is_locked_and_only_for_that_account() {
+        let shadow = "root:*:19000:0:99999:7:::\nshiqi-ca:!:19000::::::\nshiqi-ca2:*:19000::::::\n";
+        assert!(locked(shadow, "shiqi-ca"));
+        assert!(!locked(shadow, "shiqi-ca2"));
+        assert!(!locked(shadow, "root"));
+        assert!(!locked(shadow, "nobody"));
+        assert!(!locked("shiqi-ca!:!:1::::::\n", "shiqi-ca"));
+    }
 }

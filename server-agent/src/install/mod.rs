@@ -162,6 +162,25 @@ impl Install {
                 why: format!("--kafka-owner: no account `{user}` on this machine"),
             });
         }
+        // The kept agent.toml decides where the CRL goes; a different --publish-dir would
+        // publish one CRL there and point MariaDB and the brokers at another.
+        let kept = self.state_dir.join("agent.toml");
+        if let Ok(text) = std::fs::read_to_string(&kept)
+            && let Ok(config) = toml::from_str::<crate::config::Config>(&text)
+            && let Some(dir) = config.crl.publish_dir
+            && dir != a.publish_dir
+        {
+            return Err(AgentError::Request {
+                why: format!(
+                    "--publish-dir {}: the kept {} publishes the CRL to {}; pass \
+                     --publish-dir {} (install never rewrites agent.toml)",
+                    a.publish_dir.display(),
+                    kept.display(),
+                    dir.display(),
+                    dir.display()
+                ),
+            });
+        }
         if let Some(file) = &a.kafka_properties
             && !file.is_file()
         {

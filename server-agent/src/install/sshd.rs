@@ -117,7 +117,10 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
         return Ok(());
     }
     i.sshd_safe = true;
-    if !changed {
+    // `sshd -T` reads the files, not the running sshd: a reload that failed on an earlier run
+    // is remembered here, so this run tries it again.
+    let pending = i.state_dir.join(RELOAD_PENDING);
+    if !changed && !pending.exists() {
         i.report(
             Outcome::Already,
             "sshd",
@@ -125,31 +128,41 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
         );
         return Ok(());
     }
+    let wrote = if changed {
+        format!("wrote {}, `sshd -t` passed", path.display())
+    } else {
+        format!(
+            "{} was in place but sshd had not reloaded it",
+            path.display()
+        )
+    };
     match reload(&sshd, &config) {
-        Ok(pid) => i.report(
-            Outcome::Done,
-            "sshd",
-            format!(
-                "wrote {}, `sshd -t` passed, reloaded sshd (pid {pid}): `{account}` gets local \
-                 forwards only",
-                path.display()
-            ),
-        ),
+        Ok(pid) => {
+            let _ = std::fs::remove_file(&pending);
+            i.report(
+                Outcome::Done,
+                "sshd",
+                format!("{wrote}, reloaded sshd (pid {pid}): `{account}` gets local forwards only"),
+            );
+        }
         Err(why) => {
             i.sshd_safe = false;
+            let _ = crate::fsutil::write_atomic(&pending, b"", 0o600);
             i.report(
                 Outcome::NeedsYou,
                 "sshd",
                 format!(
-                    "wrote {} and `sshd -t` passed, but {why}: reload sshd (systemctl reload \
-                     ssh), then run install again",
-                    path.display()
+                    "{wrote}, but {why}: reload sshd (systemctl reload ssh), then run install \
+                     again"
                 ),
             );
         }
     }
     Ok(())
 }
+
+/// In the state directory while sshd has not reloaded the drop-in install wrote.
+const RELOAD_PENDING: &str = "sshd-reload-pending";
 
 /// SIGHUP to the pid in sshd's pid file: sshd re-reads its config (what `systemctl reload ssh`
 /// does too).
