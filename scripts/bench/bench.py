@@ -194,11 +194,12 @@ def unhog(procs):
         p.wait()
 
 
-def openssh_config(cfg, alt_port):
+def openssh_config(cfg, alt_port, extra=(), suffix=".bench"):
     """The profile's ssh_config with its forwards replaced by one: 127.0.0.1:alt_port to the
-    bench forward's target. Everything else (ciphers, keys, host key checks) is the profile's,
-    so OpenSSH moves bytes exactly as a user's `ssh -N` would, while the built-in tunnel holds
-    the profile's own ports and both run at once."""
+    bench forward's target. Everything else (keys, host key checks; no cipher is set, so
+    OpenSSH's default) is the profile's, so OpenSSH moves bytes exactly as a user's `ssh -N`
+    would, while the built-in tunnel holds the profile's own ports and all run at once. `extra`
+    lines go into the Host block (a cipher, no control socket of its own)."""
     out, target = [], None
     for line in open(cfg).read().splitlines():
         words = line.split()
@@ -210,17 +211,29 @@ def openssh_config(cfg, alt_port):
     if target is None:
         sys.exit(f"bench: {cfg} has no forward for port {BENCH_PORT}")
     at = next(i for i, l in enumerate(out) if l.startswith("Host ")) + 1
-    out.insert(at, f"    LocalForward 127.0.0.1:{alt_port} {target}")
-    path = cfg + ".bench"
+    out[at:at] = [f"    LocalForward 127.0.0.1:{alt_port} {target}"] + [f"    {l}" for l in extra]
+    path = cfg + suffix
     with open(path, "w") as f:
         f.write("\n".join(out) + "\n")
     return path
 
 
+def negotiated_cipher(profile):
+    """The cipher our tunnel's key exchange chose, from its log (ssh::Client::kex_done)."""
+    import re
+    log = open(os.path.join(profile, "tunnel.log")).read()
+    found = re.findall(r"cipher (\S+), key exchange", log)
+    if not found:
+        sys.exit(f"bench: {profile}/tunnel.log names no negotiated cipher")
+    return found[-1]
+
+
 def tunnel_rows():
-    """Both tunnels run at once (the built-in one on the profile's ports, OpenSSH on one other
-    local port to the same target); each round measures them in turn, the order alternating,
-    so a change in the machine's load falls on both alike. Quiet, then with every core busy."""
+    """Three tunnels run at once: the built-in one on the profile's ports, OpenSSH as a user
+    runs it (its default cipher) and OpenSSH told to use the cipher ours negotiated, each on
+    one other local port to the same target. Each round measures them in turn, the order
+    rotating, so a change in the machine's load falls on all alike. Quiet, then with every
+    core busy."""
     env = [("SHIQI_HOME", HOME)]
     name = "benchtun"
     dest = INFO["ssh_destination"]
@@ -236,19 +249,29 @@ def tunnel_rows():
     finally:
         sh(STACK, "kafka-node", "down", "4", "--purge")
     ssh_cfg = openssh_config(cfg, alt)
-    ports = {"openssh": alt, "shiqi": BENCH_PORT}
+    ours = negotiated_cipher(profile)
+    # Its own connection (no control socket), or it would ride the first one's, cipher and all.
+    same_cfg = openssh_config(cfg, alt + 1, [f"Ciphers {ours}", "ControlMaster no",
+                                             "ControlPath none"], ".bench-same")
+    default = next(l.split()[1].split(",")[0] for l in laptop(
+        "ssh", "-G", "-F", ssh_cfg, "shiqi-tunnel").stdout.splitlines()
+        if l.startswith("ciphers "))
+    ports = {"openssh": alt, "openssh_same": alt + 1, "shiqi": BENCH_PORT}
     pids = {}
     try:
-        laptop("ssh", "-fN", "-F", ssh_cfg, "shiqi-tunnel")
+        for c in (ssh_cfg, same_cfg):
+            laptop("ssh", "-fN", "-F", c, "shiqi-tunnel")
         pids["shiqi"] = int(open(os.path.join(profile, "tunnel.pid")).read().split()[0])
-        pids["openssh"] = int(sh("pgrep", "-f", f"ssh -fN -F {ssh_cfg}").stdout.split()[0])
+        pids["openssh"] = int(sh("pgrep", "-f", f"ssh -fN -F {ssh_cfg} shiqi-tunnel").stdout.split()[0])
+        pids["openssh_same"] = int(sh("pgrep", "-f", f"ssh -fN -F {same_cfg} shiqi-tunnel").stdout.split()[0])
         samples = {k: {"up": [], "down": [], "up_busy": [], "down_busy": [], "cpu_per_gib": [],
                        "rtt": []} for k in ports}
         rounds = max(RUNS, 5)
         srv = serve("iperf")
         try:
+            kinds = list(ports)
             for r in range(rounds):
-                order = ("openssh", "shiqi") if r % 2 == 0 else ("shiqi", "openssh")
+                order = kinds[r % 3:] + kinds[:r % 3]
                 for kind in order:
                     cpu0, _ = proc_stat(pids[kind])
                     up, moved_up = iperf(False, ports[kind])
@@ -270,7 +293,7 @@ def tunnel_rows():
         echo = serve("echo")
         try:
             for r in range(rounds):
-                for kind in (("openssh", "shiqi") if r % 2 == 0 else ("shiqi", "openssh")):
+                for kind in kinds[r % 3:] + kinds[:r % 3]:
                     samples[kind]["rtt"].append(pingpong(ports[kind]))
         finally:
             stop(echo)
@@ -278,24 +301,37 @@ def tunnel_rows():
     finally:
         laptop("shiqi-connect", "tunnel", "down", name, env=env, check=False)
         laptop("ssh", "-F", ssh_cfg, "-O", "exit", "shiqi-tunnel", check=False)
+        if "openssh_same" in pids:
+            try:
+                os.kill(pids["openssh_same"], signal.SIGTERM)
+            except ProcessLookupError:
+                pass
     m = {k: {f: statistics.median(v) for f, v in fields.items()} for k, fields in samples.items()}
-    o, s = m["openssh"], m["shiqi"]
+    o, e, s = m["openssh"], m["openssh_same"], m["shiqi"]
+    if os.environ.get("BENCH_JSON"):
+        with open(os.environ["BENCH_JSON"], "w") as f:
+            json.dump({"rounds": rounds, "ciphers": {"openssh": default, "openssh_same": ours,
+                                                     "shiqi": ours},
+                       "medians": m, "samples": samples, "rss_mb": rss}, f, indent=1)
 
     def row(label, field, unit, fmt="{:.0f}"):
-        return (f"| {label} | {fmt.format(o[field])} {unit} | {fmt.format(s[field])} {unit} | "
-                f"{s[field] / o[field]:.2f}× |")
+        return (f"| {label} | {fmt.format(o[field])} {unit} | {fmt.format(e[field])} {unit} | "
+                f"{fmt.format(s[field])} {unit} | {s[field] / o[field]:.2f}× | "
+                f"{s[field] / e[field]:.2f}× |")
 
     return [
-        f"| tunnel (one forward, iperf3 {IPERF_SECONDS} s, median of {rounds} alternating rounds)"
-        " | `ssh -N` (baseline) | `tunnel up` | ratio |",
-        "|---|---|---|---|",
+        f"| tunnel (one forward, iperf3 {IPERF_SECONDS} s, median of {rounds} rotating rounds)"
+        f" | `ssh -N` as users run it ({default}, the baseline) | `ssh -N -c {ours}`"
+        f" | `tunnel up` ({ours}) | ÷ `ssh -N` | ÷ same cipher |",
+        "|---|---|---|---|---|---|",
         row("upload", "up", "Mbit/s"),
         row("download", "down", "Mbit/s"),
         row(f"upload, {os.cpu_count()} cores busy", "up_busy", "Mbit/s"),
         row(f"download, {os.cpu_count()} cores busy", "down_busy", "Mbit/s"),
         row("round trip, 1-byte ping-pong (median)", "rtt", "µs"),
-        f"| peak RSS of the laptop process | {rss['openssh']:.1f} MB | {rss['shiqi']:.1f} MB | "
-        f"{rss['shiqi'] / rss['openssh']:.2f}× |",
+        f"| peak RSS of the laptop process | {rss['openssh']:.1f} MB | {rss['openssh_same']:.1f} MB"
+        f" | {rss['shiqi']:.1f} MB | {rss['shiqi'] / rss['openssh']:.2f}× |"
+        f" {rss['shiqi'] / rss['openssh_same']:.2f}× |",
         row("CPU seconds per GiB moved (quiet)", "cpu_per_gib", "s", "{:.2f}"),
     ]
 

@@ -60,6 +60,23 @@ impl client::Handler for Client {
         }
         Ok(ok)
     }
+
+    /// Logs what the key exchange chose (the tunnel's log; `scripts/bench` compares OpenSSH on
+    /// the same cipher with it).
+    async fn kex_done(
+        &mut self,
+        _shared_secret: Option<&[u8]>,
+        names: &russh::Names,
+        _session: &mut client::Session,
+    ) -> Result<(), Self::Error> {
+        tracing::info!(
+            "SSH to {}: cipher {}, key exchange {}",
+            self.target.host,
+            names.cipher.as_ref(),
+            names.kex.as_ref()
+        );
+        Ok(())
+    }
 }
 
 /// Output of a remote command.
