@@ -18,6 +18,7 @@ server) takes its place on the server's 127.0.0.1 - the same kind of forward a b
 
 import json
 import os
+import re
 import signal
 import socket
 import statistics
@@ -220,7 +221,6 @@ def openssh_config(cfg, alt_port, extra=(), suffix=".bench"):
 
 def negotiated_cipher(profile):
     """The cipher our tunnel's key exchange chose, from its log (ssh::Client::kex_done)."""
-    import re
     log = open(os.path.join(profile, "tunnel.log")).read()
     found = re.findall(r"cipher (\S+), key exchange", log)
     if not found:

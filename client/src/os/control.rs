@@ -286,3 +286,35 @@ impl Listener {
         }
     }
 }
+
+/// Tests: a listener at OpenSSH's control-socket path, where OpenSSH has control sockets (Unix
+/// sockets; none on Windows, where [`ControlSocket::bind`] gives `None`).
+#[cfg(test)]
+pub(crate) struct ControlSocket(#[cfg(unix)] std::os::unix::net::UnixListener);
+
+#[cfg(test)]
+impl ControlSocket {
+    /// Listens at `path`.
+    pub(crate) fn bind(path: &std::path::Path) -> Option<Self> {
+        #[cfg(unix)]
+        return Some(Self(
+            std::os::unix::net::UnixListener::bind(path).expect("bind"),
+        ));
+        #[cfg(not(unix))]
+        {
+            let _ = path;
+            None
+        }
+    }
+
+    /// Whether a client connecting at `path` reaches this listener.
+    pub(crate) fn reached_at(&self, path: &std::path::Path) -> bool {
+        #[cfg(unix)]
+        return std::os::unix::net::UnixStream::connect(path).is_ok() && self.0.accept().is_ok();
+        #[cfg(not(unix))]
+        {
+            let _ = path;
+            false
+        }
+    }
+}
