@@ -88,8 +88,7 @@ def setup_rows():
         ("CA_DIR", INFO["agent_state_dir"]), ("CRL_DIR", INFO["crl_dir"]),
         ("KAFKA_LIBS", INFO["kafka_libs"]), ("ADMIN_PROPERTIES", INFO["kafka_admin_properties"]),
         ("KCAT_ADMIN", INFO["kafka_admin_kcat_config"]), ("BOOTSTRAP", INFO["kafka_bootstrap"]),
-        ("MYSQL_SOCKET", INFO["mysql_socket"]), ("MYSQL_ADMIN_USER", INFO["mysql_admin_user"]),
-        ("MYSQL_PASSWORD_FILE", INFO["mysql_admin_password_file"]),
+        ("MYSQL_SOCKET", INFO["mysql_socket"]),
         ("AGENT_USER", INFO["server_user"]),
     ]
     baseline = os.path.join(REPO, "scripts", "bench", "baseline", "setup")

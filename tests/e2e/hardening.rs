@@ -117,10 +117,8 @@ fn a_user_key_can_neither_listen_on_the_server_nor_reach_its_other_loopback_port
 }
 
 fn authorized_keys(s: &Stack) -> String {
-    format!(
-        "{}/server/ca-home/.ssh/authorized_keys",
-        s.info("stack_dir")
-    )
+    // install made the account with its state directory as home.
+    format!("{}/.ssh/authorized_keys", s.info("agent_state_dir"))
 }
 
 /// Stops MariaDB and puts a fake MySQL server on its TCP port, which greets like MariaDB, asks
@@ -232,20 +230,16 @@ while True:
 "#;
 
 #[test]
-fn a_fake_mysql_on_its_port_never_sees_the_admin_password() {
+fn a_fake_mysql_on_its_port_never_sees_the_admin_login() {
     let s = stack();
     let dir = s.scratch();
     let name = unique_name("fake");
     // A certificate to revoke later, made while MariaDB still runs.
     let setup = crate::setup::Home::new(s, "fakemysql");
     setup.setup(s, &name, &[]).ok();
-    let password = s
-        .server(None, &["cat", s.info("mysql_admin_password_file")], None)
-        .ok()
-        .stdout
-        .trim()
-        .to_owned();
-    assert!(!password.is_empty());
+    // install's admin logs in over the socket as the agent's account: it has no password, and
+    // its name must not reach a TCP port either.
+    let admin = s.info("mysql_admin_user");
     let fake = FakeMysql::start(s, dir.path());
 
     // Everything that logs in as the MySQL admin: a provision (through setup), a sign, a
@@ -268,7 +262,7 @@ fn a_fake_mysql_on_its_port_never_sees_the_admin_password() {
     let received = fake.received();
     let hex = |t: &str| t.bytes().map(|b| format!("{b:02x}")).collect::<String>();
     assert!(
-        !received.contains(&hex("shiqi_agent")) && !received.contains(&hex(&password)),
+        !received.contains(&hex(admin)),
         "the fake MySQL got the admin's login:\n{received}"
     );
     assert!(

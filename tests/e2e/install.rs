@@ -398,3 +398,89 @@ fn install_sets_up_a_second_ca_from_nothing_and_a_dry_run_of_it_changes_nothing(
     assert!(!Path::new(&elsewhere).exists(), "{elsewhere} was made");
     drop(ca);
 }
+
+/// `key=value` lines.
+fn facts(text: &str) -> BTreeMap<&str, &str> {
+    text.lines().filter_map(|l| l.split_once('=')).collect()
+}
+
+/// The server every test runs on started bare (scripts/test purges the stack first): `up` wrote
+/// down what it found before install's first run — no account, no state, sshd at Debian's
+/// defaults, MariaDB with its own accounts and no TLS — and that run made every part. Then the
+/// journey works on it.
+#[test]
+fn the_stack_server_was_built_by_install_from_a_bare_server() {
+    let s = stack();
+    let hint = "the stack was not built from a bare server: scripts/stack down --purge && scripts/stack up";
+    let text = std::fs::read_to_string(s.info("bare_server_facts")).expect(hint);
+    let bare = facts(&text);
+    let account = s.info("server_user");
+    for (key, want) in [
+        ("account", "absent"),
+        ("state_dir", "absent"),
+        ("kafka_tls", "absent"),
+        ("sshd_drop_ins", ""),
+        ("mysql_drop_ins", ""),
+        ("mysql_have_ssl", "DISABLED"),
+    ] {
+        assert_eq!(bare.get(key).map(|v| v.trim()), Some(want), "{key}: {text}");
+    }
+    // Debian's sshd lets every account listen and forward sockets.
+    let sshd = bare.get("sshd_forwarding").copied().unwrap_or_default();
+    for want in [
+        "allowtcpforwarding yes",
+        "permitlisten any",
+        "allowstreamlocalforwarding yes",
+    ] {
+        assert!(sshd.contains(want), "{want}: {text}");
+    }
+    let mysql = bare.get("mysql_accounts").copied().unwrap_or_default();
+    assert!(
+        mysql.contains("root@localhost") && !mysql.contains(account),
+        "{text}"
+    );
+
+    let log = std::fs::read_to_string(s.info("install_log")).expect("install's log");
+    let runs: Vec<&str> = log.split("== install ").filter(|r| !r.is_empty()).collect();
+    let first = runs.first().copied().unwrap_or_default();
+    for step in [
+        "account",
+        "directories",
+        "agent.toml",
+        "ca",
+        "crl",
+        "sshd",
+        "mysql.cert",
+        "mysql.config",
+        "mysql.admin",
+        "kafka.cert",
+        "kafka.config",
+    ] {
+        assert_eq!(lines_with(first, "done", step).len(), 1, "{step}:\n{first}");
+    }
+    // Before the brokers run with its settings, the first admin waits (enroll needs their
+    // answer); the stack restarts MariaDB and starts them, and the next run enrolls saige.
+    assert_eq!(lines_with(first, "needs you", "admin").len(), 1, "{first}");
+    assert_eq!(
+        lines_with(first, "needs you", "mysql.restart").len(),
+        1,
+        "{first}"
+    );
+    assert!(
+        runs.iter()
+            .skip(1)
+            .any(|r| lines_with(r, "done", "admin").len() == 1),
+        "no later run enrolled the first admin:\n{log}"
+    );
+
+    // The laptop's journey on that server: setup, the tunnel, Kafka through every broker, MySQL.
+    let home = crate::setup::Home::new(s, "bare");
+    let name = crate::stack::unique_name("bare");
+    home.setup(s, &name, &[]).ok();
+    let (tunnel, up) = crate::tunnel::Tunnel::up(s, &home, &name, &[]);
+    up.ok();
+    crate::kafka::assert_round_trip_through_every_broker(s, &home.profile(&name), &name);
+    let who = crate::tunnel::mariadb_current_user(s, &home, &name).ok();
+    assert_eq!(who.stdout.trim(), format!("{name}@127.0.0.1"));
+    tunnel.down().ok();
+}

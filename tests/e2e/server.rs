@@ -141,7 +141,7 @@ fn mariadb_accepts_the_certificate_user_and_refuses_a_wrong_subject_and_no_certi
 #[test]
 fn mysql_user_refuses_accounts_it_did_not_create() {
     let s = stack();
-    for name in ["root", "shiqi_agent", "mysql"] {
+    for name in ["root", s.info("mysql_admin_user"), "mysql"] {
         let out = s.agent(&["mysql-user", name], None).failed();
         assert_eq!(out.code, Some(2));
         assert!(out.stderr.starts_with("error: "), "{}", out.stderr);
@@ -453,35 +453,29 @@ fn a_failed_mysql_reload_is_retried_by_the_next_crl_refresh() {
     };
     mariadb(s, &name, &tls(&first)).ok();
 
-    // The agent's MySQL admin login fails for this one revoke: a config whose password file
-    // holds a wrong password (the state, inventory and CRL are the real ones).
+    // The agent's MySQL admin login fails for this one revoke: a config naming an admin that
+    // does not exist (its socket login is refused; the state, inventory and CRL are the real
+    // ones).
     let cfg_dir = s.scratch();
     let config = std::fs::read_to_string(s.info("agent_config")).unwrap_or_default();
-    let wrong = cfg_dir.path().join("wrong.password");
-    std::fs::write(&wrong, "not-the-password\n").expect("write");
     let broken = cfg_dir.path().join("agent.toml");
     let mut text = String::new();
     let mut in_mysql = false;
     for line in config.lines() {
         if line.trim_start().starts_with('[') {
-            if in_mysql {
-                text.push_str(&format!("admin_password_file = \"{}\"\n", wrong.display()));
-            }
             in_mysql = line.trim() == "[mysql]";
         }
-        if !(in_mysql && line.trim_start().starts_with("admin_password_file")) {
+        if in_mysql && line.trim_start().starts_with("admin_user") {
+            text.push_str("admin_user = \"e2e-no-such-admin\"\n");
+        } else {
             text.push_str(line);
             text.push('\n');
         }
     }
-    if in_mysql {
-        text.push_str(&format!("admin_password_file = \"{}\"\n", wrong.display()));
-    }
+    assert!(text.contains("e2e-no-such-admin"), "{config}");
     std::fs::write(&broken, text).expect("write");
     use std::os::unix::fs::PermissionsExt as _;
-    for f in [&wrong, &broken] {
-        std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o644)).expect("chmod");
-    }
+    std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o644)).expect("chmod");
     let revoked = s.agent(
         &[
             "--config",

@@ -304,27 +304,26 @@ pub(super) fn admin(i: &mut Install) -> Result<(), AgentError> {
         return Ok(());
     }
     if !i.dry_run() {
-        let enrolled = i.as_account(
+        // enroll allows forwards to exactly the brokers the cluster advertises, so it needs
+        // their answer; brokers not yet restarted with install's settings do not trust this
+        // CA's admin. Asked first, so that any failure of enroll itself is an error.
+        let kafka = crate::config::Config::load(&i.state_dir.join("agent.toml"), true)
+            .is_ok_and(|c| !c.kafka.bootstrap.is_empty());
+        if kafka && let Err(e) = i.as_account(&["brokers", "--json"], None) {
+            i.report(
+                Outcome::NeedsYou,
+                "admin",
+                format!(
+                    "`{name}` is not enrolled yet: the brokers do not answer this CA's admin \
+                     (restart them with the settings above), then run install again ({e})"
+                ),
+            );
+            return Ok(());
+        }
+        i.as_account(
             &["enroll", &name, "--ssh-key", "-", "--role", "admin"],
             Some(line.as_bytes()),
-        );
-        match enrolled {
-            Ok(_) => {}
-            // enroll allows forwards to exactly the brokers the cluster advertises, and brokers
-            // that do not trust this CA yet (not restarted since install) cannot say.
-            Err(AgentError::Request { why }) if why.contains("Kafka at") => {
-                i.report(
-                    Outcome::NeedsYou,
-                    "admin",
-                    format!(
-                        "`{name}` is not enrolled yet: the brokers do not answer this CA's admin \
-                         (restart them with the settings above), then run install again"
-                    ),
-                );
-                return Ok(());
-            }
-            Err(e) => return Err(e),
-        }
+        )?;
     }
     i.report(
         Outcome::Done,

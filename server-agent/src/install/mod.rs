@@ -378,8 +378,14 @@ fn run(mut cmd: Command, input: Option<&[u8]>, what: &str) -> Result<String, Age
         .wait_with_output()
         .map_err(|e| failed(e.to_string()))?;
     if !out.status.success() {
+        // The agent's `error: …` and `hint: …` lines, as one line.
         let stderr = String::from_utf8_lossy(&out.stderr);
-        return Err(failed(shiqi_ca::text::one_line(stderr.trim(), 600)));
+        let lines: Vec<&str> = stderr
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        return Err(failed(shiqi_ca::text::one_line(&lines.join(" "), 600)));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

@@ -29,6 +29,13 @@ fn included_dir(config: &Path) -> Option<PathBuf> {
     })
 }
 
+/// Certificates reach the account only through the principals `enroll --ssh-principal` writes,
+/// each line with its forced command: without a principals file, sshd lets in any certificate
+/// from a `TrustedUserCAKeys` CA that names the account itself, with a shell. sshd then tells
+/// the agent which certificate logged in, for the audit log.
+const PRINCIPALS: &str =
+    "    AuthorizedPrincipalsFile .ssh/authorized_principals\n    ExposeAuthInfo yes\n";
+
 /// Writes the drop-in, checks, reloads.
 pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
     let config = i.args.sshd_config.clone();
@@ -52,8 +59,9 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
     let text = format!(
         "# Written by `shiqi-ca-agent install`: what an enrolled key may do on this server is \
          forward to\n# the services (its authorized_keys line says where); no listeners, no \
-         socket forwards, no TTY.\n{}",
-        crate::sshd::block(&account)
+         socket forwards, no TTY.\n{}{}",
+        crate::sshd::block(&account),
+        PRINCIPALS
     );
     let old = std::fs::read_to_string(&path).ok();
     let changed = i.file(&path, &text, 0o644, Some((0, 0)))?;
