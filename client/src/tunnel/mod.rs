@@ -16,7 +16,6 @@ pub mod login;
 pub mod plan;
 pub mod ports;
 pub mod process;
-pub mod pump;
 pub mod refresh;
 pub mod state;
 
