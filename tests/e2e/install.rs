@@ -144,6 +144,21 @@ impl Drop for SecondCa<'_> {
     }
 }
 
+/// The steps install's first run on a server it never touched reports `done`.
+const FIRST_RUN: [&str; 11] = [
+    "account",
+    "directories",
+    "agent.toml",
+    "ca",
+    "crl",
+    "sshd",
+    "mysql.cert",
+    "mysql.config",
+    "mysql.admin",
+    "kafka.cert",
+    "kafka.config",
+];
+
 fn lines_with<'a>(out: &'a str, mark: &str, step: &str) -> Vec<&'a str> {
     out.lines()
         .filter(|l| l.starts_with(mark) && l[mark.len()..].split_whitespace().next() == Some(step))
@@ -244,19 +259,7 @@ fn install_sets_up_a_second_ca_from_nothing_and_a_dry_run_of_it_changes_nothing(
     );
 
     let first = install(&[]).ok();
-    for step in [
-        "account",
-        "directories",
-        "agent.toml",
-        "ca",
-        "crl",
-        "sshd",
-        "mysql.cert",
-        "mysql.config",
-        "mysql.admin",
-        "kafka.cert",
-        "kafka.config",
-    ] {
+    for step in FIRST_RUN {
         assert_eq!(
             lines_with(&first.stdout, "done", step).len(),
             1,
@@ -443,19 +446,7 @@ fn the_stack_server_was_built_by_install_from_a_bare_server() {
     let log = std::fs::read_to_string(s.info("install_log")).expect("install's log");
     let runs: Vec<&str> = log.split("== install ").filter(|r| !r.is_empty()).collect();
     let first = runs.first().copied().unwrap_or_default();
-    for step in [
-        "account",
-        "directories",
-        "agent.toml",
-        "ca",
-        "crl",
-        "sshd",
-        "mysql.cert",
-        "mysql.config",
-        "mysql.admin",
-        "kafka.cert",
-        "kafka.config",
-    ] {
+    for step in FIRST_RUN {
         assert_eq!(lines_with(first, "done", step).len(), 1, "{step}:\n{first}");
     }
     // Before the brokers run with its settings, the first admin waits (enroll needs their
