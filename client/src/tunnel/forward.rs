@@ -7,16 +7,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use russh::ChannelStream;
 use russh::client::Msg;
+use russh::{Channel, ChannelStream};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, watch};
 
 use crate::profile::ForwardRecord;
 use crate::ssh::Session;
-
-/// Copy buffer per direction: one full SSH packet.
-const COPY: usize = 32 * 1024;
 
 /// How long an accepted client waits for the connection to come back.
 const WAIT_FOR_LINK: Duration = Duration::from_secs(20);
@@ -59,30 +56,40 @@ pub async fn serve(listener: TcpListener, forward: ForwardRecord, shared: Shared
     }
 }
 
-async fn bridge(mut socket: TcpStream, peer: SocketAddr, f: &ForwardRecord, shared: &Shared) {
+async fn bridge(socket: TcpStream, peer: SocketAddr, f: &ForwardRecord, shared: &Shared) {
     let _ = socket.set_nodelay(true);
     let target = (f.remote_host.as_str(), f.remote_port.get());
-    let Some(mut stream) = open(shared, target, peer, f.local_port).await else {
+    let Some(channel) = open_channel(shared, target, peer, f.local_port).await else {
         return;
     };
-    // One SSH packet's worth per read (russh's maximum is 32 KiB): the default 8 KiB buffers
-    // send four packets, four AEAD seals and four wakeups for each one.
-    let copied = tokio::io::copy_bidirectional_with_sizes(&mut socket, &mut stream, COPY, COPY);
-    match copied.await {
+    match super::pump::run(socket, channel).await {
         Ok((up, down)) => tracing::debug!(port = f.local_port, %peer, up, down, "closed"),
         Err(e) => tracing::debug!(port = f.local_port, %peer, error = %e, "closed"),
     }
 }
 
-/// A `direct-tcpip` channel to `target` (as the server resolves it) for the client `peer` of
-/// local `port`, on the current connection; `None`, logged, when there is none or the server
-/// refuses the channel.
+/// [`open_channel`] as a byte stream (`AsyncRead` + `AsyncWrite`), for the local endpoints that
+/// read and rewrite what passes.
 pub async fn open(
     shared: &Shared,
     target: (&str, u16),
     peer: SocketAddr,
     port: u16,
 ) -> Option<ChannelStream<Msg>> {
+    open_channel(shared, target, peer, port)
+        .await
+        .map(Channel::into_stream)
+}
+
+/// A `direct-tcpip` channel to `target` (as the server resolves it) for the client `peer` of
+/// local `port`, on the current connection; `None`, logged, when there is none or the server
+/// refuses the channel.
+pub async fn open_channel(
+    shared: &Shared,
+    target: (&str, u16),
+    peer: SocketAddr,
+    port: u16,
+) -> Option<Channel<Msg>> {
     let (host, remote_port) = target;
     let mut after = 0;
     // One retry: the first channel may fail on a connection that died a moment ago.
@@ -109,7 +116,7 @@ pub async fn open(
         match opened {
             Ok(channel) => {
                 tracing::debug!(port, %peer, "channel open");
-                return Some(channel.into_stream());
+                return Some(channel);
             }
             Err(e) if link.session.handle().is_closed() => {
                 tracing::info!(port, error = %e, "the connection is gone");

@@ -16,6 +16,7 @@ pub mod login;
 pub mod plan;
 pub mod ports;
 pub mod process;
+pub mod pump;
 pub mod refresh;
 pub mod state;
 
