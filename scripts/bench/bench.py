@@ -118,6 +118,17 @@ def setup_rows():
     ]
 
 
+def rss_split(pid):
+    """(anonymous, file-backed) resident KiB of a process now: the file-backed part is mapped
+    program code and libraries (page cache, shared and clean), the anonymous part its data."""
+    got = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(("RssAnon:", "RssFile:")):
+                got[line.split(":")[0]] = int(line.split()[1])
+    return got.get("RssAnon", 0), got.get("RssFile", 0)
+
+
 def proc_stat(pid):
     """(utime+stime seconds, VmHWM KiB) of a laptop process (same pid namespace as us)."""
     with open(f"/proc/{pid}/stat") as f:
@@ -297,6 +308,7 @@ def tunnel_rows():
         finally:
             stop(echo)
         rss = {k: proc_stat(pid)[1] / 1024 for k, pid in pids.items()}
+        split = {k: [v / 1024 for v in rss_split(pid)] for k, pid in pids.items()}
     finally:
         laptop("shiqi-connect", "tunnel", "down", name, env=env, check=False)
         laptop("ssh", "-F", ssh_cfg, "-O", "exit", "shiqi-tunnel", check=False)
@@ -311,7 +323,8 @@ def tunnel_rows():
         with open(os.environ["BENCH_JSON"], "w") as f:
             json.dump({"rounds": rounds, "ciphers": {"openssh": default, "openssh_same": ours,
                                                      "shiqi": ours},
-                       "medians": m, "samples": samples, "rss_mb": rss}, f, indent=1)
+                       "medians": m, "samples": samples, "rss_mb": rss,
+                       "rss_anon_file_mb": split}, f, indent=1)
 
     def row(label, field, unit, fmt="{:.0f}"):
         return (f"| {label} | {fmt.format(o[field])} {unit} | {fmt.format(e[field])} {unit} | "
@@ -331,6 +344,10 @@ def tunnel_rows():
         f"| peak RSS of the laptop process | {rss['openssh']:.1f} MB | {rss['openssh_same']:.1f} MB"
         f" | {rss['shiqi']:.1f} MB | {rss['shiqi'] / rss['openssh']:.2f}× |"
         f" {rss['shiqi'] / rss['openssh_same']:.2f}× |",
+        "| of which, at the end: data (anonymous) + program code and libraries (file-backed) | "
+        + " | ".join(f"{split[k][0]:.1f} + {split[k][1]:.1f} MB" for k in ("openssh", "openssh_same", "shiqi"))
+        + f" | {split['shiqi'][0] / split['openssh'][0]:.2f}× data |"
+        f" {split['shiqi'][0] / split['openssh_same'][0]:.2f}× data |",
         row("CPU seconds per GiB moved (quiet)", "cpu_per_gib", "s", "{:.2f}"),
     ]
 

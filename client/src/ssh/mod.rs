@@ -290,12 +290,7 @@ async fn open(
         match via {
             None => {
                 tracing::debug!(host = %target.host, port = target.port, "connecting");
-                let tcp = tokio::net::TcpStream::connect((target.host.as_str(), target.port))
-                    .await
-                    .map_err(russh::Error::IO)?;
-                let _ = tcp.set_nodelay(true);
-                let tcp = tokio::io::BufReader::with_capacity(READ_BUFFER, tcp);
-                client::connect_stream(config, tcp, handler).await
+                client::connect(config, (target.host.as_str(), target.port), handler).await
             }
             Some(jump) => {
                 tracing::debug!(host = %target.host, port = target.port, "connecting through a jump host");
@@ -307,9 +302,7 @@ async fn open(
                         0,
                     )
                     .await?;
-                let stream =
-                    tokio::io::BufReader::with_capacity(READ_BUFFER, channel.into_stream());
-                client::connect_stream(config, stream, handler).await
+                client::connect_stream(config, channel.into_stream(), handler).await
             }
         }
     };
@@ -349,11 +342,6 @@ async fn open(
     let auth = auth::authenticate(&mut handle, target, passphrase).await?;
     Ok((handle, host_key, auth))
 }
-
-/// What one read from the server's socket may take. russh reads each packet with two exact
-/// reads (its first block, then the rest) straight from the stream it is given: two syscalls
-/// per 32 KiB packet. Buffered, one read takes several packets (scripts/bench).
-const READ_BUFFER: usize = 256 * 1024;
 
 /// See `channel_buffer_size` above: 16 (512 KiB) kept the throughput of 100 and cut the
 /// tunnel's peak memory under load by about 4 MB (scripts/bench, 2026-12-03).
