@@ -281,6 +281,8 @@ pub(crate) fn produce(s: &Stack, profile: &Path, topic: &str, records: &str) -> 
             "--topic",
             topic,
             "--sync",
+            crate::kafka::SEND_AT_ONCE[0],
+            crate::kafka::SEND_AT_ONCE[1],
         ],
         Some(records.as_bytes()),
     )

@@ -320,6 +320,8 @@ fn an_admin_revokes_bob_whose_consumer_then_reads_nothing_and_who_stays_blocked(
             "--topic",
             &topic,
             "--sync",
+            crate::kafka::SEND_AT_ONCE[0],
+            crate::kafka::SEND_AT_ONCE[1],
         ],
         b"after-revoke\n",
     )
