@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::kafka::create_three_leader_topic;
+use crate::kafka::{create_three_leader_topic, produce_via};
 use crate::lifecycle::{Background, java_tool, within};
 use crate::setup::{Home, laptop_kafka_tool};
 use crate::stack::{Out, Stack, stack, unique_name};
@@ -106,37 +106,6 @@ pub(crate) fn local_with_tunnel<'a>(
     (name.clone(), home.profile(&name), tunnel)
 }
 
-/// The console producer with the profile's (plaintext) client.properties through `bootstrap`:
-/// `records` (one per line) to `topic`, `--sync` so an error exits non-zero; `extra` are more
-/// arguments (`--producer-property acks=all`).
-fn produce_plain(
-    s: &Stack,
-    profile: &Path,
-    bootstrap: &str,
-    topic: &str,
-    records: &str,
-    extra: &[&str],
-) -> Out {
-    let config = profile.join("client.properties").display().to_string();
-    let mut args = vec![
-        "--bootstrap-server",
-        bootstrap,
-        "--producer.config",
-        &config,
-        "--topic",
-        topic,
-        "--sync",
-    ];
-    args.extend_from_slice(&crate::kafka::SEND_AT_ONCE);
-    args.extend_from_slice(extra);
-    laptop_kafka_tool(
-        s,
-        "org.apache.kafka.tools.ConsoleProducer",
-        &args,
-        Some(records.as_bytes()),
-    )
-}
-
 /// A console consumer in the background through `bootstrap`, from the beginning of `topic` in
 /// group `topic`, logging to the home's `consumer.log`; `extra` are more arguments.
 fn consumer_plain<'a>(
@@ -175,7 +144,7 @@ fn round_trip(s: &Stack, profile: &Path, bootstrap: &str, topic: &str) {
         "--property",
         "key.separator=:",
     ];
-    produce_plain(s, profile, bootstrap, topic, &records, &keyed).ok();
+    produce_via(s, profile, bootstrap, topic, &records, &keyed).ok();
     let config = profile.join("client.properties").display().to_string();
     let consumed = laptop_kafka_tool(
         s,
@@ -595,7 +564,7 @@ fn a_broker_that_joins_gets_a_port_on_the_running_endpoint() {
     // Records to a partition that broker 4 leads go through its new port.
     let topic = format!("app.{name}");
     crate::kafka::create_topic_on(s, &topic, "4");
-    produce_plain(s, &profile, "127.0.0.1:19700", &topic, "led by four\n", &[]).ok();
+    produce_via(s, &profile, "127.0.0.1:19700", &topic, "led by four\n", &[]).ok();
     let json = profile_json(&profile);
     let ports: Vec<u64> = json["endpoint"]["brokers"]
         .as_array()
@@ -624,7 +593,7 @@ fn a_consumer_carries_on_through_the_endpoint_when_its_partition_leader_stops() 
     let produce = |from: usize| -> Out {
         let records: String = (from..from + 20).map(|i| format!("r{i}\n")).collect();
         let acks = ["--producer-property", "acks=all"];
-        produce_plain(s, &profile, "127.0.0.1:19500", &topic, &records, &acks)
+        produce_via(s, &profile, "127.0.0.1:19500", &topic, &records, &acks)
     };
     let max = ["--max-messages", "40"];
     let consumer = consumer_plain(s, &home, &profile, "127.0.0.1:19500", &topic, &max);
@@ -671,7 +640,7 @@ fn revoking_a_name_reaches_the_endpoints_clients_as_it_reaches_direct_ones() {
     let topic = format!("app.{name}");
     create_three_leader_topic(s, &topic);
     let consumer = consumer_plain(s, &home, &profile, "127.0.0.1:19600", &topic, &[]);
-    produce_plain(s, &profile, "127.0.0.1:19600", &topic, "before\n", &[]).ok();
+    produce_via(s, &profile, "127.0.0.1:19600", &topic, "before\n", &[]).ok();
     assert!(
         within(Duration::from_secs(60), || consumer
             .log()
@@ -813,7 +782,7 @@ fn the_tunnel_renews_its_certificate_and_clients_of_the_endpoint_never_notice() 
     create_three_leader_topic(s, &topic);
     let produce = |record: &str| {
         let line = format!("{record}\n");
-        produce_plain(s, &profile, "127.0.0.1:19800", &topic, &line, &[]).ok();
+        produce_via(s, &profile, "127.0.0.1:19800", &topic, &line, &[]).ok();
     };
     let consumer = consumer_plain(s, &home, &profile, "127.0.0.1:19800", &topic, &[]);
     produce("before");

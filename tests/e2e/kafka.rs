@@ -35,30 +35,52 @@ pub(crate) fn create_topic_on(s: &Stack, topic: &str, assignment: &str) {
     .ok();
 }
 
-/// Writes `count` keyed records with the console producer (`--sync`: an error exits non-zero).
-pub(crate) fn produce(s: &Stack, profile: &Path, topic: &str, count: usize) -> Out {
-    let records: String = (0..count).map(|i| format!("k{i}:v{i}\n")).collect();
+/// The console producer on the laptop with the profile's `client.properties`: `records` (one
+/// per line) to `topic` through the first broker's forward; `--sync`, so an error exits non-zero.
+pub(crate) fn produce(s: &Stack, profile: &Path, topic: &str, records: &str) -> Out {
+    produce_via(s, profile, "localhost:19094", topic, records, &[])
+}
+
+/// [`produce`] through `bootstrap` (a local endpoint's port), with `extra` arguments
+/// (`--producer-property acks=all`).
+pub(crate) fn produce_via(
+    s: &Stack,
+    profile: &Path,
+    bootstrap: &str,
+    topic: &str,
+    records: &str,
+    extra: &[&str],
+) -> Out {
     let config = profile.join("client.properties").display().to_string();
+    let mut args = vec![
+        "--bootstrap-server",
+        bootstrap,
+        "--producer.config",
+        &config,
+        "--topic",
+        topic,
+        "--sync",
+    ];
+    args.extend_from_slice(&SEND_AT_ONCE);
+    args.extend_from_slice(extra);
     laptop_kafka_tool(
         s,
         "org.apache.kafka.tools.ConsoleProducer",
-        &[
-            "--bootstrap-server",
-            "localhost:19094",
-            "--producer.config",
-            &config,
-            "--topic",
-            topic,
-            "--property",
-            "parse.key=true",
-            "--property",
-            "key.separator=:",
-            "--sync",
-            SEND_AT_ONCE[0],
-            SEND_AT_ONCE[1],
-        ],
+        &args,
         Some(records.as_bytes()),
     )
+}
+
+/// Writes `count` keyed records (`k0:v0`…).
+pub(crate) fn produce_keyed(s: &Stack, profile: &Path, topic: &str, count: usize) -> Out {
+    let records: String = (0..count).map(|i| format!("k{i}:v{i}\n")).collect();
+    let keyed = [
+        "--property",
+        "parse.key=true",
+        "--property",
+        "key.separator=:",
+    ];
+    produce_via(s, profile, "localhost:19094", topic, &records, &keyed)
 }
 
 /// Reads up to `count` records from the beginning in consumer group `group`, printing the
@@ -96,7 +118,7 @@ pub(crate) fn consume(s: &Stack, profile: &Path, topic: &str, group: &str, count
 pub(crate) fn assert_round_trip_through_every_broker(s: &Stack, profile: &Path, name: &str) {
     let topic = format!("app.{name}");
     create_three_leader_topic(s, &topic);
-    produce(s, profile, &topic, 30).ok();
+    produce_keyed(s, profile, &topic, 30).ok();
     let consumed = consume(s, profile, &topic, &format!("app.{name}"), 30).ok();
     for i in 0..30 {
         assert!(

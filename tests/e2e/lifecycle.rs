@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::setup::{Home, OpenSshTunnel, laptop_kafka_tool};
+use crate::kafka::produce;
+use crate::setup::{Home, OpenSshTunnel};
 use crate::stack::{Out, Stack, stack, unique_name};
 
 /// The brokers re-read a changed CRL at most 30 s after they last read it
@@ -266,26 +267,6 @@ pub(crate) fn create_topic(s: &Stack, topic: &str) {
         ],
     )
     .ok();
-}
-
-pub(crate) fn produce(s: &Stack, profile: &Path, topic: &str, records: &str) -> Out {
-    let props = profile.join("client.properties").display().to_string();
-    laptop_kafka_tool(
-        s,
-        "org.apache.kafka.tools.ConsoleProducer",
-        &[
-            "--bootstrap-server",
-            "localhost:19094",
-            "--producer.config",
-            &props,
-            "--topic",
-            topic,
-            "--sync",
-            crate::kafka::SEND_AT_ONCE[0],
-            crate::kafka::SEND_AT_ONCE[1],
-        ],
-        Some(records.as_bytes()),
-    )
 }
 
 #[test]

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::kafka::produce;
 use crate::lifecycle::{
-    Background, audit, console_consumer, create_topic, mysql_login, produce, serial_of,
-    sessions_of, within,
+    Background, audit, console_consumer, create_topic, mysql_login, serial_of, sessions_of, within,
 };
 use crate::setup::{Home, OpenSshTunnel};
 use crate::stack::{Out, Stack, stack, unique_name};

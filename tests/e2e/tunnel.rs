@@ -586,7 +586,7 @@ fn a_broker_that_returns_or_joins_gets_its_forward_with_no_command_typed() {
     let topic = format!("app.{name}");
     crate::kafka::create_topic_on(s, &topic, "2");
     let profile = home.profile(&name);
-    crate::lifecycle::produce(s, &profile, &topic, "led-by-two\n").ok();
+    crate::kafka::produce(s, &profile, &topic, "led-by-two\n").ok();
     let props = profile.join("client.properties").display().to_string();
     let group = format!("app.{name}");
     let read = crate::setup::laptop_kafka_tool(
