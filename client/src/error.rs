@@ -397,13 +397,13 @@ pub enum Error {
     /// A local port the tunnel needs is taken (tunnel).
     #[error(
         "port `127.0.0.1:{port}` is already in use by {}",
-        owner.as_deref().unwrap_or("another process")
+        owner.as_ref().map_or_else(|| "another process".to_owned(), ToString::to_string)
     )]
     PortInUse {
         /// The port.
         port: u16,
-        /// Who holds it, e.g. `` `socat` (pid 4242) ``, when that can be found out.
-        owner: Option<String>,
+        /// Who holds it, when that can be found out.
+        owner: Option<crate::os::port_owner::Holder>,
     },
 
     /// Listening on a local port failed for another reason than it being taken (tunnel).
@@ -534,13 +534,6 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-}
-
-/// The pid in an owner description such as `` `socat` (pid 4242) ``.
-fn pid_of(owner: &str) -> Option<&str> {
-    owner
-        .rsplit_once("(pid ")
-        .and_then(|(_, rest)| rest.strip_suffix(')'))
 }
 
 impl Error {
@@ -701,13 +694,31 @@ impl Error {
                 "create it with `shiqi-connect setup {name} --server DEST`, or point `--home` \
                  (env `SHIQI_HOME`) at the folder that holds it"
             ),
-            Self::PortInUse { owner, .. } => match owner.as_deref().and_then(pid_of) {
-                Some(pid) => format!(
-                    "stop it (`kill {pid}`; if it is another shiqi-connect or ssh tunnel, \
-                     `shiqi-connect tunnel down NAME`), then run `tunnel up` again"
-                ),
-                None => "find it with `ss -ltnp` and stop it, then run `tunnel up` again".to_owned(),
-            },
+            Self::PortInUse { port, owner } => {
+                use crate::os::port_owner::Holder;
+                // The system lends ports of its ephemeral range to outgoing connections; a
+                // reserved port is never lent.
+                let reserve = format!(
+                    "; to keep outgoing connections off it, add {port} to the sysctl \
+                     `net.ipv4.ip_local_reserved_ports`"
+                );
+                match (owner, owner.as_ref().and_then(Holder::pid)) {
+                    (Some(Holder::Outgoing { .. }), Some(pid)) => format!(
+                        "run `tunnel up` again once that connection has closed (or stop pid \
+                         {pid}){reserve}"
+                    ),
+                    (Some(Holder::Outgoing { .. }), None) => format!(
+                        "run `tunnel up` again in a minute, when the system frees the port{reserve}"
+                    ),
+                    (_, Some(pid)) => format!(
+                        "stop it (`kill {pid}`; if it is another shiqi-connect or ssh tunnel, \
+                         `shiqi-connect tunnel down NAME`), then run `tunnel up` again"
+                    ),
+                    (_, None) => {
+                        "find it with `ss -ltnp` and stop it, then run `tunnel up` again".to_owned()
+                    }
+                }
+            }
             Self::TunnelRunning { name, .. } => {
                 format!("stop it with `shiqi-connect tunnel down {name}`")
             }

@@ -438,6 +438,79 @@ fn up_refuses_a_taken_port_and_names_the_process_holding_it() {
     drop(tunnel);
 }
 
+/// What a tunnel restarted on a busy laptop can meet: a forward's port (39094, in Linux's
+/// ephemeral range) lent by the system to an outgoing connection as its source port. Nothing
+/// listens there (`ss -ltn` is empty), yet it cannot be bound; `up` names the connection and
+/// how to keep outgoing connections off the port. The stack reserves 39094 in the laptop's
+/// namespace, so the connection here picks it explicitly, as the system would have.
+#[test]
+fn up_names_an_outgoing_connection_that_was_lent_a_forward_port() {
+    let s = stack();
+    let home = Home::new(s, "tunnel-lent");
+    let name = unique_name("lent");
+    home.setup(s, &name, &[]).ok();
+    let script = "import socket, time\n\
+                  l = socket.socket(); l.bind(('127.0.0.1', 0)); l.listen()\n\
+                  c = socket.socket(); c.bind(('127.0.0.1', 39094)); c.connect(l.getsockname())\n\
+                  print(l.getsockname()[1], flush=True)\n\
+                  time.sleep(120)\n";
+    let holder = s
+        .laptop(
+            &[
+                "bash",
+                "-c",
+                "python3 -c \"$1\" > \"$2\" 2>&1 </dev/null & echo $!",
+                "lent",
+                script,
+                &home.dir.join("lent.out").display().to_string(),
+            ],
+            &[],
+            None,
+        )
+        .ok();
+    let pid = holder.stdout.trim().to_owned();
+    struct Kill<'a>(&'a Stack, String);
+    impl Drop for Kill<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.laptop(&["kill", &self.1], &[], None);
+        }
+    }
+    let _kill = Kill(s, pid.clone());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let peer = loop {
+        let out = std::fs::read_to_string(home.dir.join("lent.out")).unwrap_or_default();
+        if let Ok(port) = out.trim().parse::<u16>() {
+            break port;
+        }
+        assert!(Instant::now() < deadline, "no connection from 39094: {out}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(!laptop_listening(s).contains(&39094));
+
+    let (tunnel, up) = Tunnel::up(s, &home, &name, &[]);
+    let up = up.failed();
+    assert_eq!(up.code, Some(2), "{}", up.stderr);
+    assert!(
+        up.stderr.contains(&format!(
+            "port `127.0.0.1:39094` is already in use by a connection of `python3` (pid {pid}) \
+             to 127.0.0.1:{peer}, which the system gave this port as its source port"
+        )),
+        "{}",
+        up.stderr
+    );
+    assert!(
+        up.stderr
+            .contains("hint: run `tunnel up` again once that connection has closed (or stop pid")
+            && up
+                .stderr
+                .contains("add 39094 to the sysctl `net.ipv4.ip_local_reserved_ports`"),
+        "{}",
+        up.stderr
+    );
+    assert!(!home.profile(&name).join("tunnel.pid").exists());
+    drop(tunnel);
+}
+
 #[test]
 fn up_openssh_runs_ssh_with_the_written_config_and_down_stops_it() {
     let s = stack();

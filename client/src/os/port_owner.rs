@@ -4,13 +4,97 @@
 //! - macOS and the BSDs: `lsof -nP -iTCP:PORT -sTCP:LISTEN` (shipped with macOS);
 //! - elsewhere (Windows): the owner is not named, and "taken" is learnt by connecting.
 
+use std::fmt;
+use std::net::SocketAddr;
+
+/// Who keeps `127.0.0.1:port` from being bound.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Holder {
+    /// Something listens there.
+    Listener(Who),
+    /// A connection this machine opened has the port as its source port: the OS lends ports of
+    /// its ephemeral range to outgoing connections (Linux: 32768-60999), and keeps one for a
+    /// minute after the connection closed (TIME_WAIT, when `who` is `None`). Linux only.
+    Outgoing {
+        /// Whose connection it is; `None` once it has closed.
+        who: Option<Who>,
+        /// Where it goes.
+        peer: SocketAddr,
+    },
+}
+
+/// A process, as far as this user may know it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Who {
+    /// One of this user's processes (or any, for root).
+    Process {
+        /// Its pid.
+        pid: u32,
+        /// Its command name (`/proc/PID/comm`, `lsof`'s `c` field).
+        comm: String,
+    },
+    /// Another user's process: only its uid (and that user's name, if known) can be seen.
+    User {
+        /// The uid.
+        uid: u32,
+        /// Its login name.
+        name: Option<String>,
+    },
+}
+
+impl Holder {
+    /// The pid of the process that holds the port, when it is known.
+    pub fn pid(&self) -> Option<u32> {
+        match self {
+            Self::Listener(Who::Process { pid, .. })
+            | Self::Outgoing {
+                who: Some(Who::Process { pid, .. }),
+                ..
+            } => Some(*pid),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Who {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Process { pid, comm } => write!(f, "`{comm}` (pid {pid})"),
+            Self::User {
+                name: Some(name), ..
+            } => write!(f, "a process of user `{name}`"),
+            Self::User { uid, name: None } => write!(f, "a process of uid {uid}"),
+        }
+    }
+}
+
+impl fmt::Display for Holder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Listener(who) => who.fmt(f),
+            Self::Outgoing {
+                who: Some(who),
+                peer,
+            } => write!(
+                f,
+                "a connection of {who} to {peer}, which the system gave this port as its source port"
+            ),
+            Self::Outgoing { who: None, peer } => write!(
+                f,
+                "a connection to {peer} that closed less than a minute ago (the system gave it \
+                 this port as its source port and keeps it in TIME_WAIT)"
+            ),
+        }
+    }
+}
+
 /// Whether something listens where `127.0.0.1:port` would.
 pub fn is_taken(port: u16) -> bool {
     #[cfg(target_os = "linux")]
     {
-        procfs::listeners()
+        procfs::sockets()
             .iter()
-            .any(|l| l.port == port && l.blocks_loopback())
+            .any(|l| l.listens() && l.port == port && l.blocks_loopback())
     }
     #[cfg(not(target_os = "linux"))]
     {
@@ -19,23 +103,12 @@ pub fn is_taken(port: u16) -> bool {
     }
 }
 
-/// Names whoever listens on `port`: `` `socat` (pid 4242) ``, or ``a process of user `bob` ``
-/// when only its user can be known.
-pub fn owner(port: u16) -> Option<String> {
+/// Who keeps `127.0.0.1:port` from being bound: a listener, or on Linux (where nothing listens)
+/// a connection whose source port it is. `None` when this OS does not say.
+pub fn owner(port: u16) -> Option<Holder> {
     #[cfg(target_os = "linux")]
     {
-        let mut on_port: Vec<procfs::Listener> = procfs::listeners()
-            .into_iter()
-            .filter(|l| l.port == port)
-            .collect();
-        on_port.sort_by_key(|l| !l.blocks_loopback());
-        let first = on_port.first()?;
-        for l in &on_port {
-            if let Some((pid, comm)) = procfs::process_of(l.inode) {
-                return Some(format!("`{comm}` (pid {pid})"));
-            }
-        }
-        Some(by_user(first.uid))
+        procfs::holder(&procfs::sockets(), port, procfs::process_of)
     }
     #[cfg(all(unix, not(target_os = "linux")))]
     {
@@ -45,10 +118,10 @@ pub fn owner(port: u16) -> Option<String> {
             .output()
             .ok()?;
         let (pid, comm, uid) = parse_lsof(&String::from_utf8_lossy(&out.stdout))?;
-        Some(match (pid, comm) {
-            (Some(pid), Some(comm)) => format!("`{comm}` (pid {pid})"),
+        Some(Holder::Listener(match (pid, comm) {
+            (Some(pid), Some(comm)) => Who::Process { pid, comm },
             _ => by_user(uid?),
-        })
+        }))
     }
     #[cfg(not(unix))]
     {
@@ -58,10 +131,10 @@ pub fn owner(port: u16) -> Option<String> {
 }
 
 #[cfg(unix)]
-fn by_user(uid: u32) -> String {
-    match crate::os::account::name_of(uid) {
-        Some(user) => format!("a process of user `{user}`"),
-        None => format!("a process of uid {uid}"),
+fn by_user(uid: u32) -> Who {
+    Who::User {
+        uid,
+        name: crate::os::account::name_of(uid),
     }
 }
 
@@ -85,27 +158,42 @@ fn parse_lsof(text: &str) -> Option<(Option<u32>, Option<String>, Option<u32>)> 
     (pid.is_some() || uid.is_some()).then_some((pid, comm, uid))
 }
 
-/// Linux: the way `ss -ltnp` does it. The LISTEN socket's inode in `/proc/net/tcp{,6}`, then the
-/// process whose `/proc/PID/fd` links to `socket:[inode]`. Other users' processes cannot be
-/// looked into, so their owner is named by user only.
+/// Linux: the way `ss -tnp` does it. The socket's inode in `/proc/net/tcp{,6}`, then the process
+/// whose `/proc/PID/fd` links to `socket:[inode]`. Other users' processes cannot be looked
+/// into, so their owner is named by user only.
 #[cfg(target_os = "linux")]
 mod procfs {
-    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-    /// A LISTEN socket from `/proc/net/tcp` or `/proc/net/tcp6`.
+    use super::{Holder, Who, by_user};
+
+    /// `st` of a LISTEN socket in `/proc/net/tcp`.
+    const LISTEN: u8 = 0x0A;
+    /// `st` of a closed connection kept in TIME_WAIT (its inode is 0: no process holds it).
+    const TIME_WAIT: u8 = 0x06;
+
+    /// A TCP socket from `/proc/net/tcp` or `/proc/net/tcp6`.
     #[derive(Clone, Debug, PartialEq, Eq)]
-    pub(super) struct Listener {
+    pub(super) struct Socket {
         /// The address it is bound to.
         pub(super) addr: IpAddr,
         /// Its port.
         pub(super) port: u16,
+        /// The other end (unspecified for a listener).
+        pub(super) peer: SocketAddr,
+        /// The kernel's TCP state (`st`).
+        pub(super) state: u8,
         /// The uid that owns it.
         pub(super) uid: u32,
         /// The socket inode (`socket:[inode]` in `/proc/PID/fd`).
         pub(super) inode: u64,
     }
 
-    impl Listener {
+    impl Socket {
+        pub(super) fn listens(&self) -> bool {
+            self.state == LISTEN
+        }
+
         /// Whether it keeps `127.0.0.1:port` from being bound: the same address, the wildcard, or
         /// a dual-stack IPv6 wildcard.
         pub(super) fn blocks_loopback(&self) -> bool {
@@ -120,31 +208,71 @@ mod procfs {
         }
     }
 
-    /// Every LISTEN TCP socket of this network namespace.
-    pub(super) fn listeners() -> Vec<Listener> {
+    /// Every TCP socket of this network namespace.
+    pub(super) fn sockets() -> Vec<Socket> {
         let mut out = Vec::new();
         for (file, v6) in [("/proc/net/tcp", false), ("/proc/net/tcp6", true)] {
             if let Ok(text) = std::fs::read_to_string(file) {
-                out.extend(parse_listeners(&text, v6));
+                out.extend(parse_sockets(&text, v6));
             }
         }
         out
     }
 
-    /// Reads `/proc/net/tcp` (or `tcp6`) text: LISTEN (`0A`) lines only.
-    pub(super) fn parse_listeners(text: &str, v6: bool) -> Vec<Listener> {
+    /// Who holds `port` among `sockets`: a listener first (named by its process, else its
+    /// user); else the local end of a connection on it, an open one (named by `process_of` its
+    /// inode) before one in TIME_WAIT. Only sockets on loopback or the wildcard count: others
+    /// do not keep `127.0.0.1:port` from being bound.
+    pub(super) fn holder(
+        sockets: &[Socket],
+        port: u16,
+        process_of: impl Fn(u64) -> Option<(u32, String)>,
+    ) -> Option<Holder> {
+        let who = |s: &Socket| match process_of(s.inode) {
+            Some((pid, comm)) => Who::Process { pid, comm },
+            None => by_user(s.uid),
+        };
+        let mut listeners: Vec<&Socket> = sockets
+            .iter()
+            .filter(|s| s.listens() && s.port == port)
+            .collect();
+        listeners.sort_by_key(|s| !s.blocks_loopback());
+        if let Some(first) = listeners.first() {
+            let named = listeners.iter().find_map(|s| process_of(s.inode));
+            return Some(Holder::Listener(match named {
+                Some((pid, comm)) => Who::Process { pid, comm },
+                None => by_user(first.uid),
+            }));
+        }
+        let mut outgoing: Vec<&Socket> = sockets
+            .iter()
+            .filter(|s| s.port == port && s.blocks_loopback() && !s.listens())
+            .collect();
+        outgoing.sort_by_key(|s| s.state == TIME_WAIT);
+        let first = outgoing.first()?;
+        Some(Holder::Outgoing {
+            who: (first.state != TIME_WAIT).then(|| who(first)),
+            peer: first.peer,
+        })
+    }
+
+    /// Reads `/proc/net/tcp` (or `tcp6`) text.
+    pub(super) fn parse_sockets(text: &str, v6: bool) -> Vec<Socket> {
         text.lines()
             .skip(1)
             .filter_map(|line| {
                 // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode …
                 let f: Vec<&str> = line.split_whitespace().collect();
-                if f.get(3) != Some(&"0A") {
-                    return None;
-                }
-                let (addr, port) = f.get(1)?.split_once(':')?;
-                Some(Listener {
-                    addr: parse_addr(addr, v6)?,
-                    port: u16::from_str_radix(port, 16).ok()?,
+                let endpoint = |field: &str| -> Option<(IpAddr, u16)> {
+                    let (addr, port) = field.split_once(':')?;
+                    Some((parse_addr(addr, v6)?, u16::from_str_radix(port, 16).ok()?))
+                };
+                let (addr, port) = endpoint(f.get(1)?)?;
+                Some(Socket {
+                    addr,
+                    port,
+                    peer: endpoint(f.get(2)?)?.into(),
+                    state: u8::from_str_radix(f.get(3)?, 16).ok()?,
                     uid: f.get(7)?.parse().ok()?,
                     inode: f.get(9)?.parse().ok()?,
                 })
@@ -214,38 +342,98 @@ mod procfs {
                 .collect()
         }
 
+        /// One `/proc/net/tcp` row: local address and port, remote ones, state, uid, inode.
+        type Row = ([u8; 4], u16, [u8; 4], u16, u8, u32, u64);
+
+        fn table(rows: &[Row]) -> String {
+            let mut text = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n".to_owned();
+            for (i, (a, p, r, rp, st, uid, inode)) in rows.iter().enumerate() {
+                text.push_str(&format!(
+                    "   {i}: {}:{p:04X} {}:{rp:04X} {st:02X} 00000000:00000000 00:00000000 00000000 {uid:>5}        0 {inode} 1 0000000000000000 100 0 0 10 0\n",
+                    v4(*a),
+                    v4(*r)
+                ));
+            }
+            text
+        }
+
+        const LO: [u8; 4] = [127, 0, 0, 1];
+        const ANY: [u8; 4] = [0, 0, 0, 0];
+
         #[test]
-        fn reads_listen_sockets_from_proc_net_tcp() {
-            let header = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n";
-            let text = format!(
-                "{header}\
-                     0: {}:4A66 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1002        0 81234 1 0000000000000000 100 0 0 10 0\n\
-                     1: {}:0CEA 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 555 1 0000000000000000 100 0 0 10 0\n\
-                     2: {}:4A66 {}:D431 01 00000000:00000000 00:00000000 00000000  1002        0 0 1 0000000000000000 20 4 30 10 -1\n",
-                v4([127, 0, 0, 1]),
-                v4([0, 0, 0, 0]),
-                v4([127, 0, 0, 1]),
-                v4([127, 0, 0, 1]),
-            );
-            let l = parse_listeners(&text, false);
+        fn reads_sockets_from_proc_net_tcp() {
+            let text = table(&[
+                (LO, 19046, ANY, 0, LISTEN, 1002, 81234),
+                (ANY, 3306, ANY, 0, LISTEN, 0, 555),
+                (LO, 19046, LO, 54321, 0x01, 1002, 0),
+            ]);
+            let s = parse_sockets(&text, false);
+            assert_eq!(s.len(), 3);
             assert_eq!(
-                l,
-                [
-                    Listener {
-                        addr: IpAddr::from([127, 0, 0, 1]),
-                        port: 19046,
-                        uid: 1002,
-                        inode: 81234
-                    },
-                    Listener {
-                        addr: IpAddr::from([0, 0, 0, 0]),
-                        port: 3306,
-                        uid: 0,
-                        inode: 555
-                    },
-                ]
+                s[0],
+                Socket {
+                    addr: IpAddr::from(LO),
+                    port: 19046,
+                    peer: SocketAddr::from((ANY, 0)),
+                    state: LISTEN,
+                    uid: 1002,
+                    inode: 81234
+                }
             );
-            assert!(l.iter().all(Listener::blocks_loopback));
+            assert_eq!(s[2].peer, SocketAddr::from((LO, 54321)));
+            assert_eq!(s[2].state, 0x01);
+            assert!(s.iter().all(Socket::blocks_loopback));
+            assert_eq!(s.iter().filter(|s| s.listens()).count(), 2);
+        }
+
+        #[test]
+        fn names_a_listener_first_then_an_open_connection_then_one_in_time_wait() {
+            let procs = |inode: u64| (inode == 7).then(|| (4242, "java".to_owned()));
+            let outgoing = (LO, 39094, LO, 19094, 0x01, 1000, 7);
+            let closed = (LO, 39094, LO, 3306, TIME_WAIT, 0, 0);
+            let elsewhere = ([10, 0, 0, 2], 39094, [10, 0, 0, 9], 22, 0x01, 1000, 7);
+            let holder = |rows: &[_]| holder(&parse_sockets(&table(rows), false), 39094, procs);
+
+            let java = Who::Process {
+                pid: 4242,
+                comm: "java".to_owned(),
+            };
+            assert_eq!(
+                holder(&[closed, outgoing]),
+                Some(Holder::Outgoing {
+                    who: Some(java.clone()),
+                    peer: SocketAddr::from((LO, 19094)),
+                })
+            );
+            assert_eq!(
+                holder(&[closed]),
+                Some(Holder::Outgoing {
+                    who: None,
+                    peer: SocketAddr::from((LO, 3306)),
+                })
+            );
+            let listener = (ANY, 39094, ANY, 0, LISTEN, 1000, 7);
+            assert_eq!(
+                holder(&[outgoing, listener]),
+                Some(Holder::Listener(java.clone()))
+            );
+            // Not on loopback: it does not keep 127.0.0.1:39094 from being bound.
+            assert_eq!(holder(&[elsewhere]), None);
+            assert_eq!(holder(&[]), None);
+
+            let h = holder(&[outgoing]).expect("held");
+            assert_eq!(h.pid(), Some(4242));
+            assert_eq!(
+                h.to_string(),
+                "a connection of `java` (pid 4242) to 127.0.0.1:19094, which the system gave \
+                 this port as its source port"
+            );
+            assert!(
+                holder(&[closed])
+                    .expect("held")
+                    .to_string()
+                    .contains("TIME_WAIT"),
+            );
         }
 
         #[test]
@@ -263,13 +451,14 @@ mod procfs {
                 row(Ipv6Addr::LOCALHOST, 2),
                 row(Ipv4Addr::LOCALHOST.to_ipv6_mapped(), 3)
             );
-            let l = parse_listeners(&text, true);
+            let l = parse_sockets(&text, true);
             assert_eq!(l.len(), 3);
             assert_eq!(l[1].addr, IpAddr::V6(Ipv6Addr::LOCALHOST));
-            let blocks: Vec<bool> = l.iter().map(Listener::blocks_loopback).collect();
+            assert!(l.iter().all(Socket::listens));
+            let blocks: Vec<bool> = l.iter().map(Socket::blocks_loopback).collect();
             // `[::1]:P` does not stop 127.0.0.1:P from being bound.
             assert_eq!(blocks, [true, false, true]);
-            assert!(parse_listeners("header\n   0: zz:0CEA x 0A\n", true).is_empty());
+            assert!(parse_sockets("header\n   0: zz:0CEA x 0A\n", true).is_empty());
         }
     }
 }

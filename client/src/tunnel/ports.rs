@@ -6,7 +6,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use tokio::net::{TcpListener, TcpSocket};
 
 use crate::error::Error;
-use crate::os::port_owner;
+use crate::os::port_owner::{self, Holder};
 
 /// `127.0.0.1:port`.
 pub fn loopback(port: u16) -> SocketAddr {
@@ -52,9 +52,27 @@ pub fn is_taken(port: u16) -> bool {
     port_owner::is_taken(port)
 }
 
-/// Names whoever listens on `port`: `` `socat` (pid 4242) ``, or ``a process of user `bob` ``
-/// when it belongs to another user; `None` when this OS does not say.
-pub fn owner_of(port: u16) -> Option<String> {
+/// Whether `127.0.0.1:port` can be listened on now: nothing listens there (which on Windows
+/// includes the wildcard, which would still let us bind) and a trial bind succeeds (which
+/// catches a port lent to an outgoing connection, where nothing listens).
+///
+/// # Errors
+/// [`Error::PortInUse`] naming the holder when it can.
+pub fn check_free(port: u16) -> Result<(), Error> {
+    let lent = || matches!(try_bind(port), Err(e) if e.kind() == std::io::ErrorKind::AddrInUse);
+    if is_taken(port) || lent() {
+        return Err(Error::PortInUse {
+            port,
+            owner: owner_of(port),
+        });
+    }
+    Ok(())
+}
+
+/// Who keeps `127.0.0.1:port` from being bound (displayed as `` `socat` (pid 4242) ``, ``a
+/// process of user `bob` ``, or a connection whose source port it is); `None` when this OS does
+/// not say.
+pub fn owner_of(port: u16) -> Option<Holder> {
     port_owner::owner(port)
 }
 
@@ -81,12 +99,61 @@ mod tests {
         let _ = owner;
         #[cfg(any(target_os = "linux", target_os = "macos"))]
         assert!(
-            owner
-                .as_deref()
-                .is_some_and(|o| o.ends_with(&format!("(pid {})", std::process::id()))),
+            matches!(owner, Some(h @ Holder::Listener(_)) if h.pid() == Some(std::process::id())),
             "{owner:?}"
         );
         drop(first);
         assert!(!is_taken(port));
+    }
+
+    /// A port the system lent to an outgoing connection as its source port cannot be listened
+    /// on while that connection is open, nor for a minute after it closed (TIME_WAIT), whatever
+    /// `SO_REUSEADDR`; `ss -ltn` shows nothing there, so the error names the connection.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_port_lent_to_an_outgoing_connection_is_named_open_and_closed() {
+        use crate::os::port_owner::Who;
+        use std::time::{Duration, Instant};
+
+        let server = std::net::TcpListener::bind(loopback(0)).expect("listen");
+        let client =
+            std::net::TcpStream::connect(server.local_addr().expect("addr")).expect("connect");
+        let (accepted, _) = server.accept().expect("accept");
+        let port = client.local_addr().expect("addr").port();
+        assert!(!is_taken(port), "nothing listens there");
+
+        let e = bind(port).expect_err("lent to the connection");
+        let Error::PortInUse { owner, .. } = &e else {
+            panic!("{e}");
+        };
+        match owner {
+            Some(Holder::Outgoing {
+                who: Some(Who::Process { pid, .. }),
+                peer,
+            }) => {
+                assert_eq!(*pid, std::process::id());
+                assert_eq!(*peer, server.local_addr().expect("addr"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(e.hint().is_some_and(|h| h.contains(&format!(
+            "add {port} to the sysctl `net.ipv4.ip_local_reserved_ports`"
+        ))));
+
+        // The client closes first, so its end waits in TIME_WAIT, held by no process.
+        drop(client);
+        drop(accepted);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let owner = owner_of(port);
+            if let Some(Holder::Outgoing { who: None, .. }) = owner {
+                break;
+            }
+            assert!(Instant::now() < deadline, "no TIME_WAIT: {owner:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let e = bind(port).expect_err("kept in TIME_WAIT");
+        assert!(e.to_string().contains("TIME_WAIT"), "{e}");
+        assert!(e.hint().is_some_and(|h| h.contains("in a minute")), "{e}");
     }
 }

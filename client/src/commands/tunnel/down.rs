@@ -67,7 +67,8 @@ pub async fn down(s: &Settings, printer: &Printer) -> anyhow::Result<ExitCode> {
             "port `127.0.0.1:{}` ({}) is still in use by {}, which is not this profile's tunnel",
             f.local_port,
             f.purpose,
-            ports::owner_of(f.local_port).unwrap_or_else(|| "another process".to_owned())
+            ports::owner_of(f.local_port)
+                .map_or_else(|| "another process".to_owned(), |h| h.to_string())
         ));
     }
     if s.json {

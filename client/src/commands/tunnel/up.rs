@@ -155,22 +155,11 @@ pub async fn up(
 
     // Checked here for a quick, clear refusal; the background process checks again by binding.
     for f in &profile.forwards {
-        if ports::is_taken(f.local_port) {
-            return Err(Error::PortInUse {
-                port: f.local_port,
-                owner: ports::owner_of(f.local_port),
-            })
-            .with_context(|| format!("cannot forward {}", f.purpose));
-        }
+        ports::check_free(f.local_port).with_context(|| format!("cannot forward {}", f.purpose))?;
     }
     for (port, what) in endpoint_ports(&profile) {
-        if ports::is_taken(port) {
-            return Err(Error::PortInUse {
-                port,
-                owner: ports::owner_of(port),
-            })
-            .with_context(|| format!("cannot listen for {what} (move it with --endpoint-port)"));
-        }
+        ports::check_free(port)
+            .with_context(|| format!("cannot listen for {what} (move it with --endpoint-port)"))?;
     }
 
     if openssh {
