@@ -8,6 +8,11 @@ use shiqi_connect::cli::{Cli, Command, TunnelAction, TunnelArgs};
 use shiqi_connect::commands;
 use tracing_subscriber::EnvFilter;
 
+// musl's malloc returns large buffers to the OS on every free; see client/Cargo.toml.
+#[cfg(target_env = "musl")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[expect(
     clippy::disallowed_methods,
     reason = "this is the client's one runtime"
