@@ -328,6 +328,10 @@ pub struct InstallArgs {
     /// The agent's system account (home = the state directory).
     #[arg(long, default_value = "shiqi-ca")]
     pub account: String,
+    /// Take over `--account` although it exists and does not look like one install made (a
+    /// person's, `www-data`): it then holds the CA key and runs the forced command.
+    #[arg(long)]
+    pub adopt_account: bool,
     /// Where the CRL is published for MariaDB and the brokers to read.
     #[arg(long, default_value = "/var/lib/shiqi-ca-pub")]
     pub publish_dir: PathBuf,

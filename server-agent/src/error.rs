@@ -44,6 +44,17 @@ pub enum AgentError {
         /// The OS error.
         why: std::io::Error,
     },
+    /// install found a path it must not follow or change: a link, or a folder or file another
+    /// account can change ([`crate::install`]'s folder handles).
+    #[error("`{}` is {why}: install (as root) changes nothing through what another account can change", path.display())]
+    Planted {
+        /// The path.
+        path: PathBuf,
+        /// What it is (a symbolic link, owned by `kafka`, writable by every account).
+        why: String,
+        /// What to do about it.
+        fix: String,
+    },
     /// stdin could not be read.
     #[error("cannot read the CSR from stdin")]
     Stdin(#[source] std::io::Error),
@@ -229,6 +240,7 @@ impl AgentError {
     pub fn hint(&self) -> Option<String> {
         Some(match self {
             Self::Argument { why: source, .. } | Self::Ca(source) => return source.hint(),
+            Self::Planted { fix, .. } => fix.clone(),
             Self::CaExists { .. } => {
                 "the existing CA was left untouched; use another `--state-dir` for a new one".into()
             }

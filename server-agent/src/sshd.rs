@@ -14,30 +14,89 @@ use std::process::Command;
 use crate::error::AgentError;
 use crate::state::Context;
 
-/// Each setting as `sshd -T` prints it, and the value the agent's account must get.
-pub const REQUIRED: [(&str, &str, &str); 5] = [
-    ("allowtcpforwarding", "AllowTcpForwarding", "local"),
-    (
+/// One setting the agent's account must get: as `sshd -T` prints it, as sshd_config spells
+/// it, the value, and whether an sshd built without it (no GSSAPI or Kerberos) may leave it out.
+pub struct Rule {
+    /// `sshd -T`'s key.
+    pub key: &'static str,
+    /// sshd_config's keyword.
+    pub name: &'static str,
+    /// The required value.
+    pub value: &'static str,
+    /// Absent from `sshd -T` is fine (the feature is not built in).
+    pub optional: bool,
+}
+
+const fn rule(key: &'static str, name: &'static str, value: &'static str) -> Rule {
+    Rule {
+        key,
+        name,
+        value,
+        optional: false,
+    }
+}
+
+/// What an enrolled key's owner could otherwise do with the account, setting by setting:
+/// listen or forward sockets on the server (`restrict,port-forwarding` gives back `-R` and
+/// Unix-socket forwards), get a terminal, X11, an agent socket on the server, a tun device,
+/// `~/.ssh/rc` run; and every way in besides the enrolled keys' forced commands: keys from an
+/// `AuthorizedKeysCommand` (EC2 Instance Connect) or principals from a command, GSSAPI,
+/// host-based or keyboard-interactive (PAM) logins, passwords.
+pub const REQUIRED: [Rule; 14] = [
+    rule("allowtcpforwarding", "AllowTcpForwarding", "local"),
+    rule(
         "allowstreamlocalforwarding",
         "AllowStreamLocalForwarding",
         "no",
     ),
-    ("permitlisten", "PermitListen", "none"),
-    ("permittty", "PermitTTY", "no"),
-    ("x11forwarding", "X11Forwarding", "no"),
+    rule("permitlisten", "PermitListen", "none"),
+    rule("permittty", "PermitTTY", "no"),
+    rule("x11forwarding", "X11Forwarding", "no"),
+    rule("allowagentforwarding", "AllowAgentForwarding", "no"),
+    rule("permittunnel", "PermitTunnel", "no"),
+    rule("permituserrc", "PermitUserRC", "no"),
+    rule("authorizedkeyscommand", "AuthorizedKeysCommand", "none"),
+    rule(
+        "authorizedprincipalscommand",
+        "AuthorizedPrincipalsCommand",
+        "none",
+    ),
+    rule("hostbasedauthentication", "HostbasedAuthentication", "no"),
+    rule(
+        "kbdinteractiveauthentication",
+        "KbdInteractiveAuthentication",
+        "no",
+    ),
+    rule("passwordauthentication", "PasswordAuthentication", "no"),
+    Rule {
+        key: "gssapiauthentication",
+        name: "GSSAPIAuthentication",
+        value: "no",
+        optional: true,
+    },
 ];
+
+/// Where certificates may log in: only through the principals file `enroll --ssh-principal`
+/// writes (each line with its forced command). Without one, sshd lets any certificate from a
+/// `TrustedUserCAKeys` CA that names the account log in with a shell.
+pub const PRINCIPALS_FILE: &str = ".ssh/authorized_principals";
 
 /// Where the checks pretend the connection comes from: a laptop anywhere (TEST-NET-1), and the
 /// address this request came from when it came over SSH. `Match Address` blocks for other
 /// networks are the admin's to keep in line with these.
 const ANY_LAPTOP: &str = "192.0.2.1";
 
-/// The block to add to sshd_config for `account`.
+/// The block to add to sshd_config for `account`: every [`REQUIRED`] setting, the principals
+/// file, and `ExposeAuthInfo` (sshd then tells the agent which certificate logged in, for the
+/// audit log).
 pub fn block(account: &str) -> String {
     let mut text = format!("Match User {account}\n");
-    for (_, name, value) in REQUIRED {
-        text.push_str(&format!("    {name} {value}\n"));
+    for r in REQUIRED {
+        text.push_str(&format!("    {} {}\n", r.name, r.value));
     }
+    text.push_str(&format!(
+        "    AuthorizedPrincipalsFile {PRINCIPALS_FILE}\n    ExposeAuthInfo yes\n"
+    ));
     text
 }
 
@@ -182,23 +241,40 @@ fn expand(value: &str, home: &Path, account: &str) -> std::path::PathBuf {
     }
 }
 
-/// The settings that differ from [`REQUIRED`] in `sshd -T` output, each as `Name is value, not
-/// required`.
+/// The settings that differ from [`REQUIRED`] in `sshd -T` output, each as `Name value, not
+/// required`, and the certificate rule: a `TrustedUserCAKeys` with no
+/// `AuthorizedPrincipalsFile` lets any certificate naming the account in.
 fn differences(printed: &str) -> Vec<String> {
-    REQUIRED
-        .iter()
-        .filter_map(|&(key, name, want)| {
-            let got = printed.lines().find_map(|l| {
-                let (k, v) = l.split_once(' ')?;
-                k.eq_ignore_ascii_case(key).then(|| v.trim())
-            });
-            match got {
-                Some(v) if v.eq_ignore_ascii_case(want) => None,
-                Some(v) => Some(format!("{name} {}, not {want}", v.escape_debug())),
-                None => Some(format!("{name} unset, not {want}")),
-            }
+    let value = |key: &str| {
+        printed.lines().find_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            k.eq_ignore_ascii_case(key).then(|| v.trim())
         })
-        .collect()
+    };
+    let mut out: Vec<String> = REQUIRED
+        .iter()
+        .filter_map(|r| match value(r.key) {
+            Some(v) if v.eq_ignore_ascii_case(r.value) => None,
+            None if r.optional => None,
+            Some(v) if r.key == "authorizedkeyscommand" => Some(format!(
+                "AuthorizedKeysCommand {} (EC2 Instance Connect or a directory lookup?), not none: \
+                 any key it returns logs in as the account without the forced command",
+                v.escape_debug()
+            )),
+            Some(v) => Some(format!("{} {}, not {}", r.name, v.escape_debug(), r.value)),
+            None => Some(format!("{} unset, not {}", r.name, r.value)),
+        })
+        .collect();
+    let cas = value("trustedusercakeys").is_some_and(|v| !v.eq_ignore_ascii_case("none"));
+    let principals =
+        value("authorizedprincipalsfile").is_some_and(|v| !v.eq_ignore_ascii_case("none"));
+    if cas && !principals {
+        out.push(format!(
+            "AuthorizedPrincipalsFile none while TrustedUserCAKeys is set, not \
+             {PRINCIPALS_FILE}: any certificate naming the account gets a shell"
+        ));
+    }
+    out
 }
 
 /// sshd refuses to print its config without a host key it can read, and the real ones are
@@ -290,19 +366,46 @@ mod tests {
 
     use super::*;
 
+    /// `sshd -T` lines giving every [`REQUIRED`] value.
+    fn all_required() -> String {
+        REQUIRED
+            .iter()
+            .map(|r| format!("{} {}\n", r.key, r.value))
+            .collect()
+    }
+
     #[test]
     fn the_block_and_the_differences_name_each_setting() {
-        assert_eq!(
-            block("shiqi-ca"),
-            "Match User shiqi-ca\n    AllowTcpForwarding local\n    AllowStreamLocalForwarding \
-             no\n    PermitListen none\n    PermitTTY no\n    X11Forwarding no\n"
-        );
-        let good = "port 22\nallowtcpforwarding local\nallowstreamlocalforwarding no\n\
-                    permitlisten none\npermittty no\nx11forwarding no\n";
-        assert!(differences(good).is_empty());
-        // Debian's defaults: everything allowed.
+        let text = block("shiqi-ca");
+        assert!(text.starts_with("Match User shiqi-ca\n"), "{text}");
+        for want in [
+            "    AllowTcpForwarding local\n",
+            "    PermitListen none\n",
+            "    AllowAgentForwarding no\n",
+            "    PermitTunnel no\n",
+            "    PermitUserRC no\n",
+            "    AuthorizedKeysCommand none\n",
+            "    AuthorizedPrincipalsCommand none\n",
+            "    GSSAPIAuthentication no\n",
+            "    AuthorizedPrincipalsFile .ssh/authorized_principals\n",
+        ] {
+            assert!(text.contains(want), "{want}{text}");
+        }
+        assert!(differences(&format!("port 22\n{}", all_required())).is_empty());
+        // An sshd built without GSSAPI prints no such line: fine.
+        let no_gssapi: String = all_required()
+            .lines()
+            .filter(|l| !l.starts_with("gssapi"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert!(differences(&no_gssapi).is_empty());
+        // Debian's defaults: every forward, a TTY, an agent socket, ~/.ssh/rc, passwords.
         let stock = "allowtcpforwarding yes\nallowstreamlocalforwarding yes\npermitlisten any\n\
-                     permittty yes\nx11forwarding yes\n";
+                     permittty yes\nx11forwarding yes\nallowagentforwarding yes\npermittunnel no\n\
+                     permituserrc yes\nauthorizedkeyscommand none\n\
+                     authorizedprincipalscommand none\nhostbasedauthentication no\n\
+                     kbdinteractiveauthentication yes\npasswordauthentication yes\n\
+                     gssapiauthentication no\n";
         assert_eq!(
             differences(stock),
             [
@@ -310,22 +413,50 @@ mod tests {
                 "AllowStreamLocalForwarding yes, not no",
                 "PermitListen any, not none",
                 "PermitTTY yes, not no",
-                "X11Forwarding yes, not no"
+                "X11Forwarding yes, not no",
+                "AllowAgentForwarding yes, not no",
+                "PermitUserRC yes, not no",
+                "KbdInteractiveAuthentication yes, not no",
+                "PasswordAuthentication yes, not no",
             ]
         );
-        assert_eq!(
-            differences("allowtcpforwarding local\n"),
-            [
-                "AllowStreamLocalForwarding unset, not no",
-                "PermitListen unset, not none",
-                "PermitTTY unset, not no",
-                "X11Forwarding unset, not no"
-            ]
+        assert!(
+            differences("allowtcpforwarding local\n")
+                .contains(&"PermitTTY unset, not no".to_owned())
+        );
+        // EC2 Instance Connect's key command is named as such.
+        let ec2 = all_required().replace(
+            "authorizedkeyscommand none",
+            "authorizedkeyscommand /usr/share/ec2-instance-connect/eic_run_authorized_keys %u %f",
+        );
+        let found = differences(&ec2);
+        assert!(
+            found.len() == 1 && found[0].contains("EC2 Instance Connect"),
+            "{found:?}"
         );
     }
 
+    #[test]
+    fn a_trusted_ssh_ca_without_a_principals_file_is_refused() {
+        let with_ca = format!("{}trustedusercakeys /etc/ssh/user_ca.pub\n", all_required());
+        let found = differences(&format!("{with_ca}authorizedprincipalsfile none\n"));
+        assert!(
+            found.len() == 1 && found[0].starts_with("AuthorizedPrincipalsFile none"),
+            "{found:?}"
+        );
+        assert!(differences(&format!("{with_ca}authorizedprincipalsfile .ssh/p\n")).is_empty());
+        // No CA trusted: no principals file is needed.
+        let no_ca = format!(
+            "{}trustedusercakeys none\nauthorizedprincipalsfile none\n",
+            all_required()
+        );
+        assert!(differences(&no_ca).is_empty());
+    }
+
     /// sshd itself, on a config written here: Debian's defaults are refused, the block passes,
-    /// and a `Match` for another user does not count. Skipped where OpenSSH's sshd is missing.
+    /// a `Match` for another user does not count, an earlier `Match all` that loosens a setting
+    /// wins over the block (sshd keeps the first value) and is refused, and a server-wide SSH
+    /// CA with the old five-line block is refused. Skipped where OpenSSH's sshd is missing.
     #[test]
     fn sshd_itself_agrees() -> anyhow::Result<()> {
         let sshd = Path::new("/usr/sbin/sshd");
@@ -346,10 +477,41 @@ mod tests {
             )?))
         };
         let stock = "KbdInteractiveAuthentication no\nX11Forwarding yes\n";
-        assert_eq!(ask(stock, "agent")?.len(), 5);
+        let found = ask(stock, "agent")?;
+        for want in [
+            "AllowTcpForwarding",
+            "AllowAgentForwarding",
+            "PermitUserRC",
+            "PasswordAuthentication",
+        ] {
+            assert!(
+                found.iter().any(|f| f.starts_with(want)),
+                "{want}: {found:?}"
+            );
+        }
         let fixed = format!("{stock}{}", block("agent"));
         assert!(ask(&fixed, "agent")?.is_empty());
-        assert_eq!(ask(&fixed, "someone")?.len(), 5);
+        assert_eq!(ask(&fixed, "someone")?.len(), found.len());
+        let loosened = format!(
+            "{stock}Match all\n    AllowAgentForwarding yes\n{}",
+            block("agent")
+        );
+        assert_eq!(
+            ask(&loosened, "agent")?,
+            ["AllowAgentForwarding yes, not no"]
+        );
+        let old_block = "Match User agent\n    AllowTcpForwarding local\n    \
+                         AllowStreamLocalForwarding no\n    PermitListen none\n    PermitTTY no\n    \
+                         X11Forwarding no\n";
+        let ca = dir.path().join("user_ca.pub");
+        let with_ca = format!("{stock}TrustedUserCAKeys {}\n{old_block}", ca.display());
+        let found = ask(&with_ca, "agent")?;
+        assert!(
+            found
+                .iter()
+                .any(|f| f.starts_with("AuthorizedPrincipalsFile none")),
+            "{found:?}"
+        );
         Ok(())
     }
 }

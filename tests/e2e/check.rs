@@ -259,3 +259,171 @@ fn check_names_each_broken_server_setting_with_its_fix() {
     fail(&out, "kafka.principal@4", "ssl.principal.mapping.rules");
     fail(&out, "kafka.authorizer@5", "StandardAuthorizer");
 }
+
+/// The stack's sshd drop-in for the agent's account, replaced for one test and put back (and
+/// sshd reloaded) when dropped, with any extra drop-in removed.
+struct SshdDropIns<'a> {
+    s: &'a Stack,
+    ours: std::path::PathBuf,
+    kept: String,
+    extra: Vec<std::path::PathBuf>,
+}
+
+impl<'a> SshdDropIns<'a> {
+    fn new(s: &'a Stack) -> Self {
+        let dir = std::path::Path::new(s.info("sshd_config")).with_file_name("sshd_config.d");
+        let ours = dir.join(format!("{}.conf", s.info("server_user")));
+        let kept = std::fs::read_to_string(&ours).expect("install's sshd drop-in");
+        Self {
+            s,
+            ours,
+            kept,
+            extra: Vec::new(),
+        }
+    }
+
+    fn write(&mut self, name: Option<&str>, text: &str) {
+        let path = name.map_or_else(|| self.ours.clone(), |n| self.ours.with_file_name(n));
+        std::fs::write(&path, text).expect("write the drop-in");
+        if name.is_some() {
+            self.extra.push(path);
+        }
+    }
+
+    fn reload(&self) {
+        let pid = format!("{}/server/ssh/sshd.pid", self.s.info("stack_dir"));
+        self.s
+            .server(
+                None,
+                &["sh", "-c", &format!("kill -HUP $(cat {pid})")],
+                None,
+            )
+            .ok();
+        // sshd re-execs on SIGHUP; give it a moment to listen again.
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+}
+
+impl Drop for SshdDropIns<'_> {
+    fn drop(&mut self) {
+        for extra in &self.extra {
+            let _ = std::fs::remove_file(extra);
+        }
+        let _ = std::fs::write(&self.ours, &self.kept);
+        self.reload();
+    }
+}
+
+/// The gate covers every way in as the agent's account (issue 42): with the stack's
+/// server-wide `TrustedUserCAKeys`, a certificate naming the account runs nothing under
+/// install's block, while the old five-line block (no `AuthorizedPrincipalsFile`) gives it a
+/// shell and fails `check` and `enroll` naming that setting; an earlier `Match all` drop-in that
+/// turns agent forwarding back on fails `check` too.
+#[test]
+fn the_sshd_gate_covers_certificates_and_an_earlier_match_that_loosens_it() {
+    let s = stack();
+    let account = s.info("server_user").to_owned();
+    let home = crate::setup::Home::new(s, "gatecert");
+    let dir = home.dir.display().to_string();
+    let id = crate::stack::unique_name("gate");
+    let key = crate::logins::certified_key_for(s, &dir, &id, &account, "-5m:+1h");
+    let as_certificate = |command: &str| {
+        s.laptop(
+            &[
+                "ssh",
+                "-T",
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                "IdentitiesOnly=yes",
+                "-o",
+                &format!("CertificateFile={key}-cert.pub"),
+                "-i",
+                &key,
+                s.info("ssh_destination"),
+                command,
+            ],
+            &[],
+            None,
+        )
+    };
+    // Install's block: the certificate is refused (its principal is in no principals line).
+    let refused = as_certificate("id -un");
+    assert!(!refused.success(), "{}", refused.all());
+    assert!(!refused.stdout.contains(&account), "{}", refused.all());
+
+    let mut drop_ins = SshdDropIns::new(s);
+    let old_block = format!(
+        "Match User {account}\n    AllowTcpForwarding local\n    AllowStreamLocalForwarding no\n    \
+         PermitListen none\n    PermitTTY no\n    X11Forwarding no\n"
+    );
+    drop_ins.write(None, &old_block);
+    drop_ins.reload();
+    // What the gate refuses is real: the old block lets the certificate run commands.
+    let shell = as_certificate("id -un");
+    assert_eq!(shell.stdout.trim(), account, "{}", shell.all());
+    let out = s.agent(&["check", "--json", "--no-revocation"], None);
+    assert_eq!(out.code, Some(2), "{}", out.all());
+    let f = findings(&out.stdout);
+    assert_eq!(status(&f, "sshd.block"), "fail", "{}", out.stdout);
+    let text = f["sshd.block"]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("AuthorizedPrincipalsFile none"), "{text}");
+    assert!(
+        f["sshd.block"]["fix"]
+            .as_str()
+            .is_some_and(|fix| fix.contains("AuthorizedPrincipalsFile .ssh/authorized_principals")),
+        "{}",
+        out.stdout
+    );
+    let pubkey = std::fs::read_to_string(format!("{key}.pub")).expect("public key");
+    let enroll = s.agent(
+        &["enroll", &id, "--ssh-key", "-", "--role", "user"],
+        Some(pubkey.as_bytes()),
+    );
+    assert_eq!(enroll.code, Some(2), "{}", enroll.all());
+    assert!(
+        enroll.stderr.contains("AuthorizedPrincipalsFile"),
+        "{}",
+        enroll.all()
+    );
+
+    // Install's block back, and an earlier drop-in whose `Match all` turns agent forwarding on:
+    // sshd keeps the first value, so the block's `no` loses.
+    drop_ins.write(None, &drop_ins.kept.clone());
+    drop_ins.write(
+        Some("00-e2e-loosen.conf"),
+        "Match all\n    AllowAgentForwarding yes\n",
+    );
+    let out = s.agent(&["check", "--json", "--no-revocation"], None);
+    assert_eq!(out.code, Some(2), "{}", out.all());
+    let f = findings(&out.stdout);
+    let text = f["sshd.block"]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("AllowAgentForwarding yes, not no"),
+        "{}",
+        out.stdout
+    );
+    drop(drop_ins);
+    let out = s.agent(&["check", "--json", "--no-revocation"], None).ok();
+    assert_eq!(status(&findings(&out.stdout), "sshd.block"), "ok");
+
+    // And check itself, run as root, names the account to run it as.
+    let as_root = s.server(
+        None,
+        &[
+            s.info("agent_bin"),
+            "--state-dir",
+            s.info("agent_state_dir"),
+            "check",
+        ],
+        None,
+    );
+    assert_eq!(as_root.code, Some(2), "{}", as_root.all());
+    assert!(
+        as_root
+            .stderr
+            .contains(&format!("sudo -u {account} shiqi-ca-agent")),
+        "{}",
+        as_root.all()
+    );
+}

@@ -107,12 +107,12 @@ fn installing_the_stack_again_changes_nothing_and_a_dry_run_touches_no_file() {
 
 /// A second CA on the stack's server, installed from nothing, removed when dropped: its account,
 /// state, published CRL, sshd drop-in (sshd reloaded), MariaDB admin account.
-struct SecondCa<'a> {
-    s: &'a Stack,
-    account: String,
-    state: PathBuf,
-    publish: PathBuf,
-    drop_in: PathBuf,
+pub(crate) struct SecondCa<'a> {
+    pub(crate) s: &'a Stack,
+    pub(crate) account: String,
+    pub(crate) state: PathBuf,
+    pub(crate) publish: PathBuf,
+    pub(crate) drop_in: PathBuf,
 }
 
 impl Drop for SecondCa<'_> {
@@ -159,7 +159,7 @@ const FIRST_RUN: [&str; 11] = [
     "kafka.config",
 ];
 
-fn lines_with<'a>(out: &'a str, mark: &str, step: &str) -> Vec<&'a str> {
+pub(crate) fn lines_with<'a>(out: &'a str, mark: &str, step: &str) -> Vec<&'a str> {
     out.lines()
         .filter(|l| l.starts_with(mark) && l[mark.len()..].split_whitespace().next() == Some(step))
         .collect()

@@ -138,7 +138,7 @@ fn certified_key(s: &crate::stack::Stack, dir: &str, name: &str, validity: &str)
 }
 
 /// As [`certified_key`], for `principal`.
-fn certified_key_for(
+pub(crate) fn certified_key_for(
     s: &crate::stack::Stack,
     dir: &str,
     name: &str,

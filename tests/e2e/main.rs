@@ -28,6 +28,7 @@ mod kafka;
 mod known_hosts;
 mod lifecycle;
 mod logins;
+mod planted;
 mod readme;
 mod server;
 mod setup;

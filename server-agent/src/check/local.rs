@@ -138,7 +138,7 @@ fn sshd(ctx: &Context) -> Finding {
             "sshd.block",
             format!(
                 "sshd gives `{account}` local forwards only (no listeners, no socket forwards, \
-                 no TTY)"
+                 no TTY, no agent or tunnel) and no way in but enrolled keys and principals"
             ),
         ),
         Err(crate::AgentError::SshdUnsafe { why, block, .. }) => Finding::fail(

@@ -8,6 +8,25 @@ use crate::state::Context;
 
 /// Runs `check`.
 pub fn run(ctx: &Context, args: CheckArgs) -> anyhow::Result<()> {
+    // As root it would ask sshd about root's settings, read the CA as nobody else can and
+    // leave root-owned files in the account's state: the agent's checks are the account's.
+    if nix::unistd::geteuid().is_root() {
+        use std::os::unix::fs::MetadataExt as _;
+        let owner = std::fs::metadata(&ctx.dir)
+            .ok()
+            .and_then(|m| nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(m.uid())).ok())
+            .flatten()
+            .filter(|u| !u.uid.is_root())
+            .map_or_else(|| "ACCOUNT".to_owned(), |u| u.name);
+        return Err(AgentError::Request {
+            why: format!(
+                "check runs as the agent's account, not root (it checks what sshd gives that \
+                 account and reads its CA): sudo -u {owner} shiqi-ca-agent --state-dir {} check",
+                ctx.dir.display()
+            ),
+        }
+        .into());
+    }
     let findings = check::run(
         ctx,
         Options {

@@ -1,7 +1,6 @@
 //! The agent's account, its state directory and published-CRL directory, `agent.toml`, the CA
 //! and its first CRL, and the first admin's key.
 
-use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::Path;
 use std::process::Command;
 
@@ -17,6 +16,51 @@ pub(super) fn ids(name: &str) -> Option<(u32, u32)> {
 }
 
 const SHADOW: &str = "/etc/shadow";
+
+/// Why the existing account `name` does not look like one install made (a system account, no
+/// password, home = the state directory), if it exists and does not: a person's account or a
+/// service's (`www-data`, home /var/www) must not become the CA's by a typo.
+pub(super) fn foreign(name: &str, state: &Path) -> Option<String> {
+    let user = nix::unistd::User::from_name(name).ok().flatten()?;
+    if user.dir != state {
+        return Some(format!(
+            "its home is {}, not the state directory {}",
+            user.dir.display(),
+            state.display()
+        ));
+    }
+    let first_person = login_defs("UID_MIN").unwrap_or(1000);
+    if user.uid.as_raw() >= first_person {
+        return Some(format!(
+            "it is a person's account (uid {} ≥ UID_MIN {first_person})",
+            user.uid
+        ));
+    }
+    let shadow = std::fs::read_to_string(SHADOW).unwrap_or_default();
+    if has_password(&shadow, name) {
+        return Some("it has a password".to_owned());
+    }
+    None
+}
+
+/// A number from /etc/login.defs (`UID_MIN 1000`).
+fn login_defs(key: &str) -> Option<u32> {
+    let text = std::fs::read_to_string("/etc/login.defs").ok()?;
+    text.lines().find_map(|l| {
+        let mut words = l.split_whitespace();
+        (words.next() == Some(key))
+            .then(|| words.next()?.parse().ok())
+            .flatten()
+    })
+}
+
+/// Whether `shadow` gives `name` a usable password hash (`$…`).
+fn has_password(shadow: &str, name: &str) -> bool {
+    shadow.lines().any(|line| {
+        let mut fields = line.split(':');
+        fields.next() == Some(name) && fields.next().is_some_and(|p| p.starts_with('$'))
+    })
+}
 
 /// Whether `shadow` (the text of `/etc/shadow`) has `name` locked: a password field starting
 /// with `!`, as `useradd` leaves it.
@@ -92,39 +136,45 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
         (home.join(".ssh"), 0o700),
         (i.args.publish_dir.clone(), 0o755),
     ];
+    let trust = i.trust_account();
     let mut made = Vec::new();
     for (dir, mode) in dirs {
-        // Root changes modes and owners here: never through a link the account may have made.
-        if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.file_type().is_symlink()) {
-            return Err(AgentError::Request {
-                why: format!(
-                    "{} is a symbolic link: install changes only real folders; remove the link",
-                    dir.display()
-                ),
-            });
-        }
-        let right = std::fs::symlink_metadata(&dir).is_ok_and(|m| {
-            m.is_dir()
-                && m.mode() & 0o7777 == mode
-                && owner.is_some_and(|(u, g)| m.uid() == u && m.gid() == g)
-        });
+        // Root changes modes and owners here: through a handle on the folder itself (opened
+        // without following a link), never by its path after a check.
+        let (parent, leaf) = super::folder::split(&dir)?;
+        let parent = match super::folder::Folder::open(parent, &trust) {
+            Ok(p) => Some(p),
+            Err(AgentError::File { why, .. }) if why.kind() == std::io::ErrorKind::NotFound => {
+                if i.dry_run() {
+                    None
+                } else {
+                    Some(super::folder::Folder::open_or_create(parent, &trust)?)
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        let present = match &parent {
+            Some(p) => p.entry(leaf)?.is_some(),
+            None => false,
+        };
+        let right = match (&parent, present) {
+            (Some(p), true) => {
+                let st = p.sub(leaf, &trust)?.stat()?;
+                st.st_mode & 0o7777 == mode
+                    && owner.is_some_and(|(u, g)| st.st_uid == u && st.st_gid == g)
+            }
+            _ => false,
+        };
         if right {
             continue;
         }
-        if !i.dry_run() {
-            std::fs::create_dir_all(&dir).map_err(|why| AgentError::File {
-                path: dir.clone(),
-                why,
-            })?;
-            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).map_err(
-                |why| AgentError::File {
-                    path: dir.clone(),
-                    why,
-                },
-            )?;
-            if let Some((u, g)) = owner {
-                super::chown(&dir, u, g)?;
+        if !i.dry_run()
+            && let Some(parent) = parent
+        {
+            if !present {
+                parent.mkdir(leaf)?;
             }
+            parent.sub(leaf, &trust)?.set(Some(mode), owner)?;
         }
         made.push(format!("{} ({mode:04o})", dir.display()));
     }
@@ -196,7 +246,8 @@ pub(super) fn config(i: &mut Install) -> Result<(), AgentError> {
         });
     }
     let owner = ids(i.account());
-    i.file(&path, &text, 0o600, owner)?;
+    let trust = i.trust_account();
+    i.file(&path, &text, 0o600, owner, &trust)?;
     i.report(
         Outcome::Done,
         "agent.toml",
@@ -354,7 +405,16 @@ pub(super) fn public_key(path: &Path) -> Result<(String, String), AgentError> {
 
 #[cfg(test)]
 mod tests {
-    use super::locked;
+    use super::{has_password, locked};
+
+    #[test]
+    fn only_a_hash_is_a_password() {
+        let shadow = "alice:$y$j9T$abc:19000::::::\nshiqi-ca:*:19000::::::\nlocked:!:1::::::\n";
+        assert!(has_password(shadow, "alice"));
+        assert!(!has_password(shadow, "shiqi-ca"));
+        assert!(!has_password(shadow, "locked"));
+        assert!(!has_password(shadow, "nobody"));
+    }
 
     #[test]
     fn a_bang_in_the_password_field_is_locked_and_only_for_that_account() {

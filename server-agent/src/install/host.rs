@@ -49,12 +49,14 @@ pub(super) fn timer(i: &mut Install) -> Result<(), AgentError> {
         &service,
         0o644,
         Some((0, 0)),
+        &super::folder::Trust::root(),
     )?;
     let b = i.file(
         &dir.join(format!("{NAME}.timer")),
         timer,
         0o644,
         Some((0, 0)),
+        &super::folder::Trust::root(),
     )?;
     // Unchanged files are not enough: an earlier run may have failed to enable the timer, or
     // someone stopped it.

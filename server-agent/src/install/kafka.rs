@@ -6,6 +6,7 @@
 
 use std::path::Path;
 
+use super::folder::{Folder, Trust};
 use super::{Install, Outcome};
 use crate::error::AgentError;
 
@@ -55,7 +56,15 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
             Err(_) if i.dry_run() => "shiqi-admin".parse()?,
             Err(e) => return Err(e),
         };
-    let fragment = std::fs::read_to_string(tls.join("server.properties")).unwrap_or_default();
+    // The account wrote it: read through a handle, never through a link it left there.
+    let fragment = match Folder::open(&tls, &tls_trust(i, kafka_owner(i)?)) {
+        Ok(dir) => dir
+            .read("server.properties", super::MAX_FILE)?
+            .map(|(bytes, _)| String::from_utf8_lossy(&bytes).into_owned())
+            .unwrap_or_default(),
+        Err(_) if i.dry_run() => String::new(),
+        Err(e) => return Err(e),
+    };
     let mut settings: Vec<(String, String)> = fragment
         .lines()
         .filter(|l| !l.starts_with('#'))
@@ -89,8 +98,9 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
     // The brokers' account when named, else the agent's (as the certificate's files).
     let owner = kafka_owner(i)?;
     let files_owner = owner.or_else(|| super::account::ids(i.account()));
-    let a = i.file(&properties, &text, 0o600, files_owner)?;
-    let b = i.file(&env_path, &environment, 0o600, files_owner)?;
+    let trust = tls_trust(i, owner);
+    let a = i.file(&properties, &text, 0o600, files_owner, &trust)?;
+    let b = i.file(&env_path, &environment, 0o600, files_owner, &trust)?;
     let changed = a || b;
     i.report(
         if changed {
@@ -192,6 +202,16 @@ fn env_name(property: &str) -> String {
     out
 }
 
+/// Who may change the brokers' TLS folder: root, the agent's account (it writes there) and
+/// the brokers' account when named.
+fn tls_trust(i: &Install, owner: Option<(u32, u32)>) -> Trust {
+    let trust = i.trust_account();
+    match (owner, &i.args.kafka_owner) {
+        (Some(ids), Some(name)) => trust.and(name, ids),
+        _ => trust,
+    }
+}
+
 fn kafka_owner(i: &Install) -> Result<Option<(u32, u32)>, AgentError> {
     match &i.args.kafka_owner {
         None => Ok(None),
@@ -220,7 +240,12 @@ fn certificate(i: &mut Install, tls: &Path, sans: &[String]) -> Result<(), Agent
         let owner = kafka_owner(i)?;
         i.server_cert(CERT_NAME, "kafka", sans, tls, owner)?;
         // The names it was issued for, so that a change of names reissues it.
-        crate::fsutil::write_atomic(&names, sans.join(" ").as_bytes(), 0o644)?;
+        Folder::open(tls, &tls_trust(i, owner))?.write(
+            "sans",
+            sans.join(" ").as_bytes(),
+            0o644,
+            None,
+        )?;
     }
     i.report(
         Outcome::Done,
@@ -236,10 +261,33 @@ fn certificate(i: &mut Install, tls: &Path, sans: &[String]) -> Result<(), Agent
 
 /// Sets each of `settings` in the `server.properties` at `target` (replacing a key's line, or
 /// appending), keeping the original once as `FILE.shiqi-backup`.
+///
+/// The brokers' account usually owns the file's folder and could plant a link where the backup
+/// goes (`server.properties.shiqi-backup -> /etc/ld.so.preload`), or make the file a hard link
+/// to one of root's. So the folder is opened through handles that only root and the brokers'
+/// account may change, the file is read without following a link and only with one link, the
+/// backup is made with `O_EXCL` from the bytes already read, and the new file replaces the old
+/// by a rename within the same handle.
 fn apply(i: &mut Install, target: &Path, settings: &[(String, String)]) -> Result<(), AgentError> {
-    let old = std::fs::read_to_string(target).map_err(|why| AgentError::File {
-        path: target.to_owned(),
-        why,
+    let (dir, name) = super::folder::split(target)?;
+    let trust = properties_trust(i, dir)?;
+    let folder = Folder::open(dir, &trust)?;
+    let (old, meta) = folder
+        .read(name, super::MAX_FILE)?
+        .ok_or_else(|| AgentError::Request {
+            why: format!("--kafka-properties: {} is not a file", target.display()),
+        })?;
+    if !trust.owner(meta.st_uid) {
+        return Err(AgentError::Planted {
+            path: target.to_owned(),
+            why: format!("owned by {}", super::folder::user(meta.st_uid)),
+            fix: "give the file to root or to the brokers' account (--kafka-owner), then run \
+                  install again"
+                .into(),
+        });
+    }
+    let old = String::from_utf8(old).map_err(|_| AgentError::Request {
+        why: format!("--kafka-properties: {} is not UTF-8 text", target.display()),
     })?;
     let mut lines: Vec<String> = old.lines().map(str::to_owned).collect();
     for (k, v) in settings {
@@ -262,33 +310,60 @@ fn apply(i: &mut Install, target: &Path, settings: &[(String, String)]) -> Resul
         );
         return Ok(());
     }
+    let backup = format!("{name}.shiqi-backup");
+    let mut note = "backup beside it".to_owned();
     if !i.dry_run() {
-        let backup = target.with_extension("properties.shiqi-backup");
-        if !backup.exists() {
-            std::fs::copy(target, &backup).map_err(|why| AgentError::File {
-                path: backup.clone(),
-                why,
-            })?;
-        }
-        let meta = std::fs::metadata(target).map_err(|why| AgentError::File {
-            path: target.to_owned(),
-            why,
-        })?;
-        use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+        let owner = Some((meta.st_uid, meta.st_gid));
         // It now holds the stores' password: nobody but its owner and group reads it.
-        crate::fsutil::write_atomic(target, new.as_bytes(), meta.permissions().mode() & 0o7770)?;
-        super::chown(target, meta.uid(), meta.gid())?;
+        let mode = meta.st_mode & 0o7770;
+        if !folder.create_new(&backup, old.as_bytes(), mode, owner)? {
+            let kept = folder.entry(&backup)?;
+            if kept.is_some_and(|st| {
+                rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile
+            }) {
+                note = format!(
+                    "{} is not a regular file (a link?): left alone, no new backup made",
+                    folder.join(&backup).display()
+                );
+            }
+        }
+        folder.write(name, new.as_bytes(), mode, owner)?;
     }
     i.report(
         Outcome::NeedsYou,
         "kafka.brokers",
         format!(
-            "updated {} (backup beside it): restart the broker that reads it, with \
+            "updated {} ({note}): restart the broker that reads it, with \
              KAFKA_OPTS=\"{REVOCATION_OPTS}\"",
             target.display()
         ),
     );
     Ok(())
+}
+
+/// Who may change the folder of `--kafka-properties`: root, and the brokers' account
+/// (`--kafka-owner`), which owns that folder on most servers. A folder another account owns is
+/// refused, naming the flag that would trust it.
+fn properties_trust(i: &Install, dir: &Path) -> Result<Trust, AgentError> {
+    let trust = match (&i.args.kafka_owner, kafka_owner(i)?) {
+        (Some(name), Some(ids)) => Trust::root().and(name, ids),
+        _ => Trust::root(),
+    };
+    if let Ok(meta) = std::fs::symlink_metadata(dir) {
+        use std::os::unix::fs::MetadataExt as _;
+        if meta.is_dir() && !trust.owner(meta.uid()) {
+            let who = super::folder::user(meta.uid());
+            return Err(AgentError::Planted {
+                path: dir.to_owned(),
+                why: format!("owned by {who}"),
+                fix: format!(
+                    "if {who} is the brokers' account, say so with --kafka-owner (install then \
+                     trusts it with this folder); else make the folder root's"
+                ),
+            });
+        }
+    }
+    Ok(trust)
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 //! systemd units, the brokers' settings) and never touches the inventory as root.
 
 mod account;
+mod folder;
 mod host;
 mod kafka;
 mod mysql;
@@ -119,6 +120,18 @@ impl Install {
         if a.account == "root" || account::ids(&a.account).is_some_and(|(uid, _)| uid == 0) {
             return Err(AgentError::Request {
                 why: "--account: the agent needs an account of its own, not root".to_owned(),
+            });
+        }
+        if !a.adopt_account
+            && let Some(why) = account::foreign(&a.account, &self.state_dir)
+        {
+            return Err(AgentError::Request {
+                why: format!(
+                    "--account `{}` exists and {why}: install would hand it the CA key and let \
+                     enrolled keys run commands as it; choose a new name (install creates it), \
+                     or pass --adopt-account if this account is meant for the agent alone",
+                    a.account
+                ),
             });
         }
         for (flag, path) in [
@@ -273,6 +286,10 @@ impl Install {
 
     /// `server-cert NAME --kind KIND --san … --out DIR` as the account, into `dir` made afresh
     /// (private, the account's), then every file handed to `owner` (the service's account).
+    ///
+    /// All through a handle on `dir`'s parent, which only root, the agent's account and the
+    /// service's may change: the account could swap `dir` for a link while it runs, and root
+    /// must then chown nothing outside it.
     fn server_cert(
         &self,
         name: &str,
@@ -284,20 +301,31 @@ impl Install {
         let (uid, gid) = account::ids(self.account()).ok_or_else(|| AgentError::Request {
             why: format!("the account `{}` is missing", self.account()),
         })?;
+        let mut trust = folder::Trust::root().and(self.account(), (uid, gid));
+        if let Some(ids) = owner {
+            trust = trust.and("the service's account", ids);
+        }
+        let (parent, leaf) = folder::split(dir)?;
+        let parent = folder::Folder::open_or_create(parent, &trust)?;
         // The files it writes name their own paths, so it writes in place: the old folder waits
         // aside and comes back if issuing fails (the services keep working files meanwhile).
-        let aside = dir.with_extension("previous");
-        let _ = std::fs::remove_dir_all(&aside);
-        let had = dir.exists();
+        let aside = format!("{leaf}.previous");
+        parent.remove_tree(&aside)?;
+        let had = parent.entry(leaf)?.is_some();
         if had {
-            std::fs::rename(dir, &aside).map_err(|why| AgentError::File {
-                path: dir.to_owned(),
-                why,
-            })?;
+            parent.rename(leaf, &aside)?;
         }
         let issued = (|| {
-            crate::fsutil::create_private_dir(dir)?;
-            chown(dir, uid, gid)?;
+            if !parent.mkdir(leaf)? {
+                return Err(AgentError::Planted {
+                    path: dir.to_owned(),
+                    why: "made by another account while install ran".into(),
+                    fix: "run install again".into(),
+                });
+            }
+            parent
+                .sub(leaf, &trust)?
+                .set(Some(0o700), Some((uid, gid)))?;
             let out = dir.display().to_string();
             let mut args = vec!["server-cert", name, "--kind", kind, "--out", &out];
             for san in sans {
@@ -306,55 +334,72 @@ impl Install {
             self.as_account(&args, None).map(drop)
         })();
         if let Err(e) = issued {
-            let _ = std::fs::remove_dir_all(dir);
+            let _ = parent.remove_tree(leaf);
             if had {
-                let _ = std::fs::rename(&aside, dir);
+                let _ = parent.rename(&aside, leaf);
             }
             return Err(e);
         }
-        let _ = std::fs::remove_dir_all(&aside);
-        let Some((uid, gid)) = owner else {
+        parent.remove_tree(&aside)?;
+        let Some(to) = owner else {
             return Ok(());
         };
-        let unreadable = |why| AgentError::File {
-            path: dir.to_owned(),
-            why,
-        };
-        for entry in std::fs::read_dir(dir).map_err(unreadable)? {
-            let entry = entry.map_err(unreadable)?;
-            // Only the regular files the account wrote: never a link it may have planted.
-            if entry.file_type().map_err(unreadable)?.is_file() {
-                chown(&entry.path(), uid, gid)?;
-            }
-        }
-        chown(dir, uid, gid)
+        // Opened again without following a link: only what the account wrote changes hands.
+        parent.sub(leaf, &trust)?.hand_over(uid, to)
     }
 
     /// Writes `text` to `path` (mode, owner) unless it already holds exactly that; returns
-    /// whether it changed (or would, in a dry run). The old file is replaced by a rename.
+    /// whether it changed (or would, in a dry run). The folder is opened through handles that
+    /// only `trust` can change (made 0700 when missing), and the old file is replaced by a
+    /// rename within it.
     fn file(
         &self,
         path: &Path,
         text: &str,
         mode: u32,
         owner: Option<(u32, u32)>,
+        trust: &folder::Trust,
     ) -> Result<bool, AgentError> {
-        if std::fs::read(path).is_ok_and(|old| old == text.as_bytes()) {
+        let (dir, name) = folder::split(path)?;
+        let open = if self.dry_run() {
+            // A dry run creates nothing: a missing folder means the file would be written.
+            match folder::Folder::open(dir, trust) {
+                Ok(f) => Some(f),
+                Err(AgentError::File { why, .. }) if why.kind() == std::io::ErrorKind::NotFound => {
+                    None
+                }
+                Err(e) => return Err(e),
+            }
+        } else {
+            Some(folder::Folder::open_or_create(dir, trust)?)
+        };
+        let Some(folder) = open else {
+            return Ok(true);
+        };
+        if folder
+            .read(name, MAX_FILE)?
+            .is_some_and(|(old, _)| old == text.as_bytes())
+        {
             return Ok(false);
         }
         if self.dry_run() {
             return Ok(true);
         }
-        if let Some(dir) = path.parent() {
-            crate::fsutil::ensure_dir(dir)?;
-        }
-        crate::fsutil::write_atomic(path, text.as_bytes(), mode)?;
-        if let Some((uid, gid)) = owner {
-            chown(path, uid, gid)?;
-        }
+        folder.write(name, text.as_bytes(), mode, owner)?;
         Ok(true)
     }
+
+    /// Who may change the agent's own folders: root and its account (root alone while the
+    /// account does not exist yet, as in a dry run on a bare server).
+    fn trust_account(&self) -> folder::Trust {
+        account::ids(self.account()).map_or_else(folder::Trust::root, |ids| {
+            folder::Trust::root().and(self.account(), ids)
+        })
+    }
 }
+
+/// The largest file install reads back (configs and drop-ins are a few KiB).
+const MAX_FILE: u64 = 1 << 20;
 
 /// Runs `cmd` (`what` names it in errors), feeding `input`; its stdout on success.
 fn run(mut cmd: Command, input: Option<&[u8]>, what: &str) -> Result<String, AgentError> {
@@ -388,17 +433,6 @@ fn run(mut cmd: Command, input: Option<&[u8]>, what: &str) -> Result<String, Age
         return Err(failed(shiqi_ca::text::one_line(&lines.join(" "), 600)));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// `chown uid:gid path`.
-///
-/// Never follows a symbolic link (`lchown`): root must not hand a link's target to an account
-/// that could have planted the link in a folder it owns.
-fn chown(path: &Path, uid: u32, gid: u32) -> Result<(), AgentError> {
-    std::os::unix::fs::lchown(path, Some(uid), Some(gid)).map_err(|why| AgentError::File {
-        path: path.to_owned(),
-        why,
-    })
 }
 
 /// Whether systemd manages this machine.

@@ -42,7 +42,13 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
         tls.join("server.key").display(),
         i.args.publish_dir.join(crate::crl::CRL_PEM).display(),
     );
-    let changed = i.file(&path, &text, 0o644, Some((0, 0)))?;
+    let changed = i.file(
+        &path,
+        &text,
+        0o644,
+        Some((0, 0)),
+        &super::folder::Trust::root(),
+    )?;
     i.report(
         if changed {
             Outcome::Done
@@ -92,8 +98,41 @@ fn certificate(i: &mut Install, tls: &Path, owner: (u32, u32)) -> Result<bool, A
     Ok(true)
 }
 
-/// `'ACCOUNT'@'localhost'`, authenticated by the socket's peer credentials, with every
-/// privilege (it creates users and grants).
+/// The privileges the agent uses, and no more: it creates, alters, locks and drops users
+/// (CREATE USER), re-reads TLS files (RELOAD for MariaDB's `FLUSH SSL`), finds and ends a revoked
+/// user's sessions (PROCESS, and CONNECTION ADMIN or SUPER to KILL them), and reads the
+/// certificates' issuers from `mysql.user`. Not `ALL`: FILE would read any file mysqld can,
+/// SHUTDOWN stop the server, SUPER change its settings.
+fn admin_privileges(mariadb: bool, kill: &str) -> Vec<String> {
+    let mut out = vec![
+        "CREATE USER ON *.*".to_owned(),
+        "PROCESS ON *.*".to_owned(),
+        format!("{kill} ON *.*"),
+        "SELECT ON mysql.user".to_owned(),
+    ];
+    // MySQL's ALTER INSTANCE RELOAD TLS needs CONNECTION_ADMIN, granted above.
+    if mariadb {
+        out.push("RELOAD ON *.*".to_owned());
+    }
+    out
+}
+
+/// Privileges an agent admin must not hold: `GRANT ALL` from an older install, or by hand.
+fn too_broad(grants: &[String]) -> bool {
+    grants.iter().any(|g| {
+        let upper = g.to_ascii_uppercase();
+        let privileges = upper.split(" ON ").next().unwrap_or_default();
+        privileges.contains("ALL PRIVILEGES")
+            || privileges
+                .split(',')
+                .map(|p| p.trim().trim_start_matches("GRANT "))
+                .any(|p| matches!(p, "FILE" | "SHUTDOWN" | "SUPER"))
+    })
+}
+
+/// `'ACCOUNT'@'localhost'`, authenticated by the socket's peer credentials, with
+/// [`admin_privileges`] and the grants it hands out (`[mysql] grants`) WITH GRANT OPTION. An
+/// older admin with `ALL PRIVILEGES` is narrowed to these.
 fn admin_account(i: &mut Install) -> Result<(), AgentError> {
     let account = i.account().to_owned();
     // A system account name; checked again here because it goes into SQL text.
@@ -105,6 +144,17 @@ fn admin_account(i: &mut Install) -> Result<(), AgentError> {
             why: format!("`{account}` is not a plain account name"),
         });
     }
+    // The grants it hands out, as the agent will read them (checked there before any use).
+    let handed_out = match crate::config::Config::load(&i.state_dir.join("agent.toml"), false) {
+        Ok(c) => c.mysql.grants,
+        Err(_) if i.dry_run() => crate::config::Config::default().mysql.grants,
+        Err(e) => return Err(e),
+    };
+    for grant in &handed_out {
+        crate::sql::check_grant(grant).map_err(|why| AgentError::Request {
+            why: format!("[mysql] grants: `{grant}`: {why}"),
+        })?;
+    }
     let socket = i.args.mysql_socket.clone();
     let opts = mysql_async::OptsBuilder::default()
         .user(Some("root"))
@@ -113,42 +163,90 @@ fn admin_account(i: &mut Install) -> Result<(), AgentError> {
     let dry = i.dry_run();
     let work = async {
         let mut conn = mysql_async::Conn::new(opts).await?;
+        let who = format!("{}@'localhost'", crate::sql::quote(&account));
         let exists: Option<u64> = conn
             .exec_first(
                 "SELECT COUNT(*) FROM mysql.user WHERE User = ? AND Host = 'localhost'",
                 (account.as_str(),),
             )
             .await?;
-        if exists.unwrap_or(0) > 0 {
+        let exists = exists.unwrap_or(0) > 0;
+        let broad = exists
+            && too_broad(
+                &conn
+                    .query::<String, _>(format!("SHOW GRANTS FOR {who}"))
+                    .await?,
+            );
+        if exists && !broad {
             let _ = conn.disconnect().await;
-            return Ok::<_, mysql_async::Error>(false);
+            return Ok::<_, mysql_async::Error>(Admin::Kept);
         }
         if !dry {
             let version: Option<String> = conn.query_first("SELECT VERSION()").await?;
-            let via = if version.is_some_and(|v| v.contains("MariaDB")) {
-                "IDENTIFIED VIA unix_socket"
+            let mariadb = version.as_deref().is_some_and(|v| v.contains("MariaDB"));
+            if exists {
+                conn.query_drop(format!("REVOKE ALL PRIVILEGES, GRANT OPTION FROM {who}"))
+                    .await?;
             } else {
-                "IDENTIFIED WITH auth_socket"
+                let via = if mariadb {
+                    "IDENTIFIED VIA unix_socket"
+                } else {
+                    "IDENTIFIED WITH auth_socket"
+                };
+                conn.query_drop(format!("CREATE USER {who} {via}")).await?;
+            }
+            // MariaDB before 10.5.2 has no CONNECTION ADMIN; KILL then needs SUPER.
+            let kill = if !mariadb {
+                "CONNECTION_ADMIN"
+            } else if conn
+                .query_drop(format!("GRANT CONNECTION ADMIN ON *.* TO {who}"))
+                .await
+                .is_ok()
+            {
+                "CONNECTION ADMIN"
+            } else {
+                "SUPER"
             };
-            let who = format!("{}@'localhost'", crate::sql::quote(&account));
-            conn.query_drop(format!("CREATE USER {who} {via}")).await?;
-            conn.query_drop(format!(
-                "GRANT ALL PRIVILEGES ON *.* TO {who} WITH GRANT OPTION"
-            ))
-            .await?;
+            for grant in admin_privileges(mariadb, kill) {
+                let (privileges, target) = grant.split_once(" ON ").unwrap_or((&grant, "*.*"));
+                conn.query_drop(format!("GRANT {privileges} ON {target} TO {who}"))
+                    .await?;
+            }
+            for grant in &handed_out {
+                let (privileges, target) = grant.split_once(" ON ").unwrap_or((grant, ""));
+                conn.query_drop(format!(
+                    "GRANT {privileges} ON {target} TO {who} WITH GRANT OPTION"
+                ))
+                .await?;
+            }
         }
         let _ = conn.disconnect().await;
-        Ok(true)
+        Ok(if exists {
+            Admin::Narrowed
+        } else {
+            Admin::Created
+        })
     };
     let result = runtime()?
         .block_on(async { tokio::time::timeout(std::time::Duration::from_secs(10), work).await });
     match result {
-        Ok(Ok(true)) => i.report(
+        Ok(Ok(Admin::Created)) => i.report(
             Outcome::Done,
             "mysql.admin",
-            format!("created '{account}'@'localhost' (socket login, all privileges)"),
+            format!(
+                "created '{account}'@'localhost' (socket login; CREATE USER, PROCESS, KILL, \
+                 RELOAD, and the grants it hands out)"
+            ),
         ),
-        Ok(Ok(false)) => i.report(
+        Ok(Ok(Admin::Narrowed)) => i.report(
+            Outcome::Done,
+            "mysql.admin",
+            format!(
+                "narrowed '{account}'@'localhost' from ALL/FILE/SUPER/SHUTDOWN to the privileges \
+                 the agent uses"
+            ),
+        ),
+        Ok(Ok(Admin::Kept)) => i.report(
             Outcome::Already,
             "mysql.admin",
             format!("'{account}'@'localhost' exists"),
@@ -157,7 +255,8 @@ fn admin_account(i: &mut Install) -> Result<(), AgentError> {
             Outcome::NeedsYou,
             "mysql.admin",
             format!(
-                "cannot log in as root over {} ({e}): start MariaDB and run install again",
+                "cannot set up '{account}'@'localhost' as root over {} ({e}): start MariaDB \
+                 and run install again",
                 socket.display()
             ),
         ),
@@ -171,6 +270,13 @@ fn admin_account(i: &mut Install) -> Result<(), AgentError> {
         ),
     }
     Ok(())
+}
+
+/// What [`admin_account`] did.
+enum Admin {
+    Created,
+    Narrowed,
+    Kept,
 }
 
 /// Restarts MariaDB under systemd; elsewhere says so.
@@ -201,4 +307,34 @@ fn runtime() -> Result<tokio::runtime::Runtime, AgentError> {
         .enable_all()
         .build()
         .map_err(AgentError::Runtime)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{admin_privileges, too_broad};
+
+    #[test]
+    fn all_file_super_and_shutdown_are_too_broad_and_the_admins_own_are_not() {
+        let g = |s: &str| vec![s.to_owned()];
+        assert!(too_broad(&g(
+            "GRANT ALL PRIVILEGES ON *.* TO `shiqi-ca`@`localhost` WITH GRANT OPTION"
+        )));
+        assert!(too_broad(&g(
+            "GRANT FILE, RELOAD ON *.* TO `a`@`localhost`"
+        )));
+        assert!(too_broad(&g("GRANT SUPER ON *.* TO `a`@`localhost`")));
+        assert!(!too_broad(&g(
+            "GRANT RELOAD, PROCESS, CREATE USER, CONNECTION ADMIN ON *.* TO `a`@`localhost`"
+        )));
+        assert!(!too_broad(&g(
+            "GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP ON `app`.* TO `a`@`localhost` \
+             WITH GRANT OPTION"
+        )));
+        for p in admin_privileges(true, "CONNECTION ADMIN") {
+            assert!(
+                !too_broad(&[format!("GRANT {p} TO `a`@`localhost`")]),
+                "{p}"
+            );
+        }
+    }
 }

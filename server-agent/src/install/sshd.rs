@@ -29,13 +29,6 @@ fn included_dir(config: &Path) -> Option<PathBuf> {
     })
 }
 
-/// Certificates reach the account only through the principals `enroll --ssh-principal` writes,
-/// each line with its forced command: without a principals file, sshd lets in any certificate
-/// from a `TrustedUserCAKeys` CA that names the account itself, with a shell. sshd then tells
-/// the agent which certificate logged in, for the audit log.
-const PRINCIPALS: &str =
-    "    AuthorizedPrincipalsFile .ssh/authorized_principals\n    ExposeAuthInfo yes\n";
-
 /// Writes the drop-in, checks, reloads.
 pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
     let config = i.args.sshd_config.clone();
@@ -59,12 +52,18 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
     let text = format!(
         "# Written by `shiqi-ca-agent install`: what an enrolled key may do on this server is \
          forward to\n# the services (its authorized_keys line says where); no listeners, no \
-         socket forwards, no TTY.\n{}{}",
+         socket forwards, no TTY,\n# and no way in but the enrolled keys and principals (each \
+         with its forced command).\n{}",
         crate::sshd::block(&account),
-        PRINCIPALS
     );
     let old = std::fs::read_to_string(&path).ok();
-    let changed = i.file(&path, &text, 0o644, Some((0, 0)))?;
+    let changed = i.file(
+        &path,
+        &text,
+        0o644,
+        Some((0, 0)),
+        &super::folder::Trust::root(),
+    )?;
     if i.dry_run() {
         i.sshd_safe = true;
         let outcome = if changed {
@@ -88,12 +87,11 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
         let ok = test.as_ref().is_ok_and(|o| o.status.success());
         if !ok {
             // Put back what was there: a config sshd refuses must not wait for its next start.
+            let (dir, name) = super::folder::split(&path)?;
+            let dir = super::folder::Folder::open(dir, &super::folder::Trust::root())?;
             let _ = match &old {
-                Some(text) => crate::fsutil::write_atomic(&path, text.as_bytes(), 0o644),
-                None => std::fs::remove_file(&path).map_err(|why| AgentError::File {
-                    path: path.clone(),
-                    why,
-                }),
+                Some(text) => dir.write(name, text.as_bytes(), 0o644, Some((0, 0))),
+                None => dir.remove(name),
             };
             let why = test.map_or_else(
                 |e| e.to_string(),
@@ -127,8 +125,9 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
     i.sshd_safe = true;
     // `sshd -T` reads the files, not the running sshd: a reload that failed on an earlier run
     // is remembered here, so this run tries it again.
-    let pending = i.state_dir.join(RELOAD_PENDING);
-    if !changed && !pending.exists() {
+    let state = super::folder::Folder::open(&i.state_dir, &i.trust_account())?;
+    let pending = state.entry(RELOAD_PENDING)?.is_some();
+    if !changed && !pending {
         i.report(
             Outcome::Already,
             "sshd",
@@ -146,7 +145,7 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
     };
     match reload(&sshd, &config) {
         Ok(pid) => {
-            let _ = std::fs::remove_file(&pending);
+            let _ = state.remove(RELOAD_PENDING);
             i.report(
                 Outcome::Done,
                 "sshd",
@@ -155,7 +154,7 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
         }
         Err(why) => {
             i.sshd_safe = false;
-            let _ = crate::fsutil::write_atomic(&pending, b"", 0o600);
+            let _ = state.write(RELOAD_PENDING, b"", 0o600, None);
             i.report(
                 Outcome::NeedsYou,
                 "sshd",
