@@ -54,17 +54,18 @@ pub fn charge_request(ctx: &Context, caller: &Caller) -> Result<(), AgentError> 
     }
 }
 
-/// A fingerprint (`SHA256:` and base64, which has `/` and `+`) as a file name.
+/// A caller's key (`SHA256:` and base64, which has `/` and `+`, or `principal:NAME`) as a file
+/// name, one to one: letters, digits and `-` stay, every other byte is `_` and two hex digits
+/// (`_` itself too). Two keys never share a bucket (`a.b` and `a@b` did when both became `a.b`).
 fn file_name(fingerprint: &str) -> String {
-    fingerprint
-        .chars()
-        .map(|c| match c {
-            'a'..='z' | 'A'..='Z' | '0'..='9' | '-' | '_' => c,
-            '/' => '_',
-            '+' => '-',
-            _ => '.',
-        })
-        .collect()
+    let mut out = String::with_capacity(fingerprint.len());
+    for b in fingerprint.bytes() {
+        match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' => out.push(char::from(b)),
+            _ => out.push_str(&format!("_{b:02x}")),
+        }
+    }
+    out
 }
 
 /// Drops the times older than a minute from `times`; admits `now` (and records it) when fewer
@@ -142,6 +143,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_key_gets_a_bucket_of_its_own() {
+        let keys = [
+            "SHA256:ab/c+d=",
+            "SHA256:ab_c-d.",
+            "principal:a.b",
+            "principal:a@b",
+            "principal:a_2eb",
+            "principal:a_b",
+        ];
+        let names: std::collections::BTreeSet<String> = keys.iter().map(|k| file_name(k)).collect();
+        assert_eq!(names.len(), keys.len(), "{names:?}");
+        for name in &names {
+            assert!(
+                name.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
     fn a_key_gets_its_quota_per_sliding_minute() {
         let mut times = Vec::new();
         let at = |s: u64| Duration::from_secs(1_000_000 + s);
@@ -160,7 +182,7 @@ mod tests {
     fn the_times_file_survives_processes_and_garbage() -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join(file_name("SHA256:ab/c+d="));
-        assert!(path.ends_with("SHA256.ab_c-d."));
+        assert!(path.ends_with("SHA256_3aab_2fc_2bd_3d"));
         crate::fsutil::write_private(&path, b"garbage\n\0\n")?;
         let now = Duration::from_secs(2_000_000);
         for _ in 0..2 {
