@@ -238,7 +238,14 @@ fn certificate(i: &mut Install, tls: &Path, sans: &[String]) -> Result<(), Agent
     }
     if !i.dry_run() {
         let owner = kafka_owner(i)?;
-        i.server_cert(CERT_NAME, "kafka", sans, tls, owner)?;
+        let service = i.args.kafka_owner.clone().unwrap_or_default();
+        i.server_cert(
+            CERT_NAME,
+            "kafka",
+            sans,
+            tls,
+            owner.map(|ids| (service.as_str(), ids)),
+        )?;
         // The names it was issued for, so that a change of names reissues it.
         Folder::open(tls, &tls_trust(i, owner))?.write(
             "sans",

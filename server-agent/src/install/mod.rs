@@ -296,14 +296,14 @@ impl Install {
         kind: &str,
         sans: &[String],
         dir: &Path,
-        owner: Option<(u32, u32)>,
+        owner: Option<(&str, (u32, u32))>,
     ) -> Result<(), AgentError> {
         let (uid, gid) = account::ids(self.account()).ok_or_else(|| AgentError::Request {
             why: format!("the account `{}` is missing", self.account()),
         })?;
         let mut trust = folder::Trust::root().and(self.account(), (uid, gid));
-        if let Some(ids) = owner {
-            trust = trust.and("the service's account", ids);
+        if let Some((service, ids)) = owner {
+            trust = trust.and(service, ids);
         }
         let (parent, leaf) = folder::split(dir)?;
         let parent = folder::Folder::open_or_create(parent, &trust)?;
@@ -341,7 +341,7 @@ impl Install {
             return Err(e);
         }
         parent.remove_tree(&aside)?;
-        let Some(to) = owner else {
+        let Some((_, to)) = owner else {
             return Ok(());
         };
         // Opened again without following a link: only what the account wrote changes hands.

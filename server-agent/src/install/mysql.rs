@@ -85,7 +85,8 @@ fn certificate(i: &mut Install, tls: &Path, owner: (u32, u32)) -> Result<bool, A
     }
     if !i.dry_run() {
         let sans = ["localhost".to_owned(), "127.0.0.1".to_owned()];
-        i.server_cert(CERT_NAME, "mysql", &sans, tls, Some(owner))?;
+        let service = i.args.mysql_owner.clone();
+        i.server_cert(CERT_NAME, "mysql", &sans, tls, Some((&service, owner)))?;
     }
     i.report(
         Outcome::Done,
