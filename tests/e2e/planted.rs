@@ -285,3 +285,38 @@ fn install_follows_no_link_and_writes_in_no_folder_another_account_can_change() 
     assert!(!other.join("kafka-broker").exists());
     drop(ca);
 }
+
+/// An existing account that install did not make (the operator's: uid ≥ 1000, home elsewhere)
+/// is not taken over by a typo in `--account`: refused before anything changes, unless
+/// `--adopt-account` says so.
+#[test]
+fn install_takes_over_no_existing_account_unless_told() {
+    let s = stack();
+    let shell = s.info("shell_user");
+    let scratch = s.scratch();
+    let state = scratch.path().join("state").display().to_string();
+    let out = s.server(
+        None,
+        &[
+            s.info("agent_bin"),
+            "--state-dir",
+            &state,
+            "install",
+            "--account",
+            shell,
+            "--no-mysql",
+            "--sshd-config",
+            s.info("sshd_config"),
+        ],
+        None,
+    );
+    assert_eq!(out.code, Some(2), "{}", out.all());
+    assert!(
+        out.stderr
+            .contains(&format!("--account `{shell}` exists and its home is"))
+            && out.stderr.contains("--adopt-account"),
+        "{}",
+        out.all()
+    );
+    assert!(!Path::new(&state).exists(), "install changed something");
+}
