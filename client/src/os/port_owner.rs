@@ -1,11 +1,15 @@
-//! Who holds a local TCP port, asked of the OS without connecting to it.
+//! Who holds a local TCP port, asked of the OS without connecting to it, and which account is
+//! at the other end of a loopback connection this process accepted ([`peer`]: the local
+//! endpoint serves its profile owner's account only, issue 42).
 //!
 //! - Linux: `/proc` (no external tool), see `procfs`;
 //! - macOS and the BSDs: `lsof -nP -iTCP:PORT -sTCP:LISTEN` (shipped with macOS);
-//! - elsewhere (Windows): the owner is not named, and "taken" is learnt by connecting.
+//! - elsewhere (Windows): the owner is not named, and "taken" is learnt by connecting; which
+//!   account connects is not asked either (`GetExtendedTcpTable` needs `unsafe`, which the crate
+//!   forbids), and [`PEER_CHECK_UNAVAILABLE`] says so.
 
 use std::fmt;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 /// Who keeps `127.0.0.1:port` from being bound.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,7 +46,29 @@ pub enum Who {
     },
 }
 
+impl Who {
+    /// Whether it is another account's process than this one's (a uid the OS showed, not
+    /// ours): one that holds a port of the local endpoint can pose as it.
+    pub fn other_account(&self) -> bool {
+        match self {
+            Self::Process { .. } => false,
+            #[cfg(unix)]
+            Self::User { uid, .. } => *uid != rustix::process::geteuid().as_raw(),
+            #[cfg(not(unix))]
+            Self::User { .. } => true,
+        }
+    }
+}
+
 impl Holder {
+    /// The account holding the port when it is another one's than this process's.
+    pub fn other_account(&self) -> Option<&Who> {
+        match self {
+            Self::Listener(who) if who.other_account() => Some(who),
+            _ => None,
+        }
+    }
+
     /// The pid of the process that holds the port, when it is known.
     pub fn pid(&self) -> Option<u32> {
         match self {
@@ -130,6 +156,160 @@ pub fn owner(port: u16) -> Option<Holder> {
     }
 }
 
+/// Why this OS cannot say which account is at the other end of a loopback connection, when it
+/// cannot: `setup` and `doctor` show it, and the endpoint then serves whoever connects.
+pub const PEER_CHECK_UNAVAILABLE: Option<&str> = if cfg!(unix) {
+    None
+} else {
+    Some("this system does not tell shiqi-connect which account opens a connection")
+};
+
+/// Which account is at the other end of a loopback TCP connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Peer {
+    /// This process's own account.
+    Owner,
+    /// Another account (or a socket the OS shows none of this account's processes holding).
+    Stranger {
+        /// Its uid, when the OS names it (Linux).
+        uid: Option<u32>,
+        /// That uid's login name.
+        name: Option<String>,
+    },
+    /// The OS could not be asked (this OS has no way, or the way failed): the reason.
+    Unknown(String),
+}
+
+impl fmt::Display for Peer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Owner => f.write_str("this account"),
+            Self::Stranger {
+                uid: Some(uid),
+                name: Some(name),
+            } => write!(f, "uid {uid} (`{name}`)"),
+            Self::Stranger {
+                uid: Some(uid),
+                name: None,
+            } => write!(f, "uid {uid}"),
+            Self::Stranger { uid: None, .. } => {
+                f.write_str("a process of another account (none of this account's holds it)")
+            }
+            Self::Unknown(why) => write!(f, "unknown ({why})"),
+        }
+    }
+}
+
+/// Which account holds the client end (`peer`) of a connection accepted at `local`, both on
+/// loopback. Blocking: it reads `/proc` (Linux) or runs `lsof` (macOS).
+pub fn peer(local: SocketAddr, peer: SocketAddr) -> Peer {
+    #[cfg(target_os = "linux")]
+    {
+        let (sockets, read) = procfs::sockets_read();
+        if !read {
+            return Peer::Unknown("cannot read /proc/net/tcp".to_owned());
+        }
+        let me = rustix::process::geteuid().as_raw();
+        procfs::peer(&sockets, local, peer, me)
+    }
+    #[cfg(all(unix, not(target_os = "linux")))]
+    {
+        // lsof shows other accounts' processes to root only: a peer it does not show is not
+        // one of ours, which is all the check needs to know.
+        let out = std::process::Command::new("lsof")
+            .args([
+                "-nP",
+                "-w",
+                &format!("-iTCP@{}:{}", bracketed(peer.ip()), peer.port()),
+                "-Fpun",
+            ])
+            .stderr(std::process::Stdio::null())
+            .output();
+        match out {
+            Ok(out) => {
+                let me = rustix::process::geteuid().as_raw();
+                lsof_peer(&String::from_utf8_lossy(&out.stdout), local, peer, me)
+            }
+            Err(e) => Peer::Unknown(format!("cannot run `lsof`: {e}")),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (local, peer);
+        Peer::Unknown(PEER_CHECK_UNAVAILABLE.unwrap_or_default().to_owned())
+    }
+}
+
+/// `addr` as lsof's `-i` wants it: IPv6 in brackets.
+#[cfg_attr(
+    not(target_os = "macos"),
+    allow(dead_code, reason = "macOS's path, tested on Linux")
+)]
+fn bracketed(addr: IpAddr) -> String {
+    match addr {
+        IpAddr::V4(a) => a.to_string(),
+        IpAddr::V6(a) => format!("[{a}]"),
+    }
+}
+
+/// The same address whether an IPv4 socket or a dual-stack IPv6 one shows it
+/// (`::ffff:127.0.0.1`).
+fn canonical(a: SocketAddr) -> SocketAddr {
+    match a.ip() {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => SocketAddr::from((v4, a.port())),
+            None => a,
+        },
+        IpAddr::V4(_) => a,
+    }
+}
+
+/// The account holding `peer`'s end of the connection to `local` in `lsof -F pun` output
+/// (`n` is `LOCAL->REMOTE` for each connected socket of the process `p` of user `u` above it).
+#[cfg_attr(
+    not(target_os = "macos"),
+    allow(dead_code, reason = "macOS's path, tested on Linux")
+)]
+fn lsof_peer(text: &str, local: SocketAddr, peer: SocketAddr, me: u32) -> Peer {
+    let mut uid = None;
+    for line in text.lines() {
+        let Some((tag, value)) = line.split_at_checked(1) else {
+            continue;
+        };
+        match tag {
+            "p" => uid = None,
+            "u" => uid = value.parse::<u32>().ok(),
+            "n" => {
+                let Some((from, to)) = value.split_once("->") else {
+                    continue;
+                };
+                let (Ok(from), Ok(to)) = (from.parse::<SocketAddr>(), to.parse::<SocketAddr>())
+                else {
+                    continue;
+                };
+                if canonical(from) == canonical(peer) && canonical(to) == canonical(local) {
+                    return match uid {
+                        Some(u) if u == me => Peer::Owner,
+                        Some(u) => Peer::Stranger {
+                            uid: Some(u),
+                            name: None,
+                        },
+                        None => Peer::Stranger {
+                            uid: None,
+                            name: None,
+                        },
+                    };
+                }
+            }
+            _ => {}
+        }
+    }
+    Peer::Stranger {
+        uid: None,
+        name: None,
+    }
+}
+
 #[cfg(unix)]
 fn by_user(uid: u32) -> Who {
     Who::User {
@@ -165,7 +345,7 @@ fn parse_lsof(text: &str) -> Option<(Option<u32>, Option<String>, Option<u32>)> 
 mod procfs {
     use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-    use super::{Holder, Who, by_user};
+    use super::{Holder, Peer, Who, by_user, canonical};
 
     /// `st` of a LISTEN socket in `/proc/net/tcp`.
     const LISTEN: u8 = 0x0A;
@@ -210,13 +390,45 @@ mod procfs {
 
     /// Every TCP socket of this network namespace.
     pub(super) fn sockets() -> Vec<Socket> {
+        sockets_read().0
+    }
+
+    /// Every TCP socket of this network namespace, and whether `/proc/net/tcp` could be read
+    /// (`tcp6` is absent on a kernel without IPv6).
+    pub(super) fn sockets_read() -> (Vec<Socket>, bool) {
         let mut out = Vec::new();
+        let mut read = false;
         for (file, v6) in [("/proc/net/tcp", false), ("/proc/net/tcp6", true)] {
             if let Ok(text) = std::fs::read_to_string(file) {
+                read |= !v6;
                 out.extend(parse_sockets(&text, v6));
             }
         }
-        out
+        (out, read)
+    }
+
+    /// The account of the socket whose local end is `peer` and whose other end is `local`:
+    /// the client's side of a connection this process accepted. The kernel lists it with the
+    /// uid that created it (dual-stack sockets in `tcp6`, as `::ffff:127.0.0.1`). Not found
+    /// (the client already closed, or it is not on this machine) counts as a stranger.
+    pub(super) fn peer(sockets: &[Socket], local: SocketAddr, peer: SocketAddr, me: u32) -> Peer {
+        let (local, peer) = (canonical(local), canonical(peer));
+        let found = sockets.iter().find(|s| {
+            !s.listens()
+                && canonical(SocketAddr::new(s.addr, s.port)) == peer
+                && canonical(s.peer) == local
+        });
+        match found {
+            Some(s) if s.uid == me => Peer::Owner,
+            Some(s) => Peer::Stranger {
+                uid: Some(s.uid),
+                name: crate::os::account::name_of(s.uid),
+            },
+            None => Peer::Stranger {
+                uid: None,
+                name: None,
+            },
+        }
     }
 
     /// Who holds `port` among `sockets`: a listener first (named by its process, else its
@@ -437,6 +649,60 @@ mod procfs {
         }
 
         #[test]
+        fn the_peer_is_the_socket_whose_far_end_is_the_listener() {
+            // The endpoint on 9092 accepted 127.0.0.1:40001 (uid 1000, the owner) and
+            // 127.0.0.1:40002 (uid 1003); the accepted sockets (uid 1000) list the other way.
+            let text = table(&[
+                (LO, 9092, ANY, 0, LISTEN, 1000, 1),
+                (LO, 9092, LO, 40001, 0x01, 1000, 2),
+                (LO, 40001, LO, 9092, 0x01, 1000, 3),
+                (LO, 9092, LO, 40002, 0x01, 1000, 4),
+                (LO, 40002, LO, 9092, 0x01, 1003, 5),
+            ]);
+            let sockets = parse_sockets(&text, false);
+            let at = |port| SocketAddr::from((LO, port));
+            assert_eq!(peer(&sockets, at(9092), at(40001), 1000), Peer::Owner);
+            match peer(&sockets, at(9092), at(40002), 1000) {
+                Peer::Stranger { uid, .. } => assert_eq!(uid, Some(1003)),
+                other => panic!("{other:?}"),
+            }
+            // Gone (the client closed first): not the owner's.
+            assert_eq!(
+                peer(&sockets, at(9092), at(40003), 1000),
+                Peer::Stranger {
+                    uid: None,
+                    name: None
+                }
+            );
+            // The accepted side (local 9092) is never taken for the client's.
+            assert_ne!(peer(&sockets, at(40001), at(9092), 1003), Peer::Owner);
+        }
+
+        /// Real sockets: a connection this process opens to a listener it holds is its own,
+        /// over IPv4 and from a dual-stack IPv6 socket (listed in `tcp6` as
+        /// `::ffff:127.0.0.1`).
+        #[test]
+        fn a_connection_from_this_process_is_the_owners() {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            let local = listener.local_addr().expect("addr");
+            let mapped = SocketAddr::from((Ipv4Addr::LOCALHOST.to_ipv6_mapped(), local.port()));
+            for to in [local, mapped] {
+                let Ok(client) = std::net::TcpStream::connect(to) else {
+                    assert_eq!(to, mapped, "IPv4 loopback must connect");
+                    continue; // no IPv6 in this kernel
+                };
+                let (_server, from) = listener.accept().expect("accept");
+                assert_eq!(from, client.local_addr().map(canonical).expect("addr"));
+                assert_eq!(super::super::peer(local, from), Peer::Owner, "via {to}");
+                // And the listener's port as a "peer" is no client of ours.
+                let me = rustix::process::geteuid().as_raw();
+                let (sockets, read) = sockets_read();
+                assert!(read);
+                assert_ne!(peer(&sockets, from, local, me + 1), Peer::Owner);
+            }
+        }
+
+        #[test]
         fn reads_ipv6_and_knows_which_addresses_block_loopback() {
             let header = "  sl  local_address                         remote_address                        st …\n";
             let row = |a: Ipv6Addr, inode: u32| {
@@ -466,6 +732,33 @@ mod procfs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn finds_the_peer_socket_in_lsof_field_output() {
+        let local: SocketAddr = "127.0.0.1:9092".parse().expect("addr");
+        let peer: SocketAddr = "127.0.0.1:50123".parse().expect("addr");
+        // The tunnel's accepted socket is listed too (its remote end is the peer).
+        let text = "p100\nu501\nf9\nn127.0.0.1:9092->127.0.0.1:50123\n\
+                    p200\nu501\nf5\nn[::ffff:127.0.0.1]:50123->[::ffff:127.0.0.1]:9092\n";
+        assert_eq!(lsof_peer(text, local, peer, 501), Peer::Owner);
+        assert_eq!(
+            lsof_peer(text, local, peer, 502),
+            Peer::Stranger {
+                uid: Some(501),
+                name: None
+            }
+        );
+        // Another account's process is not shown to us: only our accepted socket is.
+        let text = "p100\nu501\nf9\nn127.0.0.1:9092->127.0.0.1:50123\n";
+        assert_eq!(
+            lsof_peer(text, local, peer, 501),
+            Peer::Stranger {
+                uid: None,
+                name: None
+            }
+        );
+        assert_eq!(bracketed("::1".parse().expect("ip")), "[::1]");
+    }
 
     #[test]
     fn reads_the_first_process_of_lsof_field_output() {
