@@ -140,7 +140,10 @@ pub fn response(
         }
         ApiKey::FindCoordinator => {
             let mut m = FindCoordinatorResponse::decode(&mut buf, v).map_err(bad)?;
-            out.node(m.node_id.0, &mut m.host, &mut m.port)?;
+            // v4 batched the answer: the single coordinator's fields are absent (zeroes).
+            if v < 4 {
+                out.node(m.node_id.0, &mut m.host, &mut m.port)?;
+            }
             for c in &mut m.coordinators {
                 out.node(c.node_id.0, &mut c.host, &mut c.port)?;
             }
@@ -199,12 +202,20 @@ struct Rewriter<'a> {
 }
 
 impl Rewriter<'_> {
-    /// Points one broker entry at its local port. Entries without a broker (an empty host:
-    /// "no coordinator yet") stay as they are; a host under a negative id is refused, since
-    /// clients would still dial it (Java's coordinator code takes any id).
+    /// Points one broker entry at its local port. The entry for "no broker" (id -1 and an
+    /// empty host: no coordinator yet) stays as it is; a host under a negative id is refused,
+    /// since clients would still dial it (Java's coordinator code takes any id), and so is an
+    /// empty host under a broker's id: Java and Go clients dial `""` as this machine, which is
+    /// whatever listens on that port here (issue 42).
     fn node(&mut self, id: i32, host: &mut StrBytes, port: &mut i32) -> Result<(), String> {
-        if host.is_empty() {
+        if host.is_empty() && id < 0 {
             return Ok(());
+        }
+        if host.is_empty() {
+            return Err(format!(
+                "an answer names broker {id} with no host (port {port}); closing the connection \
+                 rather than sending the client to this machine's port {port}"
+            ));
         }
         if id < 0 {
             return Err(format!(
@@ -482,6 +493,50 @@ mod tests {
         )
         .expect_err("refused");
         assert!(err.contains("\"evil.example\" under broker id -1"), "{err}");
+    }
+
+    #[test]
+    fn an_empty_host_under_a_broker_id_is_refused_and_no_coordinator_passes() {
+        // Seed: issue 42, a broker entry `""` that Java and Go clients dial as loopback.
+        for m in [
+            FindCoordinatorResponse::default()
+                .with_node_id(BrokerId(2))
+                .with_port(3306),
+            FindCoordinatorResponse::default().with_coordinators(vec![
+                Coordinator::default()
+                    .with_node_id(BrokerId(0))
+                    .with_port(22),
+            ]),
+        ] {
+            let v = if m.coordinators.is_empty() { 3 } else { 4 };
+            let err = response(
+                &req(ApiKey::FindCoordinator, v),
+                &frame(7, &m, v),
+                &mut Fixed::default(),
+            )
+            .expect_err("refused");
+            assert!(err.contains("with no host"), "{err}");
+        }
+        let mut meta = metadata();
+        meta.brokers[1].host = StrBytes::from_static_str("");
+        let err = response(
+            &req(ApiKey::Metadata, 12),
+            &frame(7, &meta, 12),
+            &mut Fixed::default(),
+        )
+        .expect_err("refused");
+        assert!(err.contains("broker 2 with no host"), "{err}");
+        // "No coordinator yet" (id -1, no host) is what brokers say; it passes as it was.
+        let none = FindCoordinatorResponse::default()
+            .with_error_code(15)
+            .with_node_id(BrokerId(-1))
+            .with_port(-1);
+        let got = response(
+            &req(ApiKey::FindCoordinator, 3),
+            &frame(7, &none, 3),
+            &mut Fixed::default(),
+        );
+        assert_eq!(got, Ok(None));
     }
 
     #[test]
