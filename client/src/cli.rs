@@ -285,6 +285,11 @@ pub struct SetupArgs {
     pub install_ssh_include: bool,
     #[command(flatten)]
     pub endpoint: EndpointArgs,
+    /// With the local endpoint, let `my.cnf` and the JDBC URL send local files when the server
+    /// asks (`LOAD DATA LOCAL INFILE`); off by default: a server, or a process posing as the
+    /// endpoint while the tunnel is down, may ask for any file the client can read.
+    #[arg(long, env = "SHIQI_ALLOW_LOCAL_INFILE", value_parser = FalseyValueParser::new())]
+    pub allow_local_infile: bool,
 }
 
 /// How Kafka clients reach the cluster (`setup`, `tunnel up`).

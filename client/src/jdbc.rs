@@ -194,15 +194,27 @@ fn mariadb(verify: Verification, e: &Endpoint<'_>) -> Result<Secret<String>, Err
 }
 
 /// The URL for `driver` through the tunnel's local endpoint, which does TLS with the
-/// certificate itself: the user and nothing else (no SSL option, no keystore, no password).
+/// certificate itself: the user (no SSL option, no keystore, no password), and unless
+/// `allow_local_infile` the driver's switch for `LOAD DATA LOCAL` off: a server, or a process
+/// posing as the endpoint while the tunnel is down, could ask for any file the JVM can read
+/// (MariaDB Connector/J allows it by default; Connector/J does not, said anyway).
 /// Connector/J's default `sslMode=PREFERRED` goes without TLS when the endpoint offers none, and
 /// MariaDB Connector/J's default is no TLS.
-pub fn plain_url(driver: Driver, port: u16, user: &ProfileName) -> String {
-    let scheme = match driver {
-        Driver::Mysql => "mysql",
-        Driver::Mariadb => "mariadb",
+pub fn plain_url(
+    driver: Driver,
+    port: u16,
+    user: &ProfileName,
+    allow_local_infile: bool,
+) -> String {
+    let (scheme, infile) = match driver {
+        Driver::Mysql => ("mysql", "allowLoadLocalInfile"),
+        Driver::Mariadb => ("mariadb", "allowLocalInfile"),
     };
-    format!("jdbc:{scheme}://{TUNNEL_HOST}:{port}/?user={user}")
+    let mut url = format!("jdbc:{scheme}://{TUNNEL_HOST}:{port}/?user={user}");
+    if !allow_local_infile {
+        url.push_str(&format!("&{infile}=false"));
+    }
+    url
 }
 
 /// A path as the drivers read it: `/` separators (Java accepts them on Windows too).

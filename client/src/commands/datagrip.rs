@@ -55,6 +55,7 @@ pub fn run(
             client_key: paths.client_key,
         }),
         tunnel_up: format!("shiqi-connect tunnel up {name}"),
+        allow_local_infile: c.profile.endpoint_options.allow_local_infile,
     };
     let Some(dir) = &args.project else {
         let clipboard = ds.clipboard();

@@ -56,7 +56,12 @@ pub fn run(args: &JdbcArgs, global: &GlobalArgs, printer: &Printer) -> anyhow::R
                  tunnel logs in with the certificate; start it with `shiqi-connect tunnel up {}`)",
                 c.source.name
             ));
-            Secret::new(jdbc::plain_url(c.driver, c.source.port, &c.source.name))
+            Secret::new(jdbc::plain_url(
+                c.driver,
+                c.source.port,
+                &c.source.name,
+                c.profile.endpoint_options.allow_local_infile,
+            ))
         }
     };
     if global.json {

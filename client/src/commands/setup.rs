@@ -62,6 +62,8 @@ pub struct Settings {
     pub json: bool,
     /// `--endpoint` (`None`: auto) and `--endpoint-port`.
     pub endpoint: (Option<bool>, Option<u16>),
+    /// `--allow-local-infile`.
+    pub allow_local_infile: bool,
 }
 
 impl Settings {
@@ -142,6 +144,7 @@ impl Settings {
             jump: config::check_jump(args.jump.as_deref())?,
             json: global.json,
             endpoint: args.endpoint.wanted(),
+            allow_local_infile: args.allow_local_infile,
         })
     }
 
@@ -389,6 +392,16 @@ async fn provision(
     if let Some(note) = note {
         printer.note(&note);
     }
+    if let (false, Some(why)) = (
+        endpoint.is_direct(),
+        crate::os::port_owner::PEER_CHECK_UNAVAILABLE,
+    ) {
+        printer.warn(&format!(
+            "the local endpoint acts as `{}` for whoever reaches 127.0.0.1 ({why}); on a \
+             shared machine use `--endpoint direct`",
+            s.name
+        ));
+    }
     let (forwards, warnings) = plan::forwards(&brokers, facts.mysql.as_ref(), &endpoint)
         .context("cannot plan the tunnel for this cluster")?;
     for w in &warnings {
@@ -476,6 +489,10 @@ async fn provision(
         forwards: forwards.clone(),
         p12_format: s.p12_format,
         endpoint,
+        endpoint_options: profile::EndpointOptions {
+            allow_local_infile: s.allow_local_infile,
+            ..profile::EndpointOptions::default()
+        },
     };
     let files = profile_files(s, target, &generated.key, &signed, &profile, &forwards)
         .context("cannot build the profile files")?;

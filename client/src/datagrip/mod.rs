@@ -63,13 +63,21 @@ pub struct DataSource {
     pub tls: Option<Tls>,
     /// The command that starts the tunnel, for the data source's comment.
     pub tunnel_up: String,
+    /// Whether the driver may send local files (`setup --allow-local-infile`).
+    pub allow_local_infile: bool,
 }
 
 impl DataSource {
     /// `jdbc:mysql://127.0.0.1:PORT/?user=NAME`: the user in the URL, because with `no-auth`
     /// DataGrip passes none. No secret: the certificate comes from the SSL settings.
     pub fn jdbc_url(&self) -> String {
-        crate::jdbc::plain_url(self.driver, self.port, &self.user)
+        // With TLS (direct mode) only the verified server could ask for files.
+        crate::jdbc::plain_url(
+            self.driver,
+            self.port,
+            &self.user,
+            self.allow_local_infile || self.tls.is_some(),
+        )
     }
 
     /// DataGrip's id of its bundled driver.
@@ -148,6 +156,7 @@ pub(crate) mod tests {
                 client_key: "/home/saige/.shiqi/saige/client.key".into(),
             }),
             tunnel_up: "shiqi-connect tunnel up saige".into(),
+            allow_local_infile: false,
         }
     }
 
@@ -181,5 +190,20 @@ pub(crate) mod tests {
             (m.driver_ref(), m.tls.as_ref().map(Tls::ssl_mode)),
             ("mariadb", Some("VERIFY_FULL"))
         );
+        // Through the local endpoint (no TLS in the client): no `LOAD DATA LOCAL` unless the
+        // profile allows it.
+        let mut local = sample(Driver::Mariadb);
+        local.tls = None;
+        assert_eq!(
+            local.jdbc_url(),
+            "jdbc:mariadb://127.0.0.1:3306/?user=saige&allowLocalInfile=false"
+        );
+        local.driver = Driver::Mysql;
+        assert_eq!(
+            local.jdbc_url(),
+            "jdbc:mysql://127.0.0.1:3306/?user=saige&allowLoadLocalInfile=false"
+        );
+        local.allow_local_infile = true;
+        assert_eq!(local.jdbc_url(), "jdbc:mysql://127.0.0.1:3306/?user=saige");
     }
 }

@@ -187,7 +187,13 @@ mod tests {
         for absent in ["ssl", "key", "password", ".crt"] {
             assert!(!x.contains(absent), "`{absent}` in {x}");
         }
-        assert!(x.contains("<jdbc-url>jdbc:mariadb://127.0.0.1:3306/?user=saige</jdbc-url>"));
+        assert!(
+            x.contains(
+                "<jdbc-url>jdbc:mariadb://127.0.0.1:3306/?user=saige&amp;allowLocalInfile=false\
+                 </jdbc-url>"
+            ),
+            "{x}"
+        );
         assert!(x.contains("<auth-provider>no-auth</auth-provider>"), "{x}");
     }
 

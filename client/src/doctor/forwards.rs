@@ -316,7 +316,17 @@ pub async fn check(ctx: &Context, st: &mut Findings) {
                 ports_of(&good_endpoint)
             ));
         }
+        let serves_endpoint = !good_endpoint.is_empty() || !good_mysql.is_empty();
         found.extend(good_mysql);
+        if let (true, Some(why)) = (
+            serves_endpoint,
+            crate::os::port_owner::PEER_CHECK_UNAVAILABLE,
+        ) {
+            found.push(format!(
+                "it serves every account of this machine ({why}; on a shared machine use \
+                 `--endpoint direct`)"
+            ));
+        }
         if !good.is_empty() {
             found.push(format!(
                 "{} forwards answer on 127.0.0.1: {}",
@@ -435,14 +445,30 @@ pub async fn check(ctx: &Context, st: &mut Findings) {
         ));
         fixes.push(start_hint(ctx));
     }
+    // Another account listening where the endpoint should: it poses as the endpoint to this
+    // profile's clients (issue 42).
+    let mut squatters = Vec::new();
+    let mut held = |t: &Service| match crate::tunnel::ports::owner_of(t.port) {
+        Some(owner) => {
+            if let Some(who) = owner.other_account() {
+                squatters.push(format!("{} ({who})", t.port));
+            }
+            format!("{} ({}; held by {owner})", t.port, t.what)
+        }
+        None => format!("{} ({})", t.port, t.what),
+    };
+    let foreign_list: Vec<String> = foreign.iter().map(|t| held(t)).collect();
+    let foreign_mysql_list: Vec<String> = foreign_mysql.iter().map(|t| held(t)).collect();
+    if !squatters.is_empty() {
+        found.push(format!(
+            "another account holds the local endpoint's port {}: to this profile's clients it \
+             is the endpoint (it gets the records they produce, can feed them its own, and as \
+             MySQL can ask them for local files)",
+            squatters.join(", ")
+        ));
+    }
     if !foreign.is_empty() {
-        let list: Vec<String> = foreign
-            .iter()
-            .map(|t| match crate::tunnel::ports::owner_of(t.port) {
-                Some(owner) => format!("{} ({}; held by {owner})", t.port, t.what),
-                None => format!("{} ({})", t.port, t.what),
-            })
-            .collect();
+        let list = foreign_list;
         found.push(format!(
             "something other than this profile's tunnel listens on 127.0.0.1 port {}: the \
              profile's Kafka clients would talk to it instead of the cluster",
@@ -460,13 +486,7 @@ pub async fn check(ctx: &Context, st: &mut Findings) {
     }
     if !foreign_mysql.is_empty() {
         // A MySQL server of this machine's own on the port, most often.
-        let list: Vec<String> = foreign_mysql
-            .iter()
-            .map(|t| match crate::tunnel::ports::owner_of(t.port) {
-                Some(owner) => format!("{} ({}; held by {owner})", t.port, t.what),
-                None => format!("{} ({})", t.port, t.what),
-            })
-            .collect();
+        let list = foreign_mysql_list;
         found.push(format!(
             "something other than this profile's tunnel listens on 127.0.0.1 port {}: the \
              profile's mysql clients would talk to it instead of the server's MySQL",

@@ -799,6 +799,7 @@ pub(crate) mod tests {
             brokers: None,
             endpoint: ports.iter().map(|p| record(*p)).collect(),
             renewal: None,
+            refused: None,
         }
         .write(&dir.join(crate::tunnel::STATE))
         .expect("state");

@@ -233,6 +233,46 @@ pub struct Profile {
     /// How Kafka clients reach the cluster (profiles from before the local endpoint: direct).
     #[serde(default, skip_serializing_if = "Endpoint::is_direct")]
     pub endpoint: Endpoint,
+    /// What the local endpoint allows (absent: the defaults).
+    #[serde(default, skip_serializing_if = "EndpointOptions::is_default")]
+    pub endpoint_options: EndpointOptions,
+}
+
+/// What the local endpoint allows its clients (issue 42).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct EndpointOptions {
+    /// The most client connections it serves at once, Kafka and MySQL together: each costs a
+    /// file descriptor and an SSH channel, and up to a frame's worth of memory.
+    #[serde(default = "EndpointOptions::default_max_connections")]
+    pub max_connections: u32,
+    /// Whether `my.cnf` and the JDBC URL let the MySQL server ask for local files
+    /// (`LOAD DATA LOCAL INFILE`): off unless `setup --allow-local-infile`, since a server (or a
+    /// process posing as the endpoint while the tunnel is down) may ask for any file.
+    #[serde(default)]
+    pub allow_local_infile: bool,
+}
+
+impl EndpointOptions {
+    /// The default `max_connections`: far above what a laptop's clients open (a Kafka client
+    /// holds one per broker and one to its coordinator), well below the usual 1024 descriptors.
+    pub const DEFAULT_MAX_CONNECTIONS: u32 = 256;
+
+    fn default_max_connections() -> u32 {
+        Self::DEFAULT_MAX_CONNECTIONS
+    }
+
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+impl Default for EndpointOptions {
+    fn default() -> Self {
+        Self {
+            max_connections: Self::DEFAULT_MAX_CONNECTIONS,
+            allow_local_infile: false,
+        }
+    }
 }
 
 /// How Kafka clients on the laptop reach the brokers.
@@ -557,6 +597,7 @@ pub(crate) mod tests {
             forwards: vec![],
             p12_format: P12Format::Modern,
             endpoint: Endpoint::Direct,
+            endpoint_options: EndpointOptions::default(),
         }
     }
 

@@ -48,6 +48,8 @@ pub struct RenderInput<'a> {
     pub forwards: &'a [ForwardRecord],
     /// How Kafka clients reach the cluster.
     pub endpoint: &'a Endpoint,
+    /// Whether `my.cnf` through the local endpoint may send local files (`LOAD DATA LOCAL`).
+    pub allow_local_infile: bool,
     /// The PKCS#12 password (goes into `client.properties`, which Java reads).
     pub keystore_password: &'a Secret<String>,
     /// `legacy` or `modern`.
@@ -223,6 +225,7 @@ pub fn render_profile(
         mysql: p.mysql.as_ref(),
         forwards,
         endpoint: &p.endpoint,
+        allow_local_infile: p.endpoint_options.allow_local_infile,
         keystore_password: password,
         p12_format: &p12,
         created: &created,
@@ -311,6 +314,7 @@ pub fn render(input: &RenderInput<'_>) -> Result<Rendered, Error> {
         brokers => Serde(input.brokers),
         bootstrap => bootstrap,
         local_endpoint => local_bootstrap,
+        allow_local_infile => input.allow_local_infile,
         mysql => Serde(input.mysql),
         forwards => Serde(input.forwards),
         password => input.keystore_password.expose(),
@@ -411,6 +415,7 @@ mod tests {
             mysql: m,
             forwards: f,
             endpoint: &Endpoint::Direct,
+            allow_local_infile: false,
             keystore_password: pw,
             p12_format: "modern",
             created: "2026-10-10T08:00:00Z",
@@ -619,7 +624,24 @@ mod tests {
         let settings: Vec<&str> = cnf.lines().filter(|l| !l.starts_with('#')).collect();
         assert_eq!(
             settings,
-            ["", "[client]", "host=127.0.0.1", "port=3306", "user=saige"],
+            [
+                "",
+                "[client]",
+                "host=127.0.0.1",
+                "port=3306",
+                "user=saige",
+                "",
+                "[mysql]",
+                "local-infile=0"
+            ],
+            "{cnf}"
+        );
+        // `--allow-local-infile` leaves it to the client.
+        i.allow_local_infile = true;
+        let allowed = render(&i).expect("render");
+        let cnf = allowed.get(files::MY_CNF).expect("mysql");
+        assert!(
+            !cnf.contains("[mysql]") && !cnf.contains("local-infile"),
             "{cnf}"
         );
         // OpenSSH cannot stand in for the endpoint: no forward it could carry wrongly.

@@ -113,6 +113,7 @@ pub async fn run(opts: &Options) -> Result<(), Error> {
         brokers: None,
         endpoint: vec![],
         renewal: None,
+        refused: None,
     };
     st.write(&paths.state)?;
     let session = targets.connect().await?;
@@ -126,8 +127,10 @@ pub async fn run(opts: &Options) -> Result<(), Error> {
         link: rx,
         lost: Arc::new(Notify::new()),
     };
-    let endpoint = endpoint_bound
-        .map(|l| LocalEndpoint::start(paths.dir.clone(), l, &profile.brokers, shared.clone()));
+    let endpoint = endpoint_bound.map(|l| {
+        let max = usize::try_from(profile.endpoint_options.max_connections).unwrap_or(1);
+        LocalEndpoint::start(paths.dir.clone(), l, &profile.brokers, shared.clone(), max)
+    });
     let mut listeners = BTreeMap::new();
     for (f, l) in bound {
         let task = serve_forward(l, &f, &shared, endpoint.as_ref(), profile.mysql.as_ref());
@@ -170,6 +173,8 @@ enum Event {
     CheckBrokers,
     NewBroker,
     CheckRenewal,
+    /// The local endpoint refused a connection from another account.
+    Refused,
 }
 
 struct Daemon {
@@ -232,6 +237,7 @@ impl Daemon {
             let link = self.tx.borrow().clone();
             let lost = self.shared.lost.clone();
             let new_broker = self.endpoint.as_ref().map(|ep| ep.new_broker());
+            let refused = self.endpoint.as_ref().map(|ep| ep.gate().changed());
             let s = &mut self.signals;
             let event = tokio::select! {
                 r = s.next() => match r {
@@ -241,6 +247,7 @@ impl Daemon {
                 () = until_lost(link, lost) => Event::Lost,
                 () = tokio::time::sleep_until(next_check), if !every.is_zero() => Event::CheckBrokers,
                 () = notified(new_broker) => Event::NewBroker,
+                () = notified(refused) => Event::Refused,
                 () = tokio::time::sleep_until(next_renewal) => Event::CheckRenewal,
             };
             match event {
@@ -257,6 +264,7 @@ impl Daemon {
                     self.check_brokers().await;
                 }
                 Event::CheckRenewal => self.check_renewal().await,
+                Event::Refused => self.note_refused(),
                 Event::Lost => {
                     if !self.reconnect().await {
                         return;
@@ -265,6 +273,17 @@ impl Daemon {
                 }
             }
         }
+    }
+
+    /// Puts the endpoint's refusals of other accounts in the state file (`tunnel status`).
+    fn note_refused(&mut self) {
+        let Some(ep) = &self.endpoint else { return };
+        let r = ep.gate().refused();
+        self.state.refused = Some(state::Refused {
+            count: r.count,
+            last: r.last,
+        });
+        self.save();
     }
 
     /// Reconnects until it works; `false` when told to stop meanwhile.

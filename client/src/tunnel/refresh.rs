@@ -375,6 +375,7 @@ mod tests {
             mysql: p.mysql.as_ref(),
             forwards: &f,
             endpoint: &p.endpoint,
+            allow_local_infile: false,
             keystore_password: &pw,
             p12_format: &p.p12_format.to_string(),
             created,

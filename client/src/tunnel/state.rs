@@ -70,6 +70,19 @@ pub struct State {
     /// The certificate as the daemon renews it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub renewal: Option<Renewal>,
+    /// Connections the local endpoint closed because another account opened them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<Refused>,
+}
+
+/// The local endpoint's refusals of other accounts' connections.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refused {
+    /// How many since the tunnel started.
+    pub count: u64,
+    /// The last one, in words (its address, uid and account name, the port it reached).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<String>,
 }
 
 /// The daemon's renewals of the profile's certificate.
@@ -164,6 +177,7 @@ mod tests {
             brokers: None,
             endpoint: vec![],
             renewal: None,
+            refused: None,
         };
         s.write(&path).expect("write");
         assert_eq!(State::read(&path), Some(s));

@@ -48,6 +48,7 @@ pub(super) async fn run_daemon(
                 brokers: None,
                 endpoint: vec![],
                 renewal: None,
+                refused: None,
             };
             if let Err(w) = st.write(&s.paths.state) {
                 tracing::warn!("cannot write the state file: {}", one_line(&w));

@@ -57,6 +57,17 @@ struct Running {
     /// The daemon's renewals of the certificate.
     #[serde(skip_serializing_if = "Option::is_none")]
     renewal: Option<RenewalShown>,
+    /// Connections of other accounts the local endpoint refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    refused: Option<RefusedShown>,
+}
+
+/// The endpoint's refusals for the terminal (the line names an account of this machine).
+#[derive(Serialize)]
+struct RefusedShown {
+    count: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last: Option<Escaped>,
 }
 
 /// [`Renewal`] for the terminal: its error quotes the agent.
@@ -125,6 +136,13 @@ impl Running {
                 .as_ref()
                 .and_then(|st| st.renewal.clone())
                 .map(RenewalShown::from),
+            refused: st
+                .as_ref()
+                .and_then(|st| st.refused.clone())
+                .map(|r| RefusedShown {
+                    count: r.count,
+                    last: r.last.map(Escaped::from),
+                }),
             error: st.and_then(|st| st.error).map(Escaped::from),
         }
     }
@@ -156,6 +174,7 @@ pub async fn status(s: &Settings) -> anyhow::Result<ExitCode> {
             error: None,
             brokers: None,
             renewal: None,
+            refused: None,
         })
     } else {
         None
@@ -324,6 +343,16 @@ fn status_text(r: &StatusReport) -> String {
                     ));
                 }
             }
+            if let Some(r) = &t.refused {
+                line.push_str(&format!(
+                    "refused {} connection(s) from other accounts to the local endpoint",
+                    r.count
+                ));
+                if let Some(last) = &r.last {
+                    line.push_str(&format!(" (last: {last})"));
+                }
+                line.push('\n');
+            }
             line
         }
     };
@@ -376,6 +405,7 @@ mod tests {
             brokers: None,
             endpoint: vec![],
             renewal: None,
+            refused: None,
         }
         .write(&path)
         .expect("write");

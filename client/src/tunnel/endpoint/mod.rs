@@ -8,9 +8,11 @@
 //! as they are and rewrites every broker address in the answers to this endpoint's ports
 //! ([`rewrite`]). A broker that appears in an answer gets its port then and there.
 //!
-//! Any local process can use an open endpoint (as with `tsh proxy db --tunnel`): the certificate
-//! acts for whoever connects to 127.0.0.1. Requests and records are never logged.
+//! The certificate acts for whoever the endpoint serves, so [`gate`] serves the tunnel's own
+//! account only (where the OS says who connects) and caps connections. Requests and records
+//! are never logged.
 
+pub mod gate;
 pub mod mysql;
 pub mod relay;
 pub mod rewrite;
@@ -77,6 +79,8 @@ pub struct LocalEndpoint {
     /// Poked when a broker gets its first port: sshd fixes a login's `permitopen` when it logs
     /// in, so the daemon logs in afresh for channels to the new broker.
     new_broker: Arc<Notify>,
+    /// Who may connect, and how many at once (Kafka and MySQL ports together).
+    gate: gate::Gate,
 }
 
 impl LocalEndpoint {
@@ -102,12 +106,14 @@ impl LocalEndpoint {
         Ok(Some(out))
     }
 
-    /// Serves the listeners from [`Self::bind`].
+    /// Serves the listeners from [`Self::bind`], at most `max_connections` client connections
+    /// at once.
     pub fn start(
         dir: PathBuf,
         listeners: Vec<(Role, TcpListener)>,
         brokers: &[Broker],
         shared: Shared,
+        max_connections: usize,
     ) -> Arc<Self> {
         let ep = Arc::new(Self {
             state: Mutex::new(State {
@@ -120,6 +126,7 @@ impl LocalEndpoint {
             dir,
             tls: Mutex::new(None),
             new_broker: Arc::new(Notify::new()),
+            gate: gate::Gate::new(max_connections),
         });
         for (role, listener) in listeners {
             let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
@@ -340,6 +347,11 @@ impl LocalEndpoint {
                 tls
             }
         }
+    }
+
+    /// Who may connect.
+    pub fn gate(&self) -> &gate::Gate {
+        &self.gate
     }
 
     /// The SSH connection the channels go through.

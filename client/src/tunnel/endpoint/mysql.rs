@@ -25,7 +25,7 @@ use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 
-use super::{LocalEndpoint, Upstream, relay};
+use super::{LocalEndpoint, Upstream, gate, relay};
 use crate::text::quote;
 use crate::tunnel::forward;
 
@@ -54,6 +54,7 @@ const BUFFER: usize = 64 * 1024;
 const ER_UNKNOWN_ERROR: (u16, &str) = (1105, "HY000");
 const ER_ACCESS_DENIED: (u16, &str) = (1045, "28000");
 const ER_NOT_SUPPORTED_AUTH_MODE: (u16, &str) = (1251, "08004");
+const ER_CON_COUNT_ERROR: (u16, &str) = (1040, "08004");
 
 /// Serves `listener` until the task is aborted: every connection goes to `upstream` (MySQL as
 /// the server sees it).
@@ -93,8 +94,34 @@ impl Refusal {
 }
 
 async fn connection(mut client: TcpStream, peer: SocketAddr, to: &Upstream, ep: &LocalEndpoint) {
+    let Ok(local) = client.local_addr() else {
+        return;
+    };
     let _ = client.set_nodelay(true);
-    let port = client.local_addr().map(|a| a.port()).unwrap_or_default();
+    let port = local.port();
+    // The gate logs its refusals; the client is told in the packet it reads first.
+    let _permit = match ep.gate().admit(local, peer).await {
+        Ok(permit) => permit,
+        Err(refusal) => {
+            let (code, why) = match refusal {
+                gate::Refusal::Stranger(_) => (
+                    ER_ACCESS_DENIED,
+                    "this endpoint serves only the account that runs the tunnel; use your own \
+                     profile (`shiqi-connect setup`)"
+                        .to_owned(),
+                ),
+                gate::Refusal::Full(max) => (
+                    ER_CON_COUNT_ERROR,
+                    format!(
+                        "{max} connections are open, the most this profile allows \
+                         (`max_connections` in profile.json)"
+                    ),
+                ),
+            };
+            let _ = write_packet(&mut client, 0, &err_payload(code, &why, false)).await;
+            return;
+        }
+    };
     let outcome = match login(&mut client, peer, port, to, ep).await {
         Ok(Some(server)) => splice(client, server).await,
         Ok(None) => Ok(()),

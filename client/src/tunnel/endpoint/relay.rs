@@ -51,8 +51,16 @@ pub async fn serve(listener: TcpListener, role: Role, ep: Arc<LocalEndpoint>) {
 }
 
 async fn connection(socket: TcpStream, peer: SocketAddr, role: Role, ep: &Arc<LocalEndpoint>) {
+    let Ok(local) = socket.local_addr() else {
+        return;
+    };
+    // Kafka has no way to tell a client why before it sends a request: a refused one is closed
+    // (and logged by the gate).
+    let Ok(_permit) = ep.gate().admit(local, peer).await else {
+        return;
+    };
     let _ = socket.set_nodelay(true);
-    let port = socket.local_addr().map(|a| a.port()).unwrap_or_default();
+    let port = local.port();
     let candidates = ep.upstreams(role);
     if candidates.is_empty() {
         tracing::warn!(
