@@ -17,6 +17,7 @@ mod dist;
 mod doctor;
 mod endpoint;
 mod endpoint_mysql;
+mod endpoint_peers;
 mod hardening;
 mod hostile;
 mod hostile_table;
