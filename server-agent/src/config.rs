@@ -33,7 +33,7 @@ pub struct Config {
 ///
 /// ```toml
 /// [limits]
-/// certificates_per_name = 20   # valid + revoked-unexpired certificates per name (user keys)
+/// certificates_per_name = 20   # live (unrevoked, unexpired) certificates per name (user keys)
 /// requests_per_minute = 60     # per enrolled key, refused ones included
 /// ```
 #[derive(Debug, Clone, Deserialize)]

@@ -155,6 +155,14 @@ pub enum AgentError {
         /// Why it cannot be replaced.
         why: String,
     },
+    /// `sign --replaces SERIAL` named a certificate that is revoked already.
+    #[error("cannot replace certificate `{serial}` of `{name}`: it is revoked already")]
+    ReplacesRevoked {
+        /// The serial given.
+        serial: String,
+        /// The name.
+        name: String,
+    },
     /// `revoke` recorded the revocation and wrote the CRL, but could not make it effective
     /// everywhere.
     #[error("revoked `{name}` (listed in CRL #{crl_number}), but not everywhere: {why}")]
@@ -174,9 +182,9 @@ pub enum AgentError {
         /// How long this one waited.
         secs: u64,
     },
-    /// The name holds as many unexpired certificates as `[limits]` allows.
+    /// The name holds as many live certificates as `[limits]` allows.
     #[error(
-        "`{name}` already has {count} unexpired certificates (valid or revoked); the limit is {cap}"
+        "`{name}` already has {count} live certificates (not revoked, not expired); the limit is {cap}"
     )]
     TooManyCertificates {
         /// The name.
@@ -281,6 +289,11 @@ impl AgentError {
                  --force` to start over"
                     .into()
             }
+            Self::ReplacesRevoked { name, .. } => format!(
+                "another run replaced it (`shiqi-connect status {name}` shows the profile's \
+                 serial now) or an admin revoked it; if so, `shiqi-connect setup {name} --force` \
+                 starts over"
+            ),
             Self::RevokeIncomplete { name, .. } => format!(
                 "fix what failed, then run `shiqi-ca-agent revoke --name {name}` again: every step \
                  is repeated safely"
@@ -289,9 +302,8 @@ impl AgentError {
                                   certificates"
                 .into(),
             Self::TooManyCertificates { name, .. } => format!(
-                "revoked ones count until they expire; an admin can raise `[limits] \
-                 certificates_per_name` in agent.toml, or wait (`shiqi-ca-agent list` shows \
-                 `{name}`'s)"
+                "revoke the ones no longer in use (`shiqi-ca-agent list` shows `{name}`'s), or an \
+                 admin can raise `[limits] certificates_per_name` in agent.toml"
             ),
             Self::RateLimited { .. } => {
                 "wait a minute; an admin can raise `[limits] requests_per_minute` in agent.toml"

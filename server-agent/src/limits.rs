@@ -108,7 +108,9 @@ fn with_locked(path: &Path, f: impl FnOnce(&mut Vec<u64>) -> bool) -> Result<boo
 }
 
 /// Refuses a new certificate for `name` when a `user` key asks and the name already holds
-/// `[limits] certificates_per_name` unexpired ones. Admins and local callers are not capped:
+/// `[limits] certificates_per_name` live ones (neither revoked nor expired: a revoked one no
+/// longer lets anyone in, and counting it let failed renewals, each signed then revoked, lock
+/// the user out for a month; issue 42). Admins and local callers are not capped:
 /// they may revoke and sign any name anyway, and an operator's repair loop must not lock itself
 /// out. Called under the name's lock, so concurrent signs cannot both pass.
 ///
@@ -123,7 +125,7 @@ pub fn check_certificate_cap(
         return Ok(());
     }
     let cap = ctx.config.limits.certificates_per_name;
-    let count = inventory.unexpired_count(
+    let count = inventory.live_count(
         name.as_str(),
         CertKind::Client,
         time::OffsetDateTime::now_utc(),

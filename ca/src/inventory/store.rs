@@ -368,6 +368,29 @@ impl Inventory {
             .map_err(query("count a name's certificates"))
     }
 
+    /// How many certificates of `kind` for `name` are live at `now`: neither revoked nor
+    /// expired. What the agent caps per name: counting revoked ones too let a laptop whose
+    /// renewals kept failing (each one signed, then revoked) lock its user out for a month
+    /// (issue 42).
+    ///
+    /// # Errors
+    /// [`Error::InventoryQuery`].
+    pub fn live_count(
+        &self,
+        name: &str,
+        kind: CertKind,
+        now: OffsetDateTime,
+    ) -> Result<u64, Error> {
+        self.conn
+            .query_row(
+                &format!("SELECT count(*) FROM certs {VALID_OF_NAME}"),
+                params![name, kind, now.unix_timestamp()],
+                |row| row.get::<_, i64>(0),
+            )
+            .map(|n| u64::try_from(n).unwrap_or_default())
+            .map_err(query("count a name's live certificates"))
+    }
+
     /// The certificate with this serial, if the inventory has it.
     pub fn by_serial(&self, serial: &Serial) -> Result<Option<Record>, Error> {
         select_serial(&self.conn, serial)
@@ -1020,6 +1043,23 @@ mod tests {
         assert!(json["revoked_at"].is_null());
         assert!(json["not_after"].as_str().is_some_and(|s| s.ends_with('Z')));
         assert!(json.get("der").is_none());
+        Ok(())
+    }
+
+    #[test]
+    fn only_live_certificates_count_against_a_name() -> TestResult {
+        let (_dir, _path, mut inv) = temp_inventory()?;
+        let now = OffsetDateTime::now_utc();
+        let a = inv.issue(|s| Ok(new_cert(s, "saige", CertKind::Client, 30)))?;
+        inv.issue(|s| Ok(new_cert(s, "saige", CertKind::Client, 30)))?;
+        inv.issue(|s| Ok(new_cert(s, "saige", CertKind::Client, -1)))?;
+        inv.issue(|s| Ok(new_cert(s, "bob", CertKind::Client, 30)))?;
+        inv.issue(|s| Ok(new_cert(s, "saige", CertKind::Server, 30)))?;
+        assert_eq!(inv.live_count("saige", CertKind::Client, now)?, 2);
+        inv.revoke(&a.serial, Some("superseded"), now)?;
+        assert_eq!(inv.live_count("saige", CertKind::Client, now)?, 1);
+        // Still in the CRL until it expires, but no longer held against the name.
+        assert_eq!(inv.unexpired_count("saige", CertKind::Client, now)?, 2);
         Ok(())
     }
 

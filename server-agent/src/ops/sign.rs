@@ -7,7 +7,7 @@
 use shiqi_ca::Port;
 use shiqi_ca::ProfileName;
 use shiqi_ca::cert::Cert;
-use shiqi_ca::inventory::{CertKind, NewCert};
+use shiqi_ca::inventory::{CertKind, NewCert, Status};
 use shiqi_ca::issue::{Lifetime, Validity};
 use shiqi_ca::policy::check_csr;
 use shiqi_ca::protocol::{
@@ -133,7 +133,7 @@ fn sign(
 }
 
 /// A rotation names the certificate it replaces: it must be a client certificate of the same
-/// name from this CA (a profile made against another CA needs a new `setup`).
+/// name from this CA (a profile made against another CA needs a new `setup`), not revoked.
 fn check_replaces(
     inventory: &shiqi_ca::inventory::Inventory,
     name: &ProfileName,
@@ -152,6 +152,16 @@ fn check_replaces(
             "it is the {} certificate of `{}`, not a client certificate of `{name}`",
             record.kind, record.name
         ))
+        .into());
+    }
+    // A revoked serial is no longer the profile's: a rotation that read `profile.json` before
+    // another run replaced it would otherwise get a certificate that nothing ever revokes
+    // (issue 42).
+    if record.status == Status::Revoked {
+        return Err(AgentError::ReplacesRevoked {
+            serial: serial.to_hex(),
+            name: name.to_string(),
+        }
         .into());
     }
     Ok(())
@@ -200,4 +210,57 @@ fn facts(
         }
     }
     facts
+}
+
+#[cfg(test)]
+mod tests {
+    use shiqi_ca::inventory::Inventory;
+    use time::{Duration, OffsetDateTime};
+
+    use super::*;
+
+    fn client(inv: &mut Inventory, name: &str) -> anyhow::Result<shiqi_ca::Serial> {
+        let now = OffsetDateTime::now_utc();
+        let r = inv.issue(|s| {
+            Ok(NewCert {
+                name: name.to_owned(),
+                kind: CertKind::Client,
+                subject: format!("CN={name}"),
+                not_before: now,
+                not_after: now + Duration::days(30),
+                der: s.as_bytes().to_vec(),
+            })
+        })?;
+        Ok(r.serial)
+    }
+
+    #[test]
+    fn replaces_only_a_live_certificate_of_the_same_name() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let mut inv = Inventory::open(&dir.path().join("inventory.sqlite"))?;
+        let name: ProfileName = "saige".parse()?;
+        let mine = client(&mut inv, "saige")?;
+        let theirs = client(&mut inv, "bob")?;
+        check_replaces(&inv, &name, &mine.to_hex())?;
+        let other = check_replaces(&inv, &name, &theirs.to_hex()).err();
+        assert!(
+            matches!(
+                other.as_ref().and_then(|e| e.downcast_ref()),
+                Some(AgentError::BadReplaces { .. })
+            ),
+            "{other:?}"
+        );
+        // Revoked by a run that won the race: replacing it would leave the new certificate
+        // nobody's.
+        inv.revoke(&mine, Some("superseded"), OffsetDateTime::now_utc())?;
+        let revoked = check_replaces(&inv, &name, &mine.to_hex()).err();
+        assert!(
+            matches!(
+                revoked.as_ref().and_then(|e| e.downcast_ref()),
+                Some(AgentError::ReplacesRevoked { .. })
+            ),
+            "{revoked:?}"
+        );
+        Ok(())
+    }
 }
