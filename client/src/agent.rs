@@ -189,6 +189,20 @@ pub async fn sign_replacing(
     check_sign_response(RequestKind::Sign, response, name, key)
 }
 
+/// A `sign` reply kept from an earlier attempt (a renewal's pending certificate), checked as
+/// when it arrived: it still parses, names `name` and certifies `key`.
+///
+/// # Errors
+/// As [`sign_replacing`]'s reply checks.
+pub fn signed_from_kept(
+    name: &ProfileName,
+    key: &PrivateKey,
+    reply: &str,
+) -> Result<Signed, Error> {
+    let response: SignResponse = parse_reply(RequestKind::Sign, reply.as_bytes())?;
+    check_sign_response(RequestKind::Sign, response, name, key)
+}
+
 /// What [`revoke`] learned: the agent's answer, and its error if it could not finish (MySQL or
 /// Kafka unreachable: the revocation is recorded and in the CRL all the same).
 #[derive(Debug)]

@@ -342,6 +342,28 @@ pub enum Error {
         source: minijinja::Error,
     },
 
+    /// A renewal did not ask for a certificate: the servers do not answer with the current one
+    /// either, so a new one could not be proven (and would only be signed and revoked).
+    #[error("not renewing the certificate of `{name}` yet: {why}")]
+    RenewalWaits {
+        /// The profile.
+        name: String,
+        /// Which service refused the current certificate, or that none answered.
+        why: String,
+    },
+
+    /// Renewals signed as many certificates as they may without one logging in.
+    #[error(
+        "stopped renewing the certificate of `{name}`: {signed} certificates were signed for it \
+         and none logged in"
+    )]
+    RenewalStopped {
+        /// The profile.
+        name: String,
+        /// How many were signed (and revoked again).
+        signed: u32,
+    },
+
     /// Another run holds the name's lock.
     #[error("another shiqi-connect is working on profile `{name}` right now")]
     ProfileBusy {
@@ -671,6 +693,14 @@ impl Error {
                 --endpoint local`"
                 .to_owned(),
             Self::Template { .. } => "this is a bug in shiqi-connect's templates".to_owned(),
+            Self::RenewalWaits { name, .. } => format!(
+                "nothing was signed; `shiqi-connect doctor {name}` names what the server refuses, \
+                 and the renewal is tried again by itself (or `shiqi-connect renew {name}`)"
+            ),
+            Self::RenewalStopped { name, .. } => format!(
+                "the current certificate stays valid until it expires; fix what the server \
+                 refuses (`shiqi-connect doctor {name}`), then run `shiqi-connect rotate {name}`"
+            ),
             Self::ProfileBusy { .. } => "wait for it to finish (setup, rotate or renew), then run this again".to_owned(),
             Self::ProfileExists { name, .. } => {
                 format!(

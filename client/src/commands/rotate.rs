@@ -18,6 +18,7 @@ use crate::error::Error;
 use crate::printer::Printer;
 use crate::profile::{self, Profile, Roots, tilde};
 use crate::ssh::Session;
+use crate::steps::journal;
 use crate::steps::renew::{self, RenewOutcome};
 use crate::steps::rotate::{self, OldCertificate, Rotated};
 use crate::tunnel::login::Targets;
@@ -34,6 +35,7 @@ pub async fn run_rotate(
     let roots = Roots::resolve(global.shiqi_home.as_deref())?;
     let name = roots.pick(args.name.as_deref(), "rotate")?;
     let dir = profile::dir(&roots.root, &name);
+    // Read to log in only: the rotation reads it again under the profile's lock.
     let profile = Profile::load(&dir)?;
     let session = login(&roots, &profile, printer).await?;
     let step = printer.step("rotate the key and certificate");
@@ -42,7 +44,7 @@ pub async fn run_rotate(
         (true, false) => OldCertificate::Keep,
         (false, false) => OldCertificate::Supersede,
     };
-    let result = rotate::rotate(&session, &dir, &profile, fate).await;
+    let result = rotate::rotate(&session, &dir, &name, fate).await;
     session.close().await;
     let rotated = result.with_context(|| format!("cannot rotate the certificate of `{name}`"))?;
     step.done(&format!(
@@ -153,7 +155,7 @@ async fn renew_one(
     }
     let session = login(roots, &profile, printer).await?;
     let step = printer.step(&format!("renew the certificate of `{name}`"));
-    let result = renew::renew_if_due(&session, &dir, &profile).await;
+    let result = renew::renew_if_due(&session, &dir, name, Some(journal::PATIENCE)).await;
     session.close().await;
     let outcome = result.with_context(|| format!("cannot renew the certificate of `{name}`"))?;
     match &outcome {

@@ -10,6 +10,7 @@ use time::{Duration, OffsetDateTime};
 use crate::doctor::configs::Kind;
 use crate::doctor::{CheckId, Context, Finding, Findings, Status};
 use crate::profile::{KEYSTORE_ALIAS, files as pf};
+use crate::steps::{journal, renew};
 use crate::text::Escaped;
 
 /// Reads a profile file, or says why a check that needs it is skipped.
@@ -80,15 +81,33 @@ pub fn validity(leaf: &Cert, now: OffsetDateTime, renew: &str) -> Finding {
     )
 }
 
-/// `cert.valid` with the running tunnel's renewal failure, if any: a note, and at least a
-/// warning (the certificate works now, but will not be renewed by itself).
+/// Why renewals of the profile in `dir` stopped signing ([`renew::MAX_SIGNED`] certificates
+/// signed for its current one, none proven), when they did: `renew` from cron and `tunnel up`
+/// stop there too, with no tunnel running to say so.
+fn stopped_renewal(dir: &std::path::Path) -> Option<String> {
+    let name: shiqi_ca::ProfileName = dir.file_name()?.to_str()?.parse().ok()?;
+    let record = journal::renewal_of(dir.parent()?, &name)?;
+    let current = journal::profile_key(dir)?;
+    (record.replaces == current.to_string()
+        && record.pending.is_none()
+        && record.signed >= renew::MAX_SIGNED)
+        .then(|| {
+            format!(
+                "renewals stopped: {} certificates were signed to replace this one and none \
+                 logged in; fix what the server refuses, then `shiqi-connect rotate {name}`",
+                record.signed
+            )
+        })
+}
+
+/// `cert.valid` with the renewal failure (the running tunnel's, or renewals that stopped
+/// signing), if any: a note, and at least a warning (the certificate works now, but will not
+/// be renewed by itself).
 fn with_failing_renewal(mut valid: Finding, failing: Option<String>, renew: &str) -> Finding {
     let Some(why) = failing else {
         return valid;
     };
-    valid = valid.note(format!(
-        "the running tunnel's renewals fail (it retries with backoff): {why}"
-    ));
+    valid = valid.note(format!("renewing this certificate fails: {why}"));
     if valid.status == Status::Ok {
         valid.status = Status::Warn;
         valid.fix = Some(Escaped::from(format!(
@@ -160,7 +179,8 @@ pub fn check(ctx: &Context, st: &mut Findings) {
         .as_ref()
         .and_then(|d| crate::tunnel::state::State::read(&d.join(crate::tunnel::STATE)))
         .and_then(|st| st.renewal)
-        .and_then(|r| r.error);
+        .and_then(|r| r.error)
+        .or_else(|| ctx.dir.as_deref().and_then(stopped_renewal));
     let valid = validity(leaf, OffsetDateTime::now_utc(), &renew);
     st.push(with_failing_renewal(valid, failing, &renew));
 

@@ -9,11 +9,19 @@
 //!   a run replaces. [`settle`] revokes, as `superseded`, every journaled key that is not the
 //!   profile's, then clears the journal; a run calls it when it ends, and the next run for the
 //!   name calls it first, so a SIGKILL at any point is made good by the next run.
+//! - A renewal's record (`.locks/NAME.renewal.json`, [`Renewal`]): how many certificates were
+//!   signed to replace the profile's current one, and the one signed but not yet proven, kept
+//!   for the next attempt instead of being revoked and signed again (issue 42: each failed
+//!   attempt used to cost a certificate, until the name's cap locked the user out). Its key
+//!   stays journaled too; [`settle`] spares it while the record belongs to the profile's
+//!   certificate, and revokes it once the profile moved on (a rotation, a setup).
 
 use std::collections::BTreeSet;
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
+use serde::{Deserialize, Serialize};
 use shiqi_ca::crl::Reason;
 use shiqi_ca::{KeyId, ProfileName};
 
@@ -25,11 +33,63 @@ use crate::ssh::Session;
 /// The folder of lock and journal files under the profiles' root.
 const LOCKS: &str = ".locks";
 
+/// How long a command run by hand waits for another run on the same profile before it gives
+/// up: the tunnel's renewal holds the lock for a few seconds (one signature, one login per
+/// service), a setup for about as long.
+pub const PATIENCE: Duration = Duration::from_secs(120);
+
+/// How often a waiting run tries the lock again.
+const RETRY: Duration = Duration::from_millis(100);
+
 /// The held lock of one name; released when dropped (or when the process dies).
 #[derive(Debug)]
 pub struct NameLock {
     _file: File,
     journal: PathBuf,
+    renewal: PathBuf,
+}
+
+/// Takes the name's lock, waiting up to `patience` for a run that holds it (the tunnel's
+/// renewal, a `rotate` in another terminal): for commands run by hand, which would otherwise
+/// fail only because they raced the tunnel.
+///
+/// # Errors
+/// As [`lock`], [`Error::ProfileBusy`] once `patience` has passed.
+pub async fn lock_waiting(
+    root: &Path,
+    name: &ProfileName,
+    patience: Duration,
+) -> Result<NameLock, Error> {
+    let deadline = Instant::now() + patience;
+    loop {
+        match lock(root, name) {
+            Err(Error::ProfileBusy { .. }) if Instant::now() < deadline => {
+                tokio::time::sleep(RETRY).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// [`lock_waiting`] for code that is not async (its callers hold no connection that a blocked
+/// thread would starve). A `patience` of zero tries once.
+///
+/// # Errors
+/// As [`lock_waiting`].
+pub fn lock_blocking(
+    root: &Path,
+    name: &ProfileName,
+    patience: Duration,
+) -> Result<NameLock, Error> {
+    let deadline = Instant::now() + patience;
+    loop {
+        match lock(root, name) {
+            Err(Error::ProfileBusy { .. }) if Instant::now() < deadline => {
+                std::thread::sleep(RETRY);
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Takes the name's lock (refusing if another run holds it) and sweeps its stale staging folders.
@@ -69,7 +129,66 @@ pub fn lock(root: &Path, name: &ProfileName) -> Result<NameLock, Error> {
     Ok(NameLock {
         _file: file,
         journal: locks.join(format!("{name}.keys")),
+        renewal: renewal_path(root, name),
     })
+}
+
+fn renewal_path(root: &Path, name: &ProfileName) -> PathBuf {
+    root.join(LOCKS).join(format!("{name}.renewal.json"))
+}
+
+/// A renewal of one certificate that has not finished: what [`crate::steps::renew`] keeps
+/// between attempts.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Renewal {
+    /// The key of the profile certificate it replaces: the record is that certificate's.
+    pub replaces: String,
+    /// Certificates signed for it so far (refused ones included).
+    pub signed: u32,
+    /// The certificate signed and not yet proven, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<Pending>,
+}
+
+/// A signed certificate that no service has accepted or refused yet, with its key.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pending {
+    /// Its key's identity (what the journal holds).
+    pub key_id: String,
+    /// The private key, PKCS#8 PEM (the file is 0600 in the 0700 `.locks`, like the profile's).
+    pub key_pem: String,
+    /// The agent's `sign` reply, checked again when it is used.
+    pub reply: String,
+}
+
+impl std::fmt::Debug for Pending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Pending({}, key ***)", self.key_id)
+    }
+}
+
+impl Renewal {
+    /// A fresh record for the certificate whose key is `replaces`.
+    pub fn of(replaces: Option<&KeyId>) -> Self {
+        Self {
+            replaces: replaces.map(ToString::to_string).unwrap_or_default(),
+            ..Self::default()
+        }
+    }
+
+    fn is_for(&self, key: Option<&KeyId>) -> bool {
+        key.is_some_and(|k| self.replaces == k.to_string())
+    }
+}
+
+/// The renewal record of `name`, read without the lock (doctor's look; a damaged one reads as
+/// none).
+pub fn renewal_of(root: &Path, name: &ProfileName) -> Option<Renewal> {
+    read_renewal(&renewal_path(root, name))
+}
+
+fn read_renewal(path: &Path) -> Option<Renewal> {
+    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
 }
 
 /// Removes `.NAME.tmp-*` folders: only a run holding the name's lock calls this, and every
@@ -121,6 +240,35 @@ impl NameLock {
         self.write(&keys)
     }
 
+    /// The renewal record, when it belongs to the certificate whose key is `current`.
+    pub fn renewal(&self, current: Option<&KeyId>) -> Option<Renewal> {
+        read_renewal(&self.renewal).filter(|r| r.is_for(current))
+    }
+
+    /// Records `renewal`, durably.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when it cannot be written.
+    pub fn set_renewal(&self, renewal: &Renewal) -> Result<(), Error> {
+        let text = serde_json::to_string_pretty(renewal).unwrap_or_default();
+        fsutil::write_private(&self.renewal, text.as_bytes())
+    }
+
+    /// Removes the renewal record (its pending key, if any, is still journaled).
+    ///
+    /// # Errors
+    /// [`Error::Io`] when it cannot be removed.
+    pub fn clear_renewal(&self) -> Result<(), Error> {
+        match std::fs::remove_file(&self.renewal) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::Io {
+                action: "remove",
+                path: self.renewal.clone(),
+                source: e,
+            }),
+            _ => Ok(()),
+        }
+    }
+
     fn write(&self, keys: &BTreeSet<KeyId>) -> Result<(), Error> {
         if keys.is_empty() {
             return match std::fs::remove_file(&self.journal) {
@@ -159,8 +307,19 @@ pub fn profile_key(dir: &Path) -> Option<KeyId> {
     Some(shiqi_ca::cert::Cert::from_pem(&pem).ok()?.key_id())
 }
 
+/// The key [`settle`] spares besides `keep` (a renewal's pending certificate, while its record
+/// belongs to `keep`), and whether the record is stale (the profile moved on: it goes, and its
+/// key is revoked with the rest).
+fn spared(record: Option<Renewal>, keep: Option<&KeyId>) -> (Option<KeyId>, bool) {
+    match record {
+        Some(r) if r.is_for(keep) => (r.pending.and_then(|p| p.key_id.parse().ok()), false),
+        Some(_) => (None, true),
+        None => (None, false),
+    }
+}
+
 /// Revokes (`superseded`) the certificates of every journaled key except `keep` (the key of the
-/// profile as it now is). With `clear`, each key leaves the journal once the agent has answered;
+/// profile as it now is) and a pending renewal's for that profile ([`Renewal`]). With `clear`, each key leaves the journal once the agent has answered;
 /// a run settles without `clear` when it starts and with it when it ends, so a certificate that
 /// a killed run's agent was still writing when this run started is caught at its end.
 ///
@@ -174,9 +333,19 @@ pub async fn settle(
     keep: Option<&KeyId>,
     clear: bool,
 ) -> Result<usize, Error> {
+    // A renewal's pending certificate is spared while the profile still holds the certificate
+    // it was signed to replace; once the profile moved on, the record goes and its key (still
+    // journaled) is revoked with the rest.
+    let (spared, stale) = spared(read_renewal(&lock.renewal), keep);
+    if stale {
+        lock.clear_renewal()?;
+    }
     let mut left = lock.pending();
     let mut revoked = 0;
     for key in left.clone() {
+        if Some(&key) == spared.as_ref() {
+            continue;
+        }
         if Some(&key) != keep {
             let what = Revocation::Key(name.clone(), key.clone());
             let done = agent::revoke(session, agent, &what, Reason::Superseded).await?;
@@ -188,4 +357,60 @@ pub async fn settle(
         }
     }
     Ok(revoked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(n: u8) -> KeyId {
+        format!("{n:064x}").parse().expect("key id")
+    }
+
+    #[test]
+    fn a_pending_renewal_is_spared_only_while_the_profile_holds_what_it_replaces() {
+        let (old, pending) = (key(1), key(2));
+        let record = Renewal {
+            replaces: old.to_string(),
+            signed: 1,
+            pending: Some(Pending {
+                key_id: pending.to_string(),
+                key_pem: String::new(),
+                reply: String::new(),
+            }),
+        };
+        assert_eq!(
+            spared(Some(record.clone()), Some(&old)),
+            (Some(pending.clone()), false)
+        );
+        // Renewed (the profile holds the pending key now) or rotated by hand: stale.
+        assert_eq!(spared(Some(record.clone()), Some(&pending)), (None, true));
+        assert_eq!(spared(Some(record.clone()), Some(&key(3))), (None, true));
+        assert_eq!(spared(Some(record), None), (None, true));
+        assert_eq!(spared(None, Some(&old)), (None, false));
+    }
+
+    #[test]
+    fn the_renewal_record_belongs_to_one_certificate() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let name: ProfileName = "saige".parse().expect("name");
+        let lock = lock(root.path(), &name).expect("lock");
+        let (old, other) = (key(1), key(3));
+        assert_eq!(lock.renewal(Some(&old)), None);
+        let mut r = Renewal::of(Some(&old));
+        r.signed = 2;
+        lock.set_renewal(&r).expect("write");
+        assert_eq!(lock.renewal(Some(&old)), Some(r.clone()));
+        assert_eq!(lock.renewal(Some(&other)), None);
+        assert_eq!(renewal_of(root.path(), &name), Some(r));
+        lock.clear_renewal().expect("clear");
+        assert_eq!(renewal_of(root.path(), &name), None);
+        // The private key inside never reaches a log line.
+        let p = Pending {
+            key_id: old.to_string(),
+            key_pem: "-----BEGIN PRIVATE KEY-----".to_owned(),
+            reply: String::new(),
+        };
+        assert!(!format!("{p:?}").contains("PRIVATE"));
+    }
 }

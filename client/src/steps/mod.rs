@@ -8,5 +8,6 @@ pub mod profile_files;
 pub mod render;
 pub mod renew;
 pub mod rotate;
+pub mod store;
 pub mod verify;
 pub mod write;

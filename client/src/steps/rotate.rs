@@ -1,8 +1,11 @@
 //! Rotation: a new key and certificate for an existing profile, over the one SSH session.
 //!
 //! In this order, so that a failure at any point leaves a working profile:
+//! 0. `profile.json` is read under the profile's lock (`journal`), which every writer of the
+//!    profile takes, so OLD below is the profile's certificate and no one else's;
 //! 1. a new key and CSR on this machine (the key never leaves it), signed by the agent with
-//!    `sign --replaces OLD` (the agent checks OLD is this name's and logs a `rotate`);
+//!    `sign --replaces OLD` (the agent checks OLD is this name's, not revoked, and logs a
+//!    `rotate`); a renewal may instead bring one it signed on an earlier attempt (`renew`);
 //! 2. every profile file built anew — same paths, same keystore password (DataGrip and Java
 //!    configs store it), same brokers and forwards (refreshing those is `tunnel up`'s job) — in
 //!    a staging folder next to the profile;
@@ -17,10 +20,12 @@
 use std::path::Path;
 
 use serde::Serialize;
+use shiqi_ca::ProfileName;
 use shiqi_ca::crl::Reason;
+use shiqi_ca::key::PrivateKey;
 use shiqi_ca::protocol::RevokeResponse;
 
-use crate::agent::{self, AgentCommand, Revocation};
+use crate::agent::{self, AgentCommand, Revocation, Signed};
 use crate::error::Error;
 use crate::profile::{Certificate, Profile};
 use crate::ssh::Session;
@@ -58,25 +63,30 @@ pub enum OldCertificate {
     Compromised,
 }
 
-/// Rotates the certificate of the profile in `dir` (whose `profile.json` is `profile`).
+/// Rotates the certificate of the profile in `dir`, reading its `profile.json` under the
+/// profile's lock (waiting for a run that holds it, such as the tunnel's renewal): a profile
+/// read before the lock may name a certificate that run has replaced and revoked since, and
+/// rotating that one would leave the other run's certificate valid and nobody's, or revoke the
+/// wrong serial as `keyCompromise` (issue 42).
 ///
 /// # Errors
 /// A key, signing or SSH error (nothing changed); [`Error::NewCertRefused`] when a service
 /// refused the new certificate (the old profile is untouched, the new certificate revoked);
-/// [`Error::Io`] when the new profile cannot be put in place (the old one is untouched).
-#[tracing::instrument(skip_all, fields(profile = %profile.name))]
+/// [`Error::Io`] when the new profile cannot be put in place (the old one is untouched);
+/// [`Error::ProfileBusy`] when another run held the profile for [`journal::PATIENCE`].
+#[tracing::instrument(skip_all, fields(profile = %name))]
 pub async fn rotate(
     session: &Session,
     dir: &Path,
-    profile: &Profile,
+    name: &ProfileName,
     old: OldCertificate,
 ) -> Result<Rotated, Error> {
-    let name = &profile.name;
     let root = dir.parent().unwrap_or(dir);
+    let lock = journal::lock_waiting(root, name, journal::PATIENCE).await?;
+    let profile = Profile::load(dir)?;
     let agent = AgentCommand::new(&profile.server.agent_command)?;
     // Crash safety (see `journal`): a rotation that died left its keys journaled; the profile's
     // own key is the one to keep.
-    let lock = journal::lock(root, name)?;
     let current = journal::profile_key(dir);
     journal::settle(&lock, session, &agent, name, current.as_ref(), false).await?;
     let fresh = keygen::keygen(name, profile.certificate.key_type)?;
@@ -86,7 +96,29 @@ pub async fn rotate(
         // must not leave the old certificate valid.
         lock.add(old)?;
     }
-    let result = rotate_with(session, dir, profile, old, &agent, fresh).await;
+    let result = async {
+        let signed = agent::sign_replacing(
+            session,
+            &agent,
+            name,
+            &fresh.csr_pem,
+            &fresh.key,
+            &profile.certificate.serial,
+        )
+        .await?;
+        finish(
+            session,
+            dir,
+            &profile,
+            old,
+            &agent,
+            &fresh.key,
+            &signed,
+            Proof::Optional,
+        )
+        .await
+    }
+    .await;
     let keep = match &result {
         Ok(_) => {
             if let Some(old) = &current {
@@ -102,41 +134,53 @@ pub async fn rotate(
     result
 }
 
-async fn rotate_with(
+/// Whether a rotation may go on when no service could be reached to try the new certificate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Proof {
+    /// Yes, keeping the old certificate valid (a rotation run by hand: the user asked now).
+    Optional,
+    /// No: nothing changes, and the caller keeps the new certificate for its next attempt (a
+    /// renewal, which has time).
+    Required,
+}
+
+/// Steps 2 to 5 for a certificate `signed` for `key`, replacing the profile's (`profile`, read
+/// under the lock the caller holds).
+///
+/// # Errors
+/// As [`rotate`]; with [`Proof::Required`], [`Error::RenewalWaits`] when no service answered.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one call site each in rotate and renew; a struct would only rename them"
+)]
+pub async fn finish(
     session: &Session,
     dir: &Path,
     profile: &Profile,
     fate: OldCertificate,
     agent: &AgentCommand,
-    fresh: keygen::KeyAndCsr,
+    key: &PrivateKey,
+    signed: &Signed,
+    proof: Proof,
 ) -> Result<Rotated, Error> {
     let agent = agent.clone();
     let name = &profile.name;
     let root = dir.parent().unwrap_or(dir);
     let old = profile.certificate.clone();
-    let signed = agent::sign_replacing(
-        session,
-        &agent,
-        name,
-        &fresh.csr_pem,
-        &fresh.key,
-        &old.serial,
-    )
-    .await?;
     let mut new = profile.clone();
     new.certificate = Certificate {
         serial: signed.response.serial.clone(),
         not_before: signed.response.not_before,
         not_after: signed.response.not_after,
-        key_type: fresh.key.key_type(),
+        key_type: key.key_type(),
     };
     let password =
         profile_files::read_password(dir).unwrap_or_else(shiqi_ca::Secret::random_password);
     let files = profile_files::build(&profile_files::Inputs {
         dir,
         target: session.target(),
-        key: &fresh.key,
-        signed: &signed,
+        key,
+        signed,
         profile: &new,
         forwards: &profile.forwards,
         password: &password,
@@ -162,9 +206,20 @@ async fn rotate_with(
             revoked_new,
         });
     }
+    let proved = logins.is_empty() || logins.iter().any(|l| l.check.ok);
+    if !proved && proof == Proof::Required {
+        drop(staged);
+        return Err(Error::RenewalWaits {
+            name: name.to_string(),
+            why: format!(
+                "no broker and no MySQL server could be reached to try the new certificate \
+                 (serial {}, kept for the next attempt)",
+                new.certificate.serial
+            ),
+        });
+    }
     staged.replace()?;
 
-    let proved = logins.is_empty() || logins.iter().any(|l| l.check.ok);
     let mut rotated = Rotated {
         old,
         profile: new,

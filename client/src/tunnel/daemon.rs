@@ -55,6 +55,9 @@ const RENEW_CHECK: Duration = Duration::from_secs(20);
 const RENEW_FIRST_BACKOFF: Duration = Duration::from_secs(60);
 /// The longest pause between renewal attempts.
 const RENEW_MAX_BACKOFF: Duration = Duration::from_secs(3600);
+/// For tests only: with `SECS`, the certificate is checked every `SECS` and a failed renewal is
+/// retried after `SECS`, without backoff, so the e2e can watch ten failed attempts in a minute.
+const RENEW_RETRY_ENV: &str = "SHIQI_RENEW_RETRY_SECS";
 
 /// What the background process needs, settled by the command.
 #[derive(Clone, Debug)]
@@ -200,6 +203,11 @@ struct RenewSchedule {
     not_before: Instant,
     /// The next pause after a failure.
     backoff: Duration,
+    /// How often the clock is checked ([`RENEW_CHECK`]).
+    check: Duration,
+    /// The first and the longest pause after a failure.
+    first_backoff: Duration,
+    max_backoff: Duration,
 }
 
 impl RenewSchedule {
@@ -210,10 +218,25 @@ impl RenewSchedule {
             .build_hasher()
             .finish();
         let jitter = time::Duration::seconds(i64::try_from(random % 600).unwrap_or_default());
+        let fixed = std::env::var(RENEW_RETRY_ENV)
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|secs| *secs > 0)
+            .map(Duration::from_secs);
+        if let Some(every) = fixed {
+            tracing::warn!("{RENEW_RETRY_ENV}: renewal checked and retried every {every:?}");
+        }
         Self {
-            jitter,
+            jitter: if fixed.is_some() {
+                time::Duration::ZERO
+            } else {
+                jitter
+            },
             not_before: Instant::now(),
-            backoff: RENEW_FIRST_BACKOFF,
+            backoff: fixed.unwrap_or(RENEW_FIRST_BACKOFF),
+            check: fixed.unwrap_or(RENEW_CHECK),
+            first_backoff: fixed.unwrap_or(RENEW_FIRST_BACKOFF),
+            max_backoff: fixed.unwrap_or(RENEW_MAX_BACKOFF),
         }
     }
 
@@ -232,7 +255,7 @@ impl Daemon {
         // must not keep pushing a longer one back.
         let every = self.check_every;
         let mut next_check = tokio::time::Instant::now() + every;
-        let mut next_renewal = tokio::time::Instant::now() + RENEW_CHECK;
+        let mut next_renewal = tokio::time::Instant::now() + self.renew.check;
         loop {
             let link = self.tx.borrow().clone();
             let lost = self.shared.lost.clone();
@@ -252,7 +275,9 @@ impl Daemon {
             };
             match event {
                 Event::CheckBrokers => next_check = tokio::time::Instant::now() + every,
-                Event::CheckRenewal => next_renewal = tokio::time::Instant::now() + RENEW_CHECK,
+                Event::CheckRenewal => {
+                    next_renewal = tokio::time::Instant::now() + self.renew.check;
+                }
                 _ => {}
             }
             match event {
@@ -481,7 +506,9 @@ impl Daemon {
     /// the new certificate logs in, the profile is swapped, the old serial is revoked. The
     /// local endpoint presents it on every connection from then on; clients already connected
     /// keep theirs. A failure is retried with backoff (1 min doubling to 1 h) and shown in the
-    /// state file with the time left.
+    /// state file with the time left; a failing renewal signs at most
+    /// [`renew::MAX_SIGNED`] certificates (see [`renew::renew_if_due`]), and says when it
+    /// stopped.
     async fn check_renewal(&mut self) {
         let Ok(profile) = Profile::load(&self.paths.dir) else {
             return;
@@ -493,13 +520,17 @@ impl Daemon {
             due,
             last: None,
             error: None,
+            hint: None,
             retry_at: None,
+            attempts: 0,
         });
         if shown.not_after != profile.certificate.not_after {
             // Renewed by other means (`renew`, `rotate`): past failures no longer apply.
             shown.error = None;
+            shown.hint = None;
             shown.retry_at = None;
-            self.renew.backoff = RENEW_FIRST_BACKOFF;
+            shown.attempts = 0;
+            self.renew.backoff = self.renew.first_backoff;
             self.renew.not_before = Instant::now();
         }
         shown.not_after = profile.certificate.not_after;
@@ -520,7 +551,8 @@ impl Daemon {
             "renewing the certificate (valid until {})",
             shiqi_ca::text::utc(profile.certificate.not_after)
         );
-        match renew::renew_if_due(&link.session, &self.paths.dir, &profile).await {
+        // No waiting for the lock: this loop serves the forwards; the next check tries again.
+        match renew::renew_if_due(&link.session, &self.paths.dir, &profile.name, None).await {
             Ok(renew::RenewOutcome::Renewed(r)) => {
                 let what = format!(
                     "serial {} → {} at {}, valid until {}{}",
@@ -537,25 +569,35 @@ impl Daemon {
                 tracing::info!("renewed: {what}");
                 shown.last = Some(what);
                 shown.error = None;
+                shown.hint = None;
                 shown.retry_at = None;
+                shown.attempts = 0;
                 shown.not_after = r.profile.certificate.not_after;
                 shown.due = self.renew.due(&r.profile.certificate);
-                self.renew.backoff = RENEW_FIRST_BACKOFF;
+                self.renew.backoff = self.renew.first_backoff;
             }
             Ok(renew::RenewOutcome::NotDue { .. }) => {}
+            Err(Error::ProfileBusy { .. }) => {
+                // A `rotate` or `renew` run by hand has the profile: not a failure.
+                tracing::info!("the profile is busy (a rotation by hand?); renewing later");
+                return;
+            }
             Err(e) => {
                 let why = one_line(&e);
                 let left = profile.certificate.not_after - now;
+                shown.attempts += 1;
                 tracing::warn!(
+                    attempt = shown.attempts,
                     "cannot renew the certificate ({}h left), retrying in {}s: {why}",
                     left.whole_hours(),
                     self.renew.backoff.as_secs()
                 );
                 shown.error = Some(why);
+                shown.hint = e.hint();
                 shown.retry_at =
                     Some(now + time::Duration::try_from(self.renew.backoff).unwrap_or_default());
                 self.renew.not_before = Instant::now() + self.renew.backoff;
-                self.renew.backoff = (self.renew.backoff * 2).min(RENEW_MAX_BACKOFF);
+                self.renew.backoff = (self.renew.backoff * 2).min(self.renew.max_backoff);
             }
         }
         self.state.renewal = Some(shown);
@@ -662,12 +704,23 @@ impl Daemon {
         profile: &Profile,
         serving: Vec<shiqi_ca::protocol::Broker>,
     ) -> Result<Option<String>, String> {
-        let plan = refresh::plan_keeping(profile, serving).map_err(|e| one_line(&e))?;
-        if !plan.changed(profile) {
+        if !refresh::plan_keeping(profile, serving.clone())
+            .map_err(|e| one_line(&e))?
+            .changed(profile)
+        {
             return Ok(None);
         }
+        // Planned again under the profile's lock, from profile.json as it is then (a renewal
+        // may have replaced the certificate since `profile` was read); busy: the next look
+        // tries again.
         let alias = self.targets.first.host_key_alias.as_deref();
-        refresh::write(&plan, &self.paths.dir, alias).map_err(|e| one_line(&e))?;
+        let (plan, written) = refresh::apply(&self.paths.dir, alias, Duration::ZERO, |fresh| {
+            refresh::plan_keeping(fresh, serving)
+        })
+        .map_err(|e| one_line(&e))?;
+        if !written {
+            return Ok(None);
+        }
         let what = format!(
             "{} brokers serving{}",
             plan.profile.brokers.len(),

@@ -2,10 +2,12 @@
 //! (`tunnel up` asks the agent, [`crate::agent::brokers`]) and while it runs (the daemon asks
 //! the cluster itself through its own forwards, [`crate::probe::kafka::registered`]), so a broker
 //! that returns or joins gets its forward with no file edited. `ssh_config` and `profile.json`
-//! are rewritten to match (each atomically, through `fsutil`). The forward list itself is
+//! are rewritten to match (each atomically, through `fsutil`), under the profile's lock
+//! (`steps::store`), planned from the profile as it is then. The forward list itself is
 //! `tunnel::plan::forwards`, the same as setup's.
 
 use std::path::Path;
+use std::time::Duration;
 
 use shiqi_ca::Secret;
 use shiqi_ca::protocol::Broker;
@@ -13,7 +15,7 @@ use shiqi_ca::protocol::Broker;
 use crate::error::Error;
 use crate::fsutil;
 use crate::profile::{Endpoint, ForwardRecord, Profile, files};
-use crate::steps::render;
+use crate::steps::{render, store};
 use crate::tunnel::plan;
 
 /// The profile as the current broker list makes it.
@@ -134,24 +136,38 @@ pub fn plan(old: &Profile, mut brokers: Vec<Broker>) -> Result<Plan, Error> {
     })
 }
 
-/// Writes `ssh_config`, then `profile.json` (last, as setup does), into the profile folder.
+/// Plans the profile with `make` against `profile.json` as it is under the profile's lock
+/// ([`store::update`]: a renewal may have replaced the certificate since the caller read it,
+/// and a plan made from that read would write the old certificate back), and when the plan
+/// changes anything, writes `ssh_config`, then `profile.json` (last, as setup does). The plan,
+/// and whether it was written.
 ///
 /// # Errors
-/// [`Error::Template`] on a template bug; [`Error::Io`] when a file cannot be written (each
-/// file is replaced atomically, so a reader sees the old one or the new one).
-pub fn write(plan: &Plan, dir: &Path, host_key_alias: Option<&str>) -> Result<(), Error> {
-    let ssh_config = render_ssh_config(&plan.profile, &plan.forwards, dir, host_key_alias)?;
-    fsutil::write_private(&dir.join(files::SSH_CONFIG), ssh_config.as_bytes())?;
-    fsutil::write_private(
-        &dir.join(files::PROFILE_JSON),
-        plan.profile.to_json().as_bytes(),
-    )
+/// As [`store::update`] and `make`; [`Error::Template`] on a template bug; [`Error::Io`] when a
+/// file cannot be written (each file is replaced atomically, so a reader sees the old one or
+/// the new one).
+pub fn apply(
+    dir: &Path,
+    host_key_alias: Option<&str>,
+    patience: Duration,
+    make: impl FnOnce(&Profile) -> Result<Plan, Error>,
+) -> Result<(Plan, bool), Error> {
+    store::update(dir, patience, |profile| {
+        let plan = make(profile)?;
+        if !plan.changed(profile) {
+            return Ok((plan, false));
+        }
+        let ssh_config = render_ssh_config(&plan.profile, &plan.forwards, dir, host_key_alias)?;
+        fsutil::write_private(&dir.join(files::SSH_CONFIG), ssh_config.as_bytes())?;
+        *profile = plan.profile.clone();
+        Ok((plan, true))
+    })
 }
 
 /// Records what a running local endpoint learned: its ports and the brokers' advertised
 /// addresses, into `profile.json` (the only file that names them in local mode). What changed,
-/// in words. Under the profile's lock, as `rotate` and `renew` write: a rotation that swaps
-/// the folder meanwhile would otherwise drop this write, or carry an old certificate section.
+/// in words. Through [`store::update`], without waiting: the daemon tries again at its next
+/// look at the cluster.
 ///
 /// # Errors
 /// [`Error::ProfileBusy`] while a rotation holds the lock (the caller tries again later);
@@ -161,69 +177,66 @@ pub fn write_endpoint(
     endpoint: Endpoint,
     brokers: Vec<Broker>,
 ) -> Result<String, Error> {
-    let mut profile = Profile::load(dir)?;
-    let _lock = crate::steps::journal::lock(dir.parent().unwrap_or(dir), &profile.name)?;
-    // Read again under the lock: a rotation may have finished just before.
-    profile = Profile::load(dir)?;
-    let before: Vec<i32> = profile.brokers.iter().map(|b| b.id).collect();
-    let mut brokers = brokers;
-    brokers.sort_by_key(|b| b.id);
-    let added: Vec<String> = brokers
-        .iter()
-        .filter(|b| !before.contains(&b.id))
-        .map(|b| format!("broker {} ({}:{})", b.id, b.host, b.port))
-        .collect();
-    // Brokers the endpoint has not heard of since it started stay as recorded.
-    for b in &profile.brokers {
-        if !brokers.iter().any(|n| n.id == b.id) {
-            brokers.push(b.clone());
+    store::update(dir, Duration::ZERO, |profile| {
+        let before: Vec<i32> = profile.brokers.iter().map(|b| b.id).collect();
+        let mut brokers = brokers;
+        brokers.sort_by_key(|b| b.id);
+        let added: Vec<String> = brokers
+            .iter()
+            .filter(|b| !before.contains(&b.id))
+            .map(|b| format!("broker {} ({}:{})", b.id, b.host, b.port))
+            .collect();
+        // Brokers the endpoint has not heard of since it started stay as recorded.
+        for b in &profile.brokers {
+            if !brokers.iter().any(|n| n.id == b.id) {
+                brokers.push(b.clone());
+            }
         }
-    }
-    brokers.sort_by_key(|b| b.id);
-    profile.brokers = brokers;
-    profile.endpoint = endpoint;
-    fsutil::write_private(&dir.join(files::PROFILE_JSON), profile.to_json().as_bytes())?;
-    Ok(if added.is_empty() {
-        "a broker moved".to_owned()
-    } else {
-        format!("new {}", added.join(", "))
+        brokers.sort_by_key(|b| b.id);
+        profile.brokers = brokers;
+        profile.endpoint = endpoint;
+        Ok(if added.is_empty() {
+            "a broker moved".to_owned()
+        } else {
+            format!("new {}", added.join(", "))
+        })
     })
 }
 
-/// Switches the profile to `endpoint`: the forwards follow (direct: one per broker; local:
-/// MySQL only, served by the endpoint), and every rendered file of the catalogue the profile
-/// has, then `profile.json` (last), is rewritten to match.
+/// Switches the profile in `dir` to `endpoint`: the forwards follow (direct: one per broker;
+/// local: MySQL only, served by the endpoint), and every rendered file of the catalogue the
+/// profile has, then `profile.json` (last), is rewritten to match. Through [`store::update`],
+/// waiting up to `patience` for a run that holds the profile.
 ///
 /// # Errors
-/// As [`plan()`] (direct on a cluster with two brokers on one port); [`Error::Io`] when a file
-/// cannot be written.
+/// As [`plan()`] (direct on a cluster with two brokers on one port) and [`store::update`];
+/// [`Error::Io`] when a file cannot be written.
 pub fn switch_endpoint(
-    old: &Profile,
     endpoint: Endpoint,
     dir: &Path,
     host_key_alias: Option<&str>,
+    patience: Duration,
 ) -> Result<Plan, Error> {
-    let mut with = old.clone();
-    with.endpoint = endpoint;
-    let plan = plan(&with, old.brokers.clone())?;
-    // The Java config holds the keystore password in direct mode; it is read from its file.
-    let password = crate::steps::profile_files::read_password(dir)
-        .unwrap_or_else(|| Secret::new(String::new()));
-    let rendered = render::render_profile(
-        &plan.profile,
-        &plan.forwards,
-        dir,
-        host_key_alias,
-        &password,
-    )?;
-    for (name, text) in rendered.files() {
-        fsutil::write_private(&dir.join(name), text.as_bytes())?;
-    }
-    fsutil::write_private(
-        &dir.join(files::PROFILE_JSON),
-        plan.profile.to_json().as_bytes(),
-    )?;
-    Ok(plan)
+    store::update(dir, patience, |profile| {
+        let mut with = profile.clone();
+        with.endpoint = endpoint;
+        let plan = plan(&with, profile.brokers.clone())?;
+        // The Java config holds the keystore password in direct mode; it is read from its file.
+        let password = crate::steps::profile_files::read_password(dir)
+            .unwrap_or_else(|| Secret::new(String::new()));
+        let rendered = render::render_profile(
+            &plan.profile,
+            &plan.forwards,
+            dir,
+            host_key_alias,
+            &password,
+        )?;
+        for (name, text) in rendered.files() {
+            fsutil::write_private(&dir.join(name), text.as_bytes())?;
+        }
+        *profile = plan.profile.clone();
+        Ok(plan)
+    })
 }
 
 fn render_ssh_config(
@@ -305,17 +318,25 @@ mod tests {
 
     #[test]
     fn rewrites_ssh_config_and_profile_json() {
-        let dir = tempfile::tempdir().expect("tempdir");
+        let root = tempfile::tempdir().expect("tempdir");
         let old = with_forwards(sample());
+        let dir = crate::profile::dir(root.path(), &old.name);
+        crate::fsutil::create_private_dir(&dir).expect("dir");
+        crate::fsutil::write_private(&dir.join(files::PROFILE_JSON), old.to_json().as_bytes())
+            .expect("profile.json");
         let mut brokers = old.brokers.clone();
         brokers.push(Broker {
             id: 4,
             host: "localhost".parse().expect("host"),
             port: shiqi_ca::Port::try_from(49094).expect("port"),
         });
-        let p = plan(&old, brokers).expect("plan");
-        write(&p, dir.path(), Some("vm-alias")).expect("write");
-        let cfg = std::fs::read_to_string(dir.path().join(files::SSH_CONFIG)).expect("read");
+        let (p, written) = apply(&dir, Some("vm-alias"), Duration::ZERO, |fresh| {
+            plan(fresh, brokers)
+        })
+        .expect("apply");
+        assert!(written);
+        let dir = &dir;
+        let cfg = std::fs::read_to_string(dir.join(files::SSH_CONFIG)).expect("read");
         assert!(
             cfg.lines()
                 .any(|l| l == "    LocalForward 127.0.0.1:49094 localhost:49094"),
@@ -323,7 +344,7 @@ mod tests {
         );
         assert!(cfg.contains("    HostKeyAlias vm-alias\n"));
         assert!(cfg.contains("    LocalForward 127.0.0.1:3306 127.0.0.1:3306\n"));
-        let back = Profile::load(dir.path()).expect("load");
+        let back = Profile::load(dir).expect("load");
         assert_eq!(back, p.profile);
         assert_eq!(back.brokers.len(), 4);
     }

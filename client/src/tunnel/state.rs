@@ -100,6 +100,12 @@ pub struct Renewal {
     /// Why the last attempt failed, while it keeps retrying.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What to do about it (the error's hint), when there is something.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    /// Failed attempts since the last renewal (or since the tunnel started).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub attempts: u32,
     /// When it tries again after a failure.
     #[serde(
         default,
@@ -153,6 +159,14 @@ pub fn remove(path: &Path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => tracing::warn!(path = %path.display(), error = %e, "cannot remove"),
     }
+}
+
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if passes a reference"
+)]
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]

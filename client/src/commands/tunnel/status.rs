@@ -80,7 +80,11 @@ struct RenewalShown {
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<Escaped>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    hint: Option<Escaped>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     retry_at: Option<String>,
+    /// Failed attempts since the last renewal.
+    attempts: u32,
 }
 
 impl From<Renewal> for RenewalShown {
@@ -90,7 +94,9 @@ impl From<Renewal> for RenewalShown {
             due: rfc3339(r.due),
             last: r.last.map(Escaped::from),
             error: r.error.map(Escaped::from),
+            hint: r.hint.map(Escaped::from),
             retry_at: r.retry_at.map(rfc3339),
+            attempts: r.attempts,
         }
     }
 }
@@ -338,9 +344,13 @@ fn status_text(r: &StatusReport) -> String {
                 }
                 if let Some(e) = &r.error {
                     line.push_str(&format!(
-                        "renewal failing (retrying at {}): {e}\n",
+                        "renewal failing ({} attempts, retrying at {}): {e}\n",
+                        r.attempts,
                         r.retry_at.as_deref().unwrap_or("?")
                     ));
+                    if let Some(h) = &r.hint {
+                        line.push_str(&format!("hint: {h}\n"));
+                    }
                 }
             }
             if let Some(r) = &t.refused {

@@ -13,6 +13,7 @@ use crate::cli::{EndpointArgs, EndpointMode};
 use crate::error::Error;
 use crate::printer::Printer;
 use crate::profile::{Endpoint, ForwardRecord, Profile};
+use crate::steps::journal;
 use crate::tunnel::login::Targets;
 use crate::tunnel::plan::choose_endpoint;
 use crate::tunnel::state::{self, State};
@@ -255,8 +256,9 @@ async fn apply_switch(
     let alias = Targets::resolve(profile, &s.home)
         .ok()
         .and_then(|t| t.first.host_key_alias.clone());
-    let plan = refresh::switch_endpoint(profile, endpoint, &s.paths.dir, alias.as_deref())
-        .with_context(|| format!("cannot update profile `{}`", s.name))?;
+    let plan =
+        refresh::switch_endpoint(endpoint, &s.paths.dir, alias.as_deref(), journal::PATIENCE)
+            .with_context(|| format!("cannot update profile `{}`", s.name))?;
     let mysql = if profile.mysql.is_some() {
         ", my.cnf"
     } else {
@@ -354,20 +356,23 @@ async fn refresh_profile(
             return Ok(None);
         }
     };
-    let plan =
-        refresh::plan(profile, brokers).context("cannot plan the tunnel for this cluster")?;
+    // Planned against profile.json as it is under the profile's lock: the tunnel's renewal
+    // may have replaced the certificate since `profile` was read.
+    let alias = targets.first.host_key_alias.as_deref();
+    let (plan, written) = refresh::apply(&s.paths.dir, alias, journal::PATIENCE, |fresh| {
+        refresh::plan(fresh, brokers)
+    })
+    .with_context(|| format!("cannot update profile `{}` for this cluster", s.name))?;
     for w in &plan.warnings {
         printer.warn(w);
     }
-    if !plan.changed(profile) {
+    if !written {
         step.done(&format!(
             "{} brokers, unchanged",
             plan.profile.brokers.len()
         ));
         return Ok(None);
     }
-    refresh::write(&plan, &s.paths.dir, targets.first.host_key_alias.as_deref())
-        .with_context(|| format!("cannot update profile `{}`", s.name))?;
     let mut what = format!(
         "{} brokers{}",
         plan.profile.brokers.len(),
@@ -391,7 +396,8 @@ async fn renew_on_connect(
         return None;
     }
     let step = printer.step("renew the certificate (less than a third of its lifetime is left)");
-    match renew::renew_if_due(session, &s.paths.dir, profile).await {
+    let patience = Some(journal::PATIENCE);
+    match renew::renew_if_due(session, &s.paths.dir, &s.name, patience).await {
         Ok(RenewOutcome::Renewed(r)) => {
             step.done(&format!(
                 "serial {} → {}, valid until {}{}",
