@@ -31,6 +31,7 @@ mod lifecycle;
 mod logins;
 mod planted;
 mod readme;
+mod renewal;
 mod server;
 mod setup;
 mod stack;
