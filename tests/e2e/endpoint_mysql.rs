@@ -51,11 +51,11 @@ fn mysql_clients_with_no_ssl_settings_log_in_as_the_certificate_through_the_loca
     let password = std::fs::read_to_string(profile.join("keystore.password")).expect("pw");
     let me = format!("{name}@127.0.0.1");
 
-    // my.cnf: where and who, nothing else.
+    // my.cnf: where and who, and no local files for the mysql client (issue 42).
     let cnf = settings(&profile, "my.cnf");
     assert_eq!(
         cnf.trim(),
-        format!("[client]\nhost=127.0.0.1\nport=3306\nuser={name}"),
+        format!("[client]\nhost=127.0.0.1\nport=3306\nuser={name}\n\n[mysql]\nlocal-infile=0"),
         "{cnf}"
     );
 
@@ -129,6 +129,15 @@ fn mysql_clients_with_no_ssl_settings_log_in_as_the_certificate_through_the_loca
     .ok();
     assert!(out.stdout.contains("2000\t2001000"), "{}", out.all());
     assert!(out.stdout.contains("Compression\tON"), "{}", out.all());
+    // With my.cnf alone the client sends no local file (issue 42: a server, or another account
+    // posing as the endpoint while the tunnel is down, could ask for any).
+    let sql = format!(
+        "CREATE TABLE {table} (a INT); LOAD DATA LOCAL INFILE '{}' INTO TABLE {table}",
+        rows.display()
+    );
+    let out = mariadb(s, &[&cnf_arg, "app", "-e", &sql]).failed();
+    assert!(out.stderr.contains("not allowed"), "{}", out.all());
+    mariadb(s, &[&cnf_arg, "app", "-e", &format!("DROP TABLE {table}")]).ok();
 
     // PyMySQL with no ssl argument.
     let out = s
@@ -145,13 +154,17 @@ fn mysql_clients_with_no_ssl_settings_log_in_as_the_certificate_through_the_loca
         out.all()
     );
 
-    // Both JDBC drivers with the URL `jdbc` prints: the user and nothing else.
+    // Both JDBC drivers with the URL `jdbc` prints: the user, and each driver's switch for
+    // `LOAD DATA LOCAL` off.
     let jar = crate::jdbc::jar(s);
-    for driver in ["mysql", "mariadb"] {
+    for (driver, infile) in [
+        ("mysql", "allowLoadLocalInfile"),
+        ("mariadb", "allowLocalInfile"),
+    ] {
         let url = home.connect(s, &["jdbc", &name, "--driver", driver]).ok();
         assert_eq!(
             url.stdout.trim(),
-            format!("jdbc:{driver}://127.0.0.1:3306/?user={name}"),
+            format!("jdbc:{driver}://127.0.0.1:3306/?user={name}&{infile}=false"),
             "{}",
             url.all()
         );
