@@ -409,7 +409,7 @@ fn a_user_key_gets_no_more_certificates_for_its_name_than_the_cap() {
     assert!(
         !out.success()
             && out.stderr.contains(&format!(
-                "`{name}` already has {CAP} unexpired certificates"
+                "`{name}` already has {CAP} live certificates"
             ))
             && out.stderr.contains("certificates_per_name"),
         "{}",
@@ -422,6 +422,15 @@ fn a_user_key_gets_no_more_certificates_for_its_name_than_the_cap() {
             .any(|l| l["outcome"] == "refused" && l["action"] == "sign"),
         "the refusal is not in the audit log"
     );
+    // Only live certificates count (issue 42): one revoked makes room for one more, though it
+    // stays in the CRL until it expires.
+    let list = s.agent(&["list", "--json", "--name", &name], None).ok();
+    let list: serde_json::Value = serde_json::from_str(&list.stdout).expect("list JSON");
+    let serial = list[0]["serial"].as_str().expect("serial").to_owned();
+    s.agent(&["revoke", &serial], None).ok();
+    let out = sign();
+    assert!(out.success(), "sign after a revocation: {}", out.all());
+    assert!(!sign().success(), "the cap holds again");
     s.agent(&["revoke", "--name", &name], None);
     s.agent(&["unblock", &name], None);
     let fingerprint = s
