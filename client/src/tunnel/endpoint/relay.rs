@@ -34,6 +34,12 @@ const BUFFER: usize = 64 * 1024;
 /// alone reserves nothing large.
 const FIRST_RESERVE: usize = 64 * 1024;
 
+/// Answers being decoded for a rewrite, all connections together, counted in KiB of their
+/// frames: at most one largest answer's worth at a time. Decoding allocates a few times a
+/// frame's bytes (a struct per entry), so without this every open connection could hold that at
+/// once; answers that need no rewrite are never decoded and pass at once.
+static DECODING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MAX_ANSWER / 1024);
+
 /// Serves `listener` until the task is aborted.
 pub async fn serve(listener: TcpListener, role: Role, ep: Arc<LocalEndpoint>) {
     loop {
@@ -195,7 +201,23 @@ where
             _ => return Err(format!("an answer ({correlation_id}) to no request sent")),
         };
         let mut ports = EndpointPorts(ep);
-        match rewrite::response(&request, &body, &mut ports)? {
+        let decoding = if rewrite::rewrites(request.api_key, request.version) {
+            // A frame is at most MAX_ANSWER, so its share never exceeds the whole budget.
+            let kib = u32::try_from(body.len() / 1024 + 1).unwrap_or(u32::MAX);
+            let all = u32::try_from(MAX_ANSWER / 1024).unwrap_or(u32::MAX);
+            Some(
+                DECODING
+                    .acquire_many(kib.min(all))
+                    .await
+                    .map_err(|_| "the decoding budget is closed")?,
+            )
+        } else {
+            None
+        };
+        let rewritten = rewrite::response(&request, &body, &mut ports)?;
+        // Released before writing: a slow client must not hold up other connections' answers.
+        drop(decoding);
+        match rewritten {
             None => to.write_all(&frame).await,
             Some(rewritten) => {
                 let len = u32::try_from(rewritten.len()).map_err(|_| "an answer too large")?;

@@ -23,6 +23,12 @@ use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 /// The host every rewritten address names.
 pub const LOCAL_HOST: &str = "127.0.0.1";
 
+/// The largest answer decoded among those that carry no records (Metadata, FindCoordinator,
+/// DescribeCluster, ApiVersions): decoding allocates a struct per entry, several times the
+/// entry's bytes, so a hostile broker's 256 MiB Metadata could cost gigabytes. A cluster of
+/// 200,000 partitions answers Metadata in about 10 MiB.
+pub const MAX_DECODED: usize = 32 * 1024 * 1024;
+
 /// A broker as an answer names it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Node {
@@ -123,6 +129,16 @@ pub fn response(
         return Ok(None);
     };
     let v = request.version;
+    let carries_records = matches!(
+        key,
+        ApiKey::Produce | ApiKey::Fetch | ApiKey::ShareFetch | ApiKey::ShareAcknowledge
+    );
+    if !carries_records && frame.len() > MAX_DECODED {
+        return Err(format!(
+            "a {key:?} answer of {} bytes is over the {MAX_DECODED} bytes this endpoint decodes",
+            frame.len()
+        ));
+    }
     let bad = |e: anyhow::Error| format!("a {key:?} v{v} answer does not decode: {e}");
     let mut buf = frame.clone();
     let header = ResponseHeader::decode(&mut buf, key.response_header_version(v)).map_err(bad)?;
@@ -537,6 +553,21 @@ mod tests {
             &mut Fixed::default(),
         );
         assert_eq!(got, Ok(None));
+    }
+
+    #[test]
+    fn an_answer_without_records_over_the_decode_limit_is_refused_undecoded() {
+        let mut big = vec![0_u8; MAX_DECODED + 1];
+        big[3] = 7; // the correlation id
+        let big = Bytes::from(big);
+        for key in [
+            ApiKey::Metadata,
+            ApiKey::FindCoordinator,
+            ApiKey::DescribeCluster,
+        ] {
+            let err = response(&req(key, 1), &big, &mut Fixed::default()).expect_err("refused");
+            assert!(err.contains("over the"), "{err}");
+        }
     }
 
     #[test]
