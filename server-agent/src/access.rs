@@ -30,6 +30,13 @@ pub fn authorize(ctx: &Context, caller: &Caller, command: &Command) -> Result<()
     if matches!(command, Command::Completions(_) | Command::Man(_)) {
         return Err(forbidden(caller, &describe(command)));
     }
+    // The CA key leaves the server only by the operator's hand: an admin key's owner may sign
+    // and revoke any name, but never carry the key away or replace the CA.
+    if matches!(command, Command::Backup(_) | Command::Restore(_))
+        && !matches!(caller, Caller::Local { .. })
+    {
+        return Err(forbidden(caller, &describe(command)));
+    }
     let key = match caller {
         Caller::Local { .. } => return Ok(()),
         Caller::Unenrolled { fingerprint } => {
@@ -111,6 +118,8 @@ pub fn audit_target(command: &Command) -> (&'static str, String) {
         Command::Install(_) => ("install", String::new()),
         Command::Enroll(a) => ("enroll", a.name.as_deref().map(name).unwrap_or_default()),
         Command::Unblock(a) => ("unblock", name(&a.name)),
+        Command::Backup(_) => ("backup", String::new()),
+        Command::Restore(_) => ("restore", String::new()),
         Command::Serve(_) => ("serve", String::new()),
         Command::Completions(_) => ("completions", String::new()),
         Command::Man(_) => ("man", String::new()),
@@ -140,6 +149,8 @@ fn describe(command: &Command) -> String {
         Command::Install(_) => "`install`".to_owned(),
         Command::Enroll(_) => "`enroll`".to_owned(),
         Command::Unblock(a) => format!("`unblock {}`", a.name),
+        Command::Backup(_) => "`backup` (only on the server, as the agent's account)".to_owned(),
+        Command::Restore(_) => "`restore` (only on the server, as the agent's account)".to_owned(),
         Command::Serve(_) => "`serve`".to_owned(),
         Command::Completions(_) => "`completions` (run it on the server itself)".to_owned(),
         Command::Man(_) => "`man` (run it on the server itself)".to_owned(),

@@ -86,6 +86,12 @@ pub enum Command {
     Check(CheckArgs),
     /// Lift the block a `revoke --name NAME` put on NAME, so that it can be signed again.
     Unblock(UnblockArgs),
+    /// Write the CA (key, certificate, inventory, agent.toml) to one file encrypted to a
+    /// passphrase (age, scrypt), for `restore` on a new server. Local only.
+    Backup(BackupArgs),
+    /// Put a backup's CA into an empty state directory (refused where a CA exists unless
+    /// `--force`); the CRL number skips ahead. Local only.
+    Restore(RestoreArgs),
     /// Answer one request from `SSH_ORIGINAL_COMMAND` for the enrolled key KEY: what sshd runs
     /// through the forced command that `enroll` installs. Not for people.
     Serve(ServeArgs),
@@ -95,6 +101,30 @@ pub enum Command {
     /// Print the man page (roff), or write one page per command into DIR
     /// (`shiqi-ca-agent.1`, `shiqi-ca-agent-sign.1`, …). Needs no state directory; not a request.
     Man(ManArgs),
+}
+
+/// `backup --out FILE`.
+#[derive(Debug, Clone, Args)]
+pub struct BackupArgs {
+    /// Where to write the encrypted backup (replaced atomically, mode 0600).
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// The passphrase's file (its first line), or `-` for stdin; never an argument.
+    #[arg(long, value_name = "FILE")]
+    pub passphrase_file: PathBuf,
+}
+
+/// `restore FILE`.
+#[derive(Debug, Clone, Args)]
+pub struct RestoreArgs {
+    /// The backup `backup --out` wrote.
+    pub file: PathBuf,
+    /// The passphrase's file (its first line), or `-` for stdin.
+    #[arg(long, value_name = "FILE")]
+    pub passphrase_file: PathBuf,
+    /// Restore over a CA that is there (moved aside into `before-restore-TIME/` first).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// `completions SHELL`.
@@ -385,6 +415,13 @@ pub struct InstallArgs {
     /// The first admin's OpenSSH public key file.
     #[arg(long, requires = "admin", value_name = "FILE")]
     pub ssh_key: Option<PathBuf>,
+    /// Put the CA of this backup (`backup --out`) in place instead of making a new one, on a
+    /// server that has none; enrolled keys' lines are written again once sshd is safe.
+    #[arg(long, value_name = "FILE", requires = "passphrase_file")]
+    pub restore: Option<PathBuf>,
+    /// The backup's passphrase file (its first line), with `--restore`.
+    #[arg(long, value_name = "FILE", requires = "restore")]
+    pub passphrase_file: Option<PathBuf>,
 }
 
 /// How the daily `crl --refresh` runs.

@@ -84,6 +84,8 @@ pub(crate) fn dispatch(ctx: &state::Context, command: cli::Command) -> anyhow::R
         }
         .into()),
         cli::Command::Unblock(args) => commands::unblock::run(ctx, args),
+        cli::Command::Backup(args) => commands::backup::backup(ctx, &args),
+        cli::Command::Restore(args) => commands::backup::restore(ctx, &args),
         // `authorize` refuses it before this point; never run one request inside another.
         cli::Command::Serve(_) => Err(AgentError::Request {
             why: "`serve` cannot run inside a request".to_owned(),

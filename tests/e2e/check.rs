@@ -27,6 +27,17 @@ fn check_is_all_ok_on_the_stack_and_measures_how_fast_each_server_refuses_a_revo
     let out = s.agent(&["check", "--json"], None).ok();
     let f = findings(&out.stdout);
     for (id, v) in &f {
+        // Whether the stack's CA was backed up depends on which tests ran before (backup::);
+        // when it was not, check says how.
+        if id == "state.backup" && v["status"] == "warn" {
+            assert!(
+                v["fix"]
+                    .as_str()
+                    .is_some_and(|f| f.contains("backup --out")),
+                "{v}"
+            );
+            continue;
+        }
         assert_eq!(v["status"], "ok", "{id}: {v}\n{}", out.stdout);
     }
     let brokers: Vec<&str> = s.info("kafka_brokers").split(',').collect();

@@ -9,6 +9,7 @@
     reason = "test diagnostics go to the test output"
 )]
 
+mod backup;
 mod bastion;
 mod check;
 mod cluster;

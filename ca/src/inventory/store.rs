@@ -480,6 +480,37 @@ impl Inventory {
         Ok(number.unsigned_abs())
     }
 
+    /// Moves the CRL number ahead by `by` and returns the new value. A CA restored from a backup
+    /// cannot know how many CRLs it signed after that backup, and a number must never repeat
+    /// (a relying party that saw #130 takes a later #121 for an older list).
+    pub fn skip_crl_numbers(&mut self, by: u64) -> Result<u64, Error> {
+        let by = i64::try_from(by).unwrap_or(i64::MAX / 2);
+        let tx = self.write_tx("begin skipping CRL numbers")?;
+        let number: i64 = tx
+            .query_row(
+                "UPDATE meta SET value = value + ?1 WHERE key = 'crl_number' RETURNING value",
+                [by],
+                |row| row.get(0),
+            )
+            .map_err(query("skip CRL numbers"))?;
+        tx.commit().map_err(query("commit the CRL number"))?;
+        Ok(number.unsigned_abs())
+    }
+
+    /// Writes a consistent copy of the whole inventory to `dest` (a path that must not exist)
+    /// while other processes may be signing: SQLite's `VACUUM INTO` reads one snapshot, inside a
+    /// read transaction, so a backup never holds half a sign.
+    pub fn copy_to(&self, dest: &Path) -> Result<(), Error> {
+        let dest = dest.to_str().ok_or_else(|| Error::InventoryCreate {
+            path: dest.to_owned(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not UTF-8"),
+        })?;
+        self.conn
+            .execute("VACUUM INTO ?1", [dest])
+            .map_err(query("copy the inventory"))?;
+        Ok(())
+    }
+
     pub(super) fn write_tx(&mut self, action: &'static str) -> Result<Transaction<'_>, Error> {
         self.conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -981,6 +1012,20 @@ mod tests {
         // The connection is usable afterwards (the transaction was rolled back, not left open).
         let ok = inv.issue(|s| Ok(new_cert(s, "saige", CertKind::Client, 30)))?;
         assert_eq!(inv.list()?, vec![ok]);
+        Ok(())
+    }
+
+    #[test]
+    fn a_copy_holds_everything_and_restored_numbers_skip_ahead() -> TestResult {
+        let dir = tempfile::tempdir()?;
+        let mut inv = Inventory::open(&dir.path().join("inventory.sqlite"))?;
+        assert_eq!(inv.next_crl_number()?, 1);
+        let copy = dir.path().join("copy.sqlite");
+        inv.copy_to(&copy)?;
+        assert!(inv.copy_to(&copy).is_err(), "VACUUM INTO overwrote a file");
+        let mut restored = Inventory::open(&copy)?;
+        assert_eq!(restored.skip_crl_numbers(1000)?, 1001);
+        assert_eq!(restored.next_crl_number()?, 1002);
         Ok(())
     }
 

@@ -1,5 +1,5 @@
-//! This host: the state directory's owners and modes, the published CRL's next update, and the
-//! sshd settings the agent's account gets.
+//! This host: the state directory's owners and modes, the published CRL's next update, the
+//! sshd settings the agent's account gets, and the last backup of the CA.
 
 use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
@@ -15,7 +15,31 @@ const PRIVATE: [&str; 2] = ["ca.key", "admin/admin.key"];
 
 /// The host's findings.
 pub(super) fn check(ctx: &Context) -> Vec<Finding> {
-    vec![state_dir(ctx), crl(ctx), sshd(ctx)]
+    vec![state_dir(ctx), crl(ctx), sshd(ctx), backup(ctx)]
+}
+
+/// How old a backup may be before `check` says so: the revocations and certificates of the last
+/// week are what a restore would lose.
+const BACKUP_AGE: time::Duration = time::Duration::days(7);
+
+/// When the CA was last backed up: its key and inventory live on this disk alone otherwise.
+fn backup(ctx: &Context) -> Finding {
+    let fix = format!(
+        "`shiqi-ca-agent --state-dir {} backup --out FILE --passphrase-file PASS` and keep FILE \
+         off this server (daily, e.g. from cron, with the passphrase apart from it)",
+        ctx.dir.display()
+    );
+    let Some(last) = crate::ops::backup::last(ctx) else {
+        return Finding::warn("state.backup", "the CA was never backed up", fix);
+    };
+    let at = OffsetDateTime::parse(&last.at, &time::format_description::well_known::Rfc3339).ok();
+    let text = format!("last backup {} to {}", last.at, last.file);
+    match at {
+        Some(at) if OffsetDateTime::now_utc() - at <= BACKUP_AGE => {
+            Finding::ok("state.backup", text)
+        }
+        _ => Finding::warn("state.backup", format!("{text}: older than 7 days"), fix),
+    }
 }
 
 fn state_dir(ctx: &Context) -> Finding {

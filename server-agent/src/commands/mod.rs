@@ -1,6 +1,7 @@
 //! One module per subcommand. Each resolves its inputs, calls the operations it needs
 //! ([`crate::ops`]), and prints its one answer; no command calls another.
 
+pub mod backup;
 pub mod brokers;
 pub mod check;
 pub mod crl;

@@ -264,6 +264,21 @@ pub(super) fn ca(i: &mut Install) -> Result<(), AgentError> {
             "ca",
             format!("the CA in {} is kept", i.state_dir.display()),
         );
+    } else if let (Some(file), Some(pass)) =
+        (i.args.restore.clone(), i.args.passphrase_file.clone())
+    {
+        if !i.dry_run() {
+            restore(i, &file, &pass)?;
+        }
+        i.report(
+            Outcome::Done,
+            "ca",
+            format!(
+                "restored the CA from {} into {}",
+                file.display(),
+                i.state_dir.display()
+            ),
+        );
     } else {
         if !i.dry_run() {
             i.as_account(&["init"], None)?;
@@ -294,6 +309,41 @@ pub(super) fn ca(i: &mut Install) -> Result<(), AgentError> {
     }
     Ok(())
 }
+
+/// `restore` as the account: the backup (the admin's file, read as root) is handed over in the
+/// state directory, the passphrase on stdin (never in argv).
+fn restore(i: &mut Install, file: &Path, pass: &Path) -> Result<(), AgentError> {
+    let read = |path: &Path| {
+        std::fs::read(path).map_err(|why| AgentError::File {
+            path: path.to_owned(),
+            why,
+        })
+    };
+    let sealed = read(file)?;
+    let passphrase = read(pass)?;
+    let line = String::from_utf8_lossy(&passphrase)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let owner = ids(i.account());
+    let state = super::folder::Folder::open(&i.state_dir, &i.trust_account())?;
+    const STAGED: &str = "restore.age";
+    state.write(STAGED, &sealed, 0o600, owner)?;
+    let staged = i.state_dir.join(STAGED).display().to_string();
+    let done = i.as_account(
+        &["restore", &staged, "--passphrase-file", "-"],
+        Some(format!("{line}\n").as_bytes()),
+    );
+    let _ = state.remove(STAGED);
+    done?;
+    // Remembered on disk: the lines wait for sshd and the brokers, maybe until a later run.
+    state.write(SYNC_PENDING, b"", 0o600, None)?;
+    Ok(())
+}
+
+/// In the state directory from a restore until the enrolled keys' lines are written again.
+const SYNC_PENDING: &str = "enroll-sync-pending";
 
 /// The first admin: `--admin NAME --ssh-key FILE`, enrolled as the account (enroll checks the
 /// sshd block first, and refuses without it).
@@ -346,6 +396,32 @@ pub(super) fn admin(i: &mut Install) -> Result<(), AgentError> {
                     })
                 })
     };
+    let pending = i.state_dir.join(SYNC_PENDING).exists();
+    if enrolled && pending && !i.dry_run() {
+        // The enrollments came back with the inventory; their lines are this server's to write
+        // (they name this server's agent and brokers), once the brokers trust the CA.
+        if let Err(e) = i.as_account(&["enroll", "--sync"], None) {
+            i.report(
+                Outcome::NeedsYou,
+                "admin",
+                format!(
+                    "the restored enrollments have no lines yet: `enroll --sync` failed ({e}); \
+                     restart the brokers with the settings above, then run install again"
+                ),
+            );
+            return Ok(());
+        }
+        super::folder::Folder::open(&i.state_dir, &i.trust_account())?.remove(SYNC_PENDING)?;
+        i.report(
+            Outcome::Done,
+            "admin",
+            format!(
+                "`{name}` is enrolled as admin with {fingerprint} (restored); wrote every \
+                 enrolled key's line again (enroll --sync)"
+            ),
+        );
+        return Ok(());
+    }
     if enrolled {
         i.report(
             Outcome::Already,

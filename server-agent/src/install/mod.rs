@@ -213,6 +213,18 @@ impl Install {
         if let Some(key) = &a.ssh_key {
             account::public_key(key)?;
         }
+        for (flag, file) in [
+            ("--restore", &a.restore),
+            ("--passphrase-file", &a.passphrase_file),
+        ] {
+            if let Some(file) = file
+                && !file.is_file()
+            {
+                return Err(AgentError::Request {
+                    why: format!("{flag}: {} is not a file", file.display()),
+                });
+            }
+        }
         for (flag, path) in [("--sshd-config", &a.sshd_config), ("--sshd", &a.sshd)] {
             if !path.exists() {
                 return Err(AgentError::Request {

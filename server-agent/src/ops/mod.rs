@@ -5,9 +5,11 @@
 //!
 //! - [`sign`]: issue a client certificate (and keep the CRL fresh after it);
 //! - [`acls`]: grant or take back a principal's Kafka ACLs;
-//! - [`mysql_user`]: make the certificate-only MySQL account.
+//! - [`mysql_user`]: make the certificate-only MySQL account;
+//! - [`backup`]: the CA's state as one encrypted file, and back.
 
 pub mod acls;
+pub mod backup;
 pub mod mysql_user;
 pub mod sign;
 
