@@ -136,6 +136,25 @@ fn a_backup_restores_the_same_ca_elsewhere_and_nothing_else_opens_it() {
         "{last}"
     );
 
+    // Another age implementation opens it (rage, through its Python binding), as `age -d` would:
+    // a tar of the manifest, the CA and the inventory.
+    let names = std::process::Command::new(s.info("python"))
+        .args([
+            "-c",
+            "import io, sys, tarfile, pyrage\n\
+             data = pyrage.passphrase.decrypt(open(sys.argv[1], 'rb').read(), sys.argv[2])\n\
+             print(' '.join(tarfile.open(fileobj=io.BytesIO(data)).getnames()))",
+            &file,
+            std::str::from_utf8(PASSPHRASE).expect("utf-8").trim(),
+        ])
+        .output()
+        .expect("python");
+    assert!(names.status.success(), "{names:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&names.stdout).trim(),
+        "MANIFEST.json ca.key ca.crt inventory.sqlite agent.toml"
+    );
+
     // Not through an admin key: the CA key leaves the server only by the operator's hand.
     let remote = s.laptop(
         &[
