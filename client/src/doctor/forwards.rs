@@ -692,6 +692,18 @@ mod tests {
         assert!(st.tunnel_broken.contains(&port));
     }
 
+    /// What the `tunnel` line adds where the OS cannot say who connects (Windows).
+    fn peer_note() -> String {
+        crate::os::port_owner::PEER_CHECK_UNAVAILABLE
+            .map(|why| {
+                format!(
+                    "; it serves every account of this machine ({why}; on a shared machine use \
+                     `--endpoint direct`)"
+                )
+            })
+            .unwrap_or_default()
+    }
+
     #[tokio::test]
     async fn local_mode_checks_the_endpoint_and_expects_no_kafka_forwards() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -707,8 +719,12 @@ mod tests {
             format!(
                 "Kafka: local endpoint on 127.0.0.1:{} (the tunnel does the TLS to each broker); \
                  the endpoint answers ApiVersions on {} (Kafka bootstrap), {} (broker 1), {} \
-                 (broker 2), and its Metadata names only local ports",
-                ports[0], ports[0], ports[1], ports[2]
+                 (broker 2), and its Metadata names only local ports{}",
+                ports[0],
+                ports[0],
+                ports[1],
+                ports[2],
+                peer_note()
             )
         );
         assert!(st.tunnel_broken.is_empty());
@@ -734,7 +750,8 @@ mod tests {
         assert!(
             c.found.ends_with(&format!(
                 "; the endpoint serves MySQL on {db} (TLS with the certificate to \
-                 `db.shiqi.invalid:{db}`)"
+                 `db.shiqi.invalid:{db}`){}",
+                peer_note()
             )),
             "{c:?}"
         );
