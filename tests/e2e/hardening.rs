@@ -408,9 +408,9 @@ fn a_user_key_gets_no_more_certificates_for_its_name_than_the_cap() {
     let out = sign();
     assert!(
         !out.success()
-            && out.stderr.contains(&format!(
-                "`{name}` already has {CAP} live certificates"
-            ))
+            && out
+                .stderr
+                .contains(&format!("`{name}` already has {CAP} live certificates"))
             && out.stderr.contains("certificates_per_name"),
         "{}",
         out.all()
