@@ -3,10 +3,19 @@
 //!
 //! Unix: its own process group; SIGTERM (or SIGINT) stops it, SIGHUP reloads, SIGKILL is the
 //! last resort. Windows has no signals to send another process: `DETACHED_PROCESS |
-//! CREATE_NEW_PROCESS_GROUP`, and the tunnel listens on a named pipe of its own
-//! (`\\.\pipe\shiqi-connect-tunnel-PID`, local clients only; a pipe's default ACL lets only its
-//! owner, SYSTEM and administrators write) for one line, `stop` or `reload`; the console's
-//! Ctrl-C, Ctrl-Break and close stop it too, and `TerminateProcess` is the last resort.
+//! CREATE_NEW_PROCESS_GROUP`, and the tunnel listens on a named pipe of its own for one line,
+//! `stop` or `reload`; the console's Ctrl-C, Ctrl-Break and close stop it too, and
+//! `TerminateProcess` is the last resort. The pipe (issue 42, part 6):
+//! - its name is `\\.\pipe\shiqi-connect-tunnel-PID-` and 128 random bits, so another account
+//!   cannot create it before the tunnel does (a squatter would hear the requests, and the
+//!   tunnel's own create would fail); the name is written to `%LOCALAPPDATA%\shiqi-connect\`
+//!   (`tunnel-PID.pipe`), which only the account (SYSTEM, administrators) can read;
+//! - it is created first-instance and refuses remote clients. Its ACL is the default one: the
+//!   owner, SYSTEM and administrators may write and create instances; others may only open it
+//!   for reading (no request can be sent that way). An owner-only ACL needs a security
+//!   descriptor passed through `unsafe` (tokio's `create_with_security_attributes_raw`), which
+//!   this crate forbids; a client that connects and sends nothing is dropped after
+//!   [`PIPE_READ_TIMEOUT`], so one cannot hold the pipe.
 
 use std::process::Command;
 
@@ -67,7 +76,9 @@ pub fn send(pid: u32, request: Request) -> std::io::Result<()> {
     let mut last = None;
     // A pipe between two clients is busy for a moment (ERROR_PIPE_BUSY): try again briefly.
     for _ in 0..40 {
-        match std::fs::OpenOptions::new().write(true).open(pipe_name(pid)) {
+        let opened =
+            pipe_name(pid).and_then(|name| std::fs::OpenOptions::new().write(true).open(name));
+        match opened {
             Ok(mut pipe) => return pipe.write_all(line),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 last = Some(e);
@@ -85,9 +96,58 @@ pub fn send(pid: u32, request: Request) -> std::io::Result<()> {
     }
 }
 
+/// How long a client of the control pipe may take to send its line.
 #[cfg(windows)]
-fn pipe_name(pid: u32) -> String {
-    format!(r"\\.\pipe\shiqi-connect-tunnel-{pid}")
+const PIPE_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The control pipe's name for `pid`, as its tunnel recorded it; `NotFound` when it did not.
+#[cfg(windows)]
+fn pipe_name(pid: u32) -> std::io::Result<String> {
+    let text = std::fs::read_to_string(pipe_record(pid)?)?;
+    let name = text.trim();
+    let random = name
+        .strip_prefix(&pipe_prefix(pid))
+        .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::InvalidData))?;
+    if random.len() != 32 || !random.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(std::io::ErrorKind::InvalidData.into());
+    }
+    Ok(name.to_owned())
+}
+
+#[cfg(windows)]
+fn pipe_prefix(pid: u32) -> String {
+    format!(r"\\.\pipe\shiqi-connect-tunnel-{pid}-")
+}
+
+/// Where the tunnel `pid` records its pipe's name: the account's own `%LOCALAPPDATA%`.
+#[cfg(windows)]
+fn pipe_record(pid: u32) -> std::io::Result<std::path::PathBuf> {
+    let dir = std::env::var_os("LOCALAPPDATA").ok_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::NotFound, "LOCALAPPDATA is not set")
+    })?;
+    Ok(std::path::PathBuf::from(dir)
+        .join("shiqi-connect")
+        .join(format!("tunnel-{pid}.pipe")))
+}
+
+/// A fresh pipe name for this process (128 bits from the OS's randomness: std seeds each
+/// `RandomState` from it), recorded for [`send`].
+#[cfg(windows)]
+fn new_pipe_name() -> std::io::Result<String> {
+    use std::hash::{BuildHasher, Hasher};
+    let random = || {
+        std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish()
+    };
+    let pid = std::process::id();
+    let name = format!("{}{:016x}{:016x}", pipe_prefix(pid), random(), random());
+    let record = pipe_record(pid)?;
+    if let Some(dir) = record.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    crate::fsutil::write_private(&record, name.as_bytes()).map_err(std::io::Error::other)?;
+    Ok(name)
 }
 
 /// The tunnel's side of its control pipe: a task that reads one line per client and passes
@@ -96,7 +156,7 @@ fn pipe_name(pid: u32) -> String {
 fn serve_pipe() -> std::io::Result<tokio::sync::mpsc::UnboundedReceiver<Request>> {
     use tokio::io::AsyncReadExt as _;
     use tokio::net::windows::named_pipe::ServerOptions;
-    let name = pipe_name(std::process::id());
+    let name = new_pipe_name()?;
     let options = |first| {
         let mut o = ServerOptions::new();
         o.first_pipe_instance(first).reject_remote_clients(true);
@@ -116,15 +176,20 @@ fn serve_pipe() -> std::io::Result<tokio::sync::mpsc::UnboundedReceiver<Request>
             };
             let mut line = [0_u8; 16];
             let mut n = 0;
-            // One short line; anything longer or unknown is ignored.
-            while n < line.len() {
-                match client.read(&mut line[n..]).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(k) => n += k,
+            // One short line, soon; anything longer, later or unknown is ignored.
+            let read = async {
+                while n < line.len() {
+                    match client.read(&mut line[n..]).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(k) => n += k,
+                    }
+                    if line[..n].contains(&b'\n') {
+                        break;
+                    }
                 }
-                if line[..n].contains(&b'\n') {
-                    break;
-                }
+            };
+            if tokio::time::timeout(PIPE_READ_TIMEOUT, read).await.is_err() {
+                continue;
             }
             let request = match line[..n].strip_suffix(b"\n") {
                 Some(b"stop") => Request::Stop,
@@ -287,6 +352,17 @@ impl Listener {
     }
 }
 
+/// The pipe's record goes with the tunnel (a crash leaves it; the next tunnel with that pid
+/// writes its own).
+#[cfg(windows)]
+impl Drop for Listener {
+    fn drop(&mut self) {
+        if let Ok(record) = pipe_record(std::process::id()) {
+            let _ = std::fs::remove_file(record);
+        }
+    }
+}
+
 /// Tests: a listener at OpenSSH's control-socket path, where OpenSSH has control sockets (Unix
 /// sockets; none on Windows, where [`ControlSocket::bind`] gives `None`).
 #[cfg(test)]
@@ -316,5 +392,29 @@ impl ControlSocket {
             let _ = path;
             false
         }
+    }
+}
+
+#[cfg(all(test, windows))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pipe_name_is_random_and_read_back_only_when_it_is_ours() {
+        let a = new_pipe_name().expect("recorded");
+        let pid = std::process::id();
+        assert_eq!(pipe_name(pid).expect("read back"), a);
+        assert!(a.starts_with(&pipe_prefix(pid)), "{a}");
+        let b = new_pipe_name().expect("recorded");
+        assert_ne!(a, b, "two names alike");
+        // A record that names another pipe (or is garbled) is not followed.
+        let record = pipe_record(pid).expect("record");
+        crate::fsutil::write_private(&record, br"\\.\pipe\elsewhere").expect("write");
+        assert!(pipe_name(pid).is_err());
+        let _ = std::fs::remove_file(record);
+        assert_eq!(
+            pipe_name(pid).map_err(|e| e.kind()),
+            Err(std::io::ErrorKind::NotFound)
+        );
     }
 }
