@@ -129,6 +129,7 @@ pub async fn run(opts: &Options) -> Result<(), Error> {
     let shared = Shared {
         link: rx,
         lost: Arc::new(Notify::new()),
+        prohibited: Arc::new(Notify::new()),
     };
     let endpoint = endpoint_bound.map(|l| {
         let max = usize::try_from(profile.endpoint_options.max_connections).unwrap_or(1);
@@ -156,6 +157,7 @@ pub async fn run(opts: &Options) -> Result<(), Error> {
         check_every: opts.check_every,
         endpoint,
         renew: RenewSchedule::new(),
+        last_login: Some(Instant::now()),
     };
     d.state.endpoint = d.endpoint_records();
     // The first look at the cluster before `up` is told: `tunnel status` right after shows it.
@@ -178,7 +180,13 @@ enum Event {
     CheckRenewal,
     /// The local endpoint refused a connection from another account.
     Refused,
+    /// sshd refused a channel as prohibited (its `permitopen` may have grown since the login).
+    Prohibited,
 }
+
+/// The shortest time between two logins made because sshd refused a channel: a target that
+/// stays forbidden costs one login per this, not one per client connection.
+const RELOGIN_AFTER_REFUSAL: Duration = Duration::from_secs(15);
 
 struct Daemon {
     paths: Paths,
@@ -192,6 +200,8 @@ struct Daemon {
     check_every: Duration,
     endpoint: Option<Arc<LocalEndpoint>>,
     renew: RenewSchedule,
+    /// When the current connection's login was made by [`Daemon::renew_link`] (or at start).
+    last_login: Option<Instant>,
 }
 
 /// When the daemon renews, and its backoff after failures.
@@ -261,6 +271,7 @@ impl Daemon {
             let lost = self.shared.lost.clone();
             let new_broker = self.endpoint.as_ref().map(|ep| ep.new_broker());
             let refused = self.endpoint.as_ref().map(|ep| ep.gate().changed());
+            let prohibited = self.shared.prohibited.clone();
             let s = &mut self.signals;
             let event = tokio::select! {
                 r = s.next() => match r {
@@ -271,6 +282,7 @@ impl Daemon {
                 () = tokio::time::sleep_until(next_check), if !every.is_zero() => Event::CheckBrokers,
                 () = notified(new_broker) => Event::NewBroker,
                 () = notified(refused) => Event::Refused,
+                () = prohibited.notified() => Event::Prohibited,
                 () = tokio::time::sleep_until(next_renewal) => Event::CheckRenewal,
             };
             match event {
@@ -290,6 +302,18 @@ impl Daemon {
                 }
                 Event::CheckRenewal => self.check_renewal().await,
                 Event::Refused => self.note_refused(),
+                Event::Prohibited => {
+                    if self
+                        .last_login
+                        .is_none_or(|at| at.elapsed() >= RELOGIN_AFTER_REFUSAL)
+                    {
+                        tracing::info!(
+                            "the server refused a forward: logging in again, in case it allows \
+                             it since (enroll --sync)"
+                        );
+                        self.renew_link().await;
+                    }
+                }
                 Event::Lost => {
                     if !self.reconnect().await {
                         return;
@@ -447,6 +471,7 @@ impl Daemon {
                     generation: self.generation,
                     session: Arc::new(session),
                 }));
+                self.last_login = Some(Instant::now());
                 tracing::info!("logged in again for the new forwards");
             }
             Err(e) => tracing::warn!(

@@ -35,6 +35,10 @@ pub struct Shared {
     pub link: watch::Receiver<Option<Link>>,
     /// Poked when a channel could not be opened on a connection that looks dead.
     pub lost: Arc<Notify>,
+    /// Poked when sshd refused a channel as administratively prohibited: its `permitopen`
+    /// list is the one of the login, so a target allowed since (`enroll --sync` after a broker
+    /// joined, maybe after the daemon saw the broker and logged in again) needs another login.
+    pub prohibited: Arc<Notify>,
 }
 
 /// Serves `listener` until the task is aborted.
@@ -126,6 +130,14 @@ pub async fn open_channel(
             Err(e) => {
                 // The server refused this channel (e.g. the target port is closed, or
                 // `AllowTcpForwarding no`): the client sees its connection closed.
+                if matches!(
+                    e,
+                    russh::Error::ChannelOpenFailure(
+                        russh::ChannelOpenFailure::AdministrativelyProhibited
+                    )
+                ) {
+                    shared.prohibited.notify_one();
+                }
                 tracing::warn!(
                     port,
                     target = %format!("{host}:{remote_port}"),
