@@ -194,6 +194,19 @@ pub enum AgentError {
         /// `[limits] certificates_per_name`.
         cap: u32,
     },
+    /// The name holds as many revoked, unexpired certificates as the CRL may carry for it.
+    #[error(
+        "`{name}` already has {count} revoked certificates that have not expired; the CRL \
+         carries at most {max} for one name"
+    )]
+    TooManyRevoked {
+        /// The name.
+        name: String,
+        /// How many revoked, unexpired ones it has.
+        count: u64,
+        /// Five times `[limits] certificates_per_name`.
+        max: u64,
+    },
     /// A key sent more requests in the last minute than `[limits]` allows.
     #[error("key {key} sent more than {per_minute} requests in the last minute")]
     RateLimited {
@@ -305,6 +318,11 @@ impl AgentError {
                 "revoke the ones no longer in use (`shiqi-ca-agent list` shows `{name}`'s), or an \
                  admin can raise `[limits] certificates_per_name` in agent.toml"
             ),
+            Self::TooManyRevoked { .. } => {
+                "each drops out when it expires; until then an admin can sign (admins are not \
+                 capped), or raise `[limits] certificates_per_name` in agent.toml"
+                    .into()
+            }
             Self::RateLimited { .. } => {
                 "wait a minute; an admin can raise `[limits] requests_per_minute` in agent.toml"
                     .into()

@@ -124,25 +124,69 @@ pub fn check_certificate_cap(
     if ctx.caller.role() != Some(Role::User) {
         return Ok(());
     }
-    let cap = ctx.config.limits.certificates_per_name;
-    let count = inventory.live_count(
-        name.as_str(),
-        CertKind::Client,
-        time::OffsetDateTime::now_utc(),
-    )?;
-    if count >= u64::from(cap) {
+    let now = time::OffsetDateTime::now_utc();
+    let live = inventory.live_count(name.as_str(), CertKind::Client, now)?;
+    let unexpired = inventory.unexpired_count(name.as_str(), CertKind::Client, now)?;
+    within_caps(
+        name,
+        live,
+        unexpired,
+        ctx.config.limits.certificates_per_name,
+    )
+}
+
+/// The cap's verdict for a name with `live` valid and `unexpired` valid-or-revoked client
+/// certificates. Revoked ones do not count against `cap`, but each stays in the CRL until it
+/// expires: a key that signs and revokes its own name in a loop would grow the list every
+/// server reads. So they get a ceiling of their own, far above what rotations and (at most two
+/// per certificate) failed renewals leave in a lifetime.
+fn within_caps(name: &ProfileName, live: u64, unexpired: u64, cap: u32) -> Result<(), AgentError> {
+    if live >= u64::from(cap) {
         return Err(AgentError::TooManyCertificates {
             name: name.to_string(),
-            count,
+            count: live,
             cap,
+        });
+    }
+    let revoked = unexpired.saturating_sub(live);
+    let ceiling = u64::from(cap).saturating_mul(REVOKED_FACTOR);
+    if revoked >= ceiling {
+        return Err(AgentError::TooManyRevoked {
+            name: name.to_string(),
+            count: revoked,
+            max: ceiling,
         });
     }
     Ok(())
 }
 
+/// Revoked unexpired certificates a name may hold, as a multiple of `certificates_per_name`.
+const REVOKED_FACTOR: u64 = 5;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn live_certificates_meet_the_cap_and_revoked_ones_a_ceiling_five_times_higher() {
+        let name: ProfileName = "bob".parse().expect("name");
+        assert!(within_caps(&name, 19, 19, 20).is_ok());
+        assert!(matches!(
+            within_caps(&name, 20, 20, 20),
+            Err(AgentError::TooManyCertificates { count: 20, .. })
+        ));
+        // Failed renewals and rotations leave revoked ones: they do not block a sign...
+        assert!(within_caps(&name, 1, 60, 20).is_ok());
+        // ...until the CRL would carry a hundred for the name.
+        assert!(matches!(
+            within_caps(&name, 1, 101, 20),
+            Err(AgentError::TooManyRevoked {
+                count: 100,
+                max: 100,
+                ..
+            })
+        ));
+    }
 
     #[test]
     fn every_key_gets_a_bucket_of_its_own() {

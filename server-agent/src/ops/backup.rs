@@ -50,7 +50,7 @@ const MIN_PASSPHRASE: usize = 12;
 /// What a backup says about itself.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Manifest {
-    /// [`FORMAT`].
+    /// The archive format (1).
     pub format: u32,
     /// When it was made (RFC 3339).
     pub created_at: String,
@@ -76,7 +76,7 @@ pub struct Record {
 }
 
 /// Reads a passphrase from `source` (a file, or `-` for stdin): the first line, at least
-/// [`MIN_PASSPHRASE`] characters. Never an argument: argv is visible to every account.
+/// 12 characters. Never an argument: argv is visible to every account.
 pub fn passphrase(source: &Path) -> Result<SecretString, AgentError> {
     let mut text = String::new();
     let limited =
