@@ -15,7 +15,7 @@
 //!   for reading (no request can be sent that way). An owner-only ACL needs a security
 //!   descriptor passed through `unsafe` (tokio's `create_with_security_attributes_raw`), which
 //!   this crate forbids; a client that connects and sends nothing is dropped after
-//!   [`PIPE_READ_TIMEOUT`], so one cannot hold the pipe.
+//!   `PIPE_READ_TIMEOUT`, so one cannot hold the pipe.
 
 use std::process::Command;
 
