@@ -291,47 +291,11 @@ fn install_restore_brings_a_removed_ca_back() {
     };
     let scratch = s.scratch();
     let state = format!("{root}/server/ca-e2r");
-    let publish = format!("{root}/server/crl-e2r");
-    let key = format!("{}.pub", s.info("laptop_ssh_key"));
     let pass = scratch.path().join("pass");
     std::fs::write(&pass, PASSPHRASE).expect("write");
     let file = scratch.path().join("ca.age");
-    let dir = |n: &str| scratch.path().join(n).display().to_string();
-    let install = |extra: &[&str]| {
-        let (kafka_tls, conf_d, mysql_tls) = (dir("kafka"), dir("conf.d"), dir("mysql-tls"));
-        let mut args = vec![
-            s.info("agent_bin"),
-            "--state-dir",
-            &state,
-            "install",
-            "--account",
-            &account,
-            "--publish-dir",
-            &publish,
-            "--sshd-config",
-            s.info("sshd_config"),
-            "--kafka-bootstrap",
-            s.info("kafka_bootstrap"),
-            "--mysql-socket",
-            s.info("mysql_socket"),
-            "--kafka-tls-dir",
-            &kafka_tls,
-            "--mysql-conf-dir",
-            &conf_d,
-            "--mysql-tls-dir",
-            &mysql_tls,
-            "--timer",
-            "none",
-            "--admin",
-            "e2r-admin",
-            "--ssh-key",
-            &key,
-        ];
-        args.extend_from_slice(extra);
-        s.server(None, &args, None)
-    };
     let first = make();
-    install(&[]).ok();
+    first.install(scratch.path(), None, None, &[]).ok();
     let as_account = |args: &[&str], stdin: Option<&[u8]>| {
         let mut full = vec![s.info("agent_bin"), "--state-dir", &state];
         full.extend_from_slice(args);
@@ -357,10 +321,17 @@ fn install_restore_brings_a_removed_ca_back() {
     drop(first);
     assert!(!Path::new(&state).exists());
 
-    let _second = make();
+    let second = make();
     let file_s = file.display().to_string();
     let pass_s = pass.display().to_string();
-    let back = install(&["--restore", &file_s, "--passphrase-file", &pass_s]).ok();
+    let back = second
+        .install(
+            scratch.path(),
+            None,
+            None,
+            &["--restore", &file_s, "--passphrase-file", &pass_s],
+        )
+        .ok();
     assert_eq!(
         lines_with(&back.stdout, "done", "ca").len(),
         1,

@@ -144,6 +144,60 @@ impl Drop for SecondCa<'_> {
     }
 }
 
+impl SecondCa<'_> {
+    /// `install` of this CA as root against the stack's sshd, brokers and MariaDB: its account,
+    /// state and publish folder (`publish` instead when given), the brokers' TLS folder
+    /// `kafka_tls` (else `SCRATCH/kafka`), MariaDB's `SCRATCH/conf.d` and `SCRATCH/mysql-tls`,
+    /// no timer, the laptop's key as its first admin, then `extra`.
+    pub(crate) fn install(
+        &self,
+        scratch: &Path,
+        kafka_tls: Option<&str>,
+        publish: Option<&str>,
+        extra: &[&str],
+    ) -> crate::stack::Out {
+        let s = self.s;
+        let dir = |name: &str| scratch.join(name).display().to_string();
+        let (state, own_publish) = (
+            self.state.display().to_string(),
+            self.publish.display().to_string(),
+        );
+        let key = format!("{}.pub", s.info("laptop_ssh_key"));
+        let admin = format!("{}-admin", self.account);
+        let (default_tls, conf_d, mysql_tls) = (dir("kafka"), dir("conf.d"), dir("mysql-tls"));
+        let mut args = vec![
+            s.info("agent_bin"),
+            "--state-dir",
+            &state,
+            "install",
+            "--account",
+            &self.account,
+            "--publish-dir",
+            publish.unwrap_or(&own_publish),
+            "--sshd-config",
+            s.info("sshd_config"),
+            "--kafka-bootstrap",
+            s.info("kafka_bootstrap"),
+            "--mysql-socket",
+            s.info("mysql_socket"),
+            "--timer",
+            "none",
+            "--admin",
+            &admin,
+            "--ssh-key",
+            &key,
+            "--kafka-tls-dir",
+            kafka_tls.unwrap_or(&default_tls),
+            "--mysql-conf-dir",
+            &conf_d,
+            "--mysql-tls-dir",
+            &mysql_tls,
+        ];
+        args.extend_from_slice(extra);
+        s.server(None, &args, None)
+    }
+}
+
 /// The steps install's first run on a server it never touched reports `done`.
 const FIRST_RUN: [&str; 11] = [
     "account",
@@ -178,51 +232,18 @@ fn install_sets_up_a_second_ca_from_nothing_and_a_dry_run_of_it_changes_nothing(
         publish: PathBuf::from(format!("{root}/server/crl-e2e")),
         drop_in: PathBuf::from(format!("{root}/server/ssh/sshd_config.d/{account}.conf")),
     };
-    let dir = |name: &str| scratch.path().join(name).display().to_string();
     // One broker's real config, for --kafka-properties.
     let node = format!("{root}/server/kafka/node1/node.properties");
     let properties = scratch.path().join("server.properties");
     std::fs::copy(&node, &properties).expect("copy node.properties");
-    let key = format!("{}.pub", s.info("laptop_ssh_key"));
     let state = ca.state.display().to_string();
     let publish = ca.publish.display().to_string();
     let sshd_config = s.info("sshd_config").to_owned();
+    let props = properties.to_str().expect("utf-8").to_owned();
     let install_to = |publish: &str, extra: &[&str]| {
-        let mut args = vec![
-            s.info("agent_bin"),
-            "--state-dir",
-            &state,
-            "install",
-            "--account",
-            &account,
-            "--publish-dir",
-            &publish,
-            "--sshd-config",
-            &sshd_config,
-            "--kafka-bootstrap",
-            s.info("kafka_bootstrap"),
-            "--kafka-properties",
-            properties.to_str().expect("utf-8"),
-            "--mysql-socket",
-            s.info("mysql_socket"),
-            "--timer",
-            "none",
-            "--admin",
-            "e2e-admin",
-            "--ssh-key",
-            &key,
-        ];
-        let (kafka_tls, conf_d, mysql_tls) = (dir("kafka"), dir("conf.d"), dir("mysql-tls"));
-        args.extend([
-            "--kafka-tls-dir",
-            &kafka_tls,
-            "--mysql-conf-dir",
-            &conf_d,
-            "--mysql-tls-dir",
-            &mysql_tls,
-        ]);
-        args.extend_from_slice(extra);
-        s.server(None, &args, None)
+        let mut all = vec!["--kafka-properties", props.as_str()];
+        all.extend_from_slice(extra);
+        ca.install(scratch.path(), None, Some(publish), &all)
     };
     let install = |extra: &[&str]| install_to(&publish, extra);
 

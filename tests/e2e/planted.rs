@@ -126,47 +126,15 @@ fn install_follows_no_link_and_writes_in_no_folder_another_account_can_change() 
     )
     .ok();
 
-    let state = ca.state.display().to_string();
-    let publish = ca.publish.display().to_string();
-    let key = format!("{}.pub", s.info("laptop_ssh_key"));
-    let sshd_config = s.info("sshd_config").to_owned();
-    let conf_d = scratch.path().join("conf.d").display().to_string();
-    let mysql_tls = scratch.path().join("mysql-tls").display().to_string();
     let default_tls = scratch.path().join("kafka").display().to_string();
     let install = |kafka_tls: &str, properties: &Path| -> Out {
-        let args = [
-            s.info("agent_bin"),
-            "--state-dir",
-            &state,
-            "install",
-            "--account",
-            &account,
-            "--publish-dir",
-            &publish,
-            "--sshd-config",
-            &sshd_config,
-            "--kafka-bootstrap",
-            s.info("kafka_bootstrap"),
+        let extra = [
             "--kafka-owner",
-            &kafka,
+            kafka.as_str(),
             "--kafka-properties",
             properties.to_str().expect("utf-8"),
-            "--kafka-tls-dir",
-            kafka_tls,
-            "--mysql-socket",
-            s.info("mysql_socket"),
-            "--mysql-conf-dir",
-            &conf_d,
-            "--mysql-tls-dir",
-            &mysql_tls,
-            "--timer",
-            "none",
-            "--admin",
-            "e2p-admin",
-            "--ssh-key",
-            &key,
         ];
-        s.server(None, &args, None)
+        ca.install(scratch.path(), Some(kafka_tls), None, &extra)
     };
 
     // 1. The planted backup link: the settings are applied, the link is left as it was and
