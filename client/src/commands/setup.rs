@@ -392,10 +392,10 @@ async fn provision(
     if let Some(note) = note {
         printer.note(&note);
     }
-    if let (false, Some(why)) = (
-        endpoint.is_direct(),
-        crate::os::port_owner::PEER_CHECK_UNAVAILABLE,
-    ) {
+    if let Some(why) = (!endpoint.is_direct())
+        .then(crate::os::port_owner::peer_check_unavailable)
+        .flatten()
+    {
         printer.warn(&format!(
             "the local endpoint acts as `{}` for whoever reaches 127.0.0.1 ({why}); on a \
              shared machine use `--endpoint direct`",

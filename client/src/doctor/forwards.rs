@@ -318,10 +318,10 @@ pub async fn check(ctx: &Context, st: &mut Findings) {
         }
         let serves_endpoint = !good_endpoint.is_empty() || !good_mysql.is_empty();
         found.extend(good_mysql);
-        if let (true, Some(why)) = (
-            serves_endpoint,
-            crate::os::port_owner::PEER_CHECK_UNAVAILABLE,
-        ) {
+        if let Some(why) = serves_endpoint
+            .then(crate::os::port_owner::peer_check_unavailable)
+            .flatten()
+        {
             found.push(format!(
                 "it serves every account of this machine ({why}; on a shared machine use \
                  `--endpoint direct`)"
@@ -692,9 +692,10 @@ mod tests {
         assert!(st.tunnel_broken.contains(&port));
     }
 
-    /// What the `tunnel` line adds where the OS cannot say who connects (Windows).
+    /// What the `tunnel` line adds where the OS cannot say who connects (Windows, when its
+    /// lookup fails).
     fn peer_note() -> String {
-        crate::os::port_owner::PEER_CHECK_UNAVAILABLE
+        crate::os::port_owner::peer_check_unavailable()
             .map(|why| {
                 format!(
                     "; it serves every account of this machine ({why}; on a shared machine use \

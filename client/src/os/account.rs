@@ -41,6 +41,35 @@ pub fn name_of(uid: u32) -> Option<String> {
     Some(user.name)
 }
 
+/// The account (user SID, `S-1-5-21-…`) that `pid` runs as, if this account may look into it:
+/// Windows lets an account read its own processes' tokens, not other accounts' (unless
+/// elevated).
+#[cfg(windows)]
+pub fn sid_of(pid: u32) -> Option<String> {
+    use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate, System, UpdateKind};
+    let mut sys = System::new().ok()?;
+    let pid = Pid::from_u32(pid);
+    let what = ProcessRefreshKind::nothing().with_user(UpdateKind::Always);
+    sys.refresh_processes_specifics(ProcessesToUpdate::Some(&[pid]), true, what);
+    // A `Uid` is a `Sid` on Windows, whose `Display` fails (rather than panics) when Windows
+    // cannot spell it.
+    let sid: &sysinfo::Uid = sys.process(pid)?.user_id()?;
+    let mut text = String::new();
+    std::fmt::Write::write_fmt(&mut text, format_args!("{}", &**sid)).ok()?;
+    Some(text)
+}
+
+/// This process's account (its user SID), read once.
+#[cfg(windows)]
+pub fn own_sid() -> Option<String> {
+    static OWN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    if let Some(sid) = OWN.get() {
+        return Some(sid.clone());
+    }
+    let sid = sid_of(std::process::id())?;
+    Some(OWN.get_or_init(|| sid).clone())
+}
+
 /// The user's home folder, as OpenSSH finds it: on Unix `$HOME` when set, else the account's
 /// home from the user database (`getpwuid_r`); on Windows `%USERPROFILE%`, else the profile
 /// folder (Win32-OpenSSH ignores `HOME`, which Git Bash and Cygwin set to paths of their own).

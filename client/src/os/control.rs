@@ -10,12 +10,15 @@
 //!   cannot create it before the tunnel does (a squatter would hear the requests, and the
 //!   tunnel's own create would fail); the name is written to `%LOCALAPPDATA%\shiqi-connect\`
 //!   (`tunnel-PID.pipe`), which only the account (SYSTEM, administrators) can read;
-//! - it is created first-instance and refuses remote clients. Its ACL is the default one: the
-//!   owner, SYSTEM and administrators may write and create instances; others may only open it
-//!   for reading (no request can be sent that way). An owner-only ACL needs a security
-//!   descriptor passed through `unsafe` (tokio's `create_with_security_attributes_raw`), which
-//!   this crate forbids; a client that connects and sends nothing is dropped after
-//!   `PIPE_READ_TIMEOUT`, so one cannot hold the pipe.
+//! - it is created first-instance, inbound only, refusing remote clients, with an owner-only
+//!   ACL: a protected DACL whose one entry gives the tunnel's account (its user SID) all
+//!   rights, so no other account (administrators included, short of taking ownership) may open
+//!   it or add instances. `interprocess` builds the security descriptor from that SDDL and
+//!   creates the pipe with it (tokio's own way takes a raw pointer, through `unsafe`, which
+//!   this crate forbids). Should this account's SID be unreadable, the pipe gets the default
+//!   ACL (the owner, SYSTEM and administrators write; others may only open it for reading),
+//!   logged. A client that connects and sends nothing is dropped after `PIPE_READ_TIMEOUT`,
+//!   so one cannot hold the pipe.
 
 use std::process::Command;
 
@@ -150,29 +153,51 @@ fn new_pipe_name() -> std::io::Result<String> {
     Ok(name)
 }
 
+/// The control pipe's DACL in SDDL: protected (nothing inherited), one entry allowing `sid`
+/// everything.
+#[cfg(windows)]
+fn owner_only_sddl(sid: &str) -> String {
+    format!("D:P(A;;GA;;;{sid})")
+}
+
+/// The security descriptor the control pipe is created with: owner-only (see the module's
+/// notes), or `None` (the default ACL) when this account's SID cannot be read.
+#[cfg(windows)]
+fn pipe_security()
+-> std::io::Result<Option<interprocess::os::windows::security_descriptor::SecurityDescriptor>> {
+    use interprocess::os::windows::ToWtf16 as _;
+    use interprocess::os::windows::security_descriptor::SecurityDescriptor;
+    let Some(sid) = crate::os::account::own_sid() else {
+        tracing::warn!(
+            "cannot read this account's SID: the control pipe keeps Windows' default ACL \
+             (others may open it for reading)"
+        );
+        return Ok(None);
+    };
+    let sddl = owner_only_sddl(&sid)
+        .to_wtf_16()
+        .map_err(std::io::Error::other)?;
+    SecurityDescriptor::deserialize(&sddl).map(Some)
+}
+
 /// The tunnel's side of its control pipe: a task that reads one line per client and passes
 /// the request on.
 #[cfg(windows)]
 fn serve_pipe() -> std::io::Result<tokio::sync::mpsc::UnboundedReceiver<Request>> {
+    use interprocess::os::windows::named_pipe::{PipeListenerOptions, pipe_mode};
     use tokio::io::AsyncReadExt as _;
-    use tokio::net::windows::named_pipe::ServerOptions;
     let name = new_pipe_name()?;
-    let options = |first| {
-        let mut o = ServerOptions::new();
-        o.first_pipe_instance(first).reject_remote_clients(true);
-        o
-    };
-    let mut server = options(true).create(&name)?;
+    // The first instance is created first-instance; `accept` adds the next ones, the same.
+    let server = PipeListenerOptions::new()
+        .path(name.as_str())
+        .accept_remote(false)
+        .security_descriptor(pipe_security()?)
+        .create_tokio_recv_only::<pipe_mode::Bytes>()?;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {
         loop {
-            if server.connect().await.is_err() {
+            let Ok(mut client) = server.accept().await else {
                 return;
-            }
-            let mut client = server;
-            server = match options(false).create(&name) {
-                Ok(next) => next,
-                Err(_) => return,
             };
             let mut line = [0_u8; 16];
             let mut n = 0;
@@ -399,8 +424,62 @@ impl ControlSocket {
 mod tests {
     use super::*;
 
+    /// This process's pipe record, which both tests write.
+    static RECORD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    /// Writes `line` to this process's control pipe as [`send`] does, trying again while the
+    /// pipe is busy (its next instance not created yet), but not ending the test process when
+    /// it cannot.
+    fn write_line(line: &'static [u8]) -> std::io::Result<()> {
+        use std::io::Write as _;
+        let name = pipe_name(std::process::id())?;
+        let mut last = None;
+        for _ in 0..40 {
+            match std::fs::OpenOptions::new().write(true).open(&name) {
+                Ok(mut pipe) => return pipe.write_all(line),
+                Err(e) => last = Some(e),
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        Err(last.unwrap_or_else(|| std::io::ErrorKind::NotFound.into()))
+    }
+
+    #[test]
+    fn the_pipe_is_owner_only_and_this_account_can_send() {
+        let _record = RECORD
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let sid = crate::os::account::own_sid().expect("this process's SID");
+        assert!(sid.starts_with("S-1-"), "{sid}");
+        assert_eq!(owner_only_sddl(&sid), format!("D:P(A;;GA;;;{sid})"));
+        assert!(pipe_security().expect("descriptor").is_some());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            let mut listener = Listener::new().expect("listen");
+            for (line, request) in [
+                (&b"reload\n"[..], Request::Reload),
+                (b"stop\n", Request::Stop),
+            ] {
+                // Opening the pipe blocks: on another thread, while the pipe's task runs here.
+                let sent = tokio::task::spawn_blocking(move || write_line(line));
+                let heard =
+                    tokio::time::timeout(std::time::Duration::from_secs(10), listener.next())
+                        .await
+                        .ok();
+                sent.await.expect("join").expect("sent through the pipe");
+                assert_eq!(heard, Some(request));
+            }
+        });
+    }
+
     #[test]
     fn the_pipe_name_is_random_and_read_back_only_when_it_is_ours() {
+        let _record = RECORD
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let a = new_pipe_name().expect("recorded");
         let pid = std::process::id();
         assert_eq!(pipe_name(pid).expect("read back"), a);

@@ -4,9 +4,10 @@
 //!
 //! - Linux: `/proc` (no external tool), see `procfs`;
 //! - macOS and the BSDs: `lsof -nP -iTCP:PORT -sTCP:LISTEN` (shipped with macOS);
-//! - elsewhere (Windows): the owner is not named, and "taken" is learnt by connecting; which
-//!   account connects is not asked either (`GetExtendedTcpTable` needs `unsafe`, which the crate
-//!   forbids), and [`PEER_CHECK_UNAVAILABLE`] says so.
+//! - Windows: a port's owner is not named, and "taken" is learnt by connecting; which account
+//!   connects is asked of `GetExtendedTcpTable` (the TCP table with each socket's owning pid,
+//!   through `netstat2`) and that pid's token (its user SID, through `sysinfo`); where that
+//!   fails, [`peer_check_unavailable`] says why.
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
@@ -156,13 +157,43 @@ pub fn owner(port: u16) -> Option<Holder> {
     }
 }
 
-/// Why this OS cannot say which account is at the other end of a loopback connection, when it
-/// cannot: `setup` and `doctor` show it, and the endpoint then serves whoever connects.
-pub const PEER_CHECK_UNAVAILABLE: Option<&str> = if cfg!(unix) {
-    None
-} else {
-    Some("this system does not tell shiqi-connect which account opens a connection")
-};
+/// What `setup` and `doctor` say when the OS does not tell which account opens a connection
+/// (the endpoint then serves whoever connects); [`peer_check_unavailable`] adds why.
+pub const PEER_CHECK_UNAVAILABLE: &str =
+    "this system does not tell shiqi-connect which account opens a connection";
+
+/// Why [`peer`] cannot say which account is at the other end of a loopback connection, when it
+/// cannot. Unix: it always can (`/proc`, `lsof`). Windows: it asks, for a connection this
+/// process opens to itself, and anything but "this account" is the reason.
+pub fn peer_check_unavailable() -> Option<String> {
+    #[cfg(unix)]
+    {
+        None
+    }
+    #[cfg(not(unix))]
+    {
+        match self_check() {
+            Ok(Peer::Owner) => None,
+            Ok(Peer::Unknown(why)) => Some(format!("{PEER_CHECK_UNAVAILABLE}: {why}")),
+            Ok(other) => Some(format!(
+                "{PEER_CHECK_UNAVAILABLE}: it took this process's own connection for {other}'s"
+            )),
+            Err(e) => Some(format!(
+                "{PEER_CHECK_UNAVAILABLE}: cannot open a loopback connection to check: {e}"
+            )),
+        }
+    }
+}
+
+/// [`peer`] on a loopback connection from this process to itself.
+#[cfg_attr(unix, allow(dead_code, reason = "Windows' probe, tested everywhere"))]
+fn self_check() -> std::io::Result<Peer> {
+    let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))?;
+    let local = listener.local_addr()?;
+    let _client = std::net::TcpStream::connect(local)?;
+    let (_accepted, from) = listener.accept()?;
+    Ok(peer(local, from))
+}
 
 /// Which account is at the other end of a loopback TCP connection.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -173,7 +204,7 @@ pub enum Peer {
     Stranger {
         /// Its uid, when the OS names it (Linux).
         uid: Option<u32>,
-        /// That uid's login name.
+        /// That uid's login name; on Windows, the account's SID (`S-1-5-21-…`).
         name: Option<String>,
     },
     /// The OS could not be asked (this OS has no way, or the way failed): the reason.
@@ -192,16 +223,22 @@ impl fmt::Display for Peer {
                 uid: Some(uid),
                 name: None,
             } => write!(f, "uid {uid}"),
-            Self::Stranger { uid: None, .. } => {
-                f.write_str("a process of another account (none of this account's holds it)")
-            }
+            Self::Stranger {
+                uid: None,
+                name: Some(sid),
+            } => write!(f, "another account ({sid})"),
+            Self::Stranger {
+                uid: None,
+                name: None,
+            } => f.write_str("a process of another account (none of this account's holds it)"),
             Self::Unknown(why) => write!(f, "unknown ({why})"),
         }
     }
 }
 
 /// Which account holds the client end (`peer`) of a connection accepted at `local`, both on
-/// loopback. Blocking: it reads `/proc` (Linux) or runs `lsof` (macOS).
+/// loopback. Blocking: it reads `/proc` (Linux), runs `lsof` (macOS), or reads the TCP table
+/// and the holder's token (Windows).
 pub fn peer(local: SocketAddr, peer: SocketAddr) -> Peer {
     #[cfg(target_os = "linux")]
     {
@@ -233,10 +270,129 @@ pub fn peer(local: SocketAddr, peer: SocketAddr) -> Peer {
             Err(e) => Peer::Unknown(format!("cannot run `lsof`: {e}")),
         }
     }
-    #[cfg(not(unix))]
+    #[cfg(windows)]
+    {
+        let Some(me) = crate::os::account::own_sid() else {
+            return Peer::Unknown(
+                "cannot read this process's account (its token's SID)".to_owned(),
+            );
+        };
+        match windows::connections() {
+            Ok(table) => sid_peer(
+                client_socket(&table, local, peer),
+                &me,
+                crate::os::account::sid_of,
+            ),
+            Err(why) => Peer::Unknown(why),
+        }
+    }
+    #[cfg(not(any(unix, windows)))]
     {
         let _ = (local, peer);
-        Peer::Unknown(PEER_CHECK_UNAVAILABLE.unwrap_or_default().to_owned())
+        Peer::Unknown(PEER_CHECK_UNAVAILABLE.to_owned())
+    }
+}
+
+/// A TCP socket of Windows' table (`GetExtendedTcpTable`): its two ends and the pid that owns
+/// it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(
+    not(windows),
+    allow(dead_code, reason = "Windows' path, tested everywhere")
+)]
+struct Connection {
+    local: SocketAddr,
+    remote: SocketAddr,
+    /// Whether it listens (or is closed: no peer) rather than being connected.
+    listening: bool,
+    /// Whether it is open both ways (`ESTABLISHED`), not closing or closed by its owner.
+    established: bool,
+    pid: u32,
+}
+
+/// The socket whose local end is `peer` and whose other end is `local`: the client's side of
+/// a connection this process accepted. `None` when the table has none (the client already
+/// closed, or it is not on this machine).
+#[cfg_attr(
+    not(windows),
+    allow(dead_code, reason = "Windows' path, tested everywhere")
+)]
+fn client_socket(table: &[Connection], local: SocketAddr, peer: SocketAddr) -> Option<Connection> {
+    let (local, peer) = (canonical(local), canonical(peer));
+    table
+        .iter()
+        .find(|c| !c.listening && canonical(c.local) == peer && canonical(c.remote) == local)
+        .copied()
+}
+
+/// The verdict on the client's socket, `me` being this process's user SID and `sid_of` a
+/// pid's. No such socket, or a pid whose token cannot be read (Windows lets an account read
+/// its own processes' tokens; another account's, or one gone since), is a stranger, as an
+/// unreadable process is on Linux and macOS. Pid 0 names no process: for a socket its owner
+/// closed (TIME_WAIT and the like, whose owner the system forgets) that is a stranger too (a
+/// client that wrote a request and closed is not served); for an open one it means the table
+/// names no owners at all (Wine 8.0 names pid 0 for every socket), which is no answer.
+#[cfg_attr(
+    not(windows),
+    allow(dead_code, reason = "Windows' path, tested everywhere")
+)]
+fn sid_peer(
+    socket: Option<Connection>,
+    me: &str,
+    sid_of: impl FnOnce(u32) -> Option<String>,
+) -> Peer {
+    match socket {
+        Some(Connection {
+            pid: 0,
+            established: true,
+            ..
+        }) => Peer::Unknown(NO_OWNING_PID.to_owned()),
+        socket => match socket.filter(|s| s.pid != 0).and_then(|s| sid_of(s.pid)) {
+            Some(sid) if sid == me => Peer::Owner,
+            sid => Peer::Stranger {
+                uid: None,
+                name: sid,
+            },
+        },
+    }
+}
+
+/// Why an open connection whose row in the TCP table names pid 0 is not judged.
+const NO_OWNING_PID: &str = "the system's TCP table names no process for the client's socket \
+                             (owning pid 0)";
+
+/// Windows' TCP table, through `netstat2` (its safe API over `GetExtendedTcpTable`).
+#[cfg(windows)]
+mod windows {
+    use std::net::SocketAddr;
+
+    use netstat2::{AddressFamilyFlags, ProtocolFlags, ProtocolSocketInfo, TcpState};
+
+    use super::Connection;
+
+    /// Every TCP socket (IPv4 and IPv6) with its owning pid, or why the table cannot be read.
+    pub(super) fn connections() -> Result<Vec<Connection>, String> {
+        let sockets = netstat2::iterate_sockets_info(
+            AddressFamilyFlags::IPV4 | AddressFamilyFlags::IPV6,
+            ProtocolFlags::TCP,
+        )
+        .map_err(|e| format!("cannot read the TCP table (GetExtendedTcpTable): {e}"))?;
+        let mut out = Vec::new();
+        for socket in sockets {
+            let socket = socket
+                .map_err(|e| format!("cannot read the TCP table (GetExtendedTcpTable): {e}"))?;
+            let pid = socket.associated_pids.first().copied().unwrap_or(0);
+            if let ProtocolSocketInfo::Tcp(tcp) = socket.protocol_socket_info {
+                out.push(Connection {
+                    local: SocketAddr::new(tcp.local_addr, tcp.local_port),
+                    remote: SocketAddr::new(tcp.remote_addr, tcp.remote_port),
+                    listening: matches!(tcp.state, TcpState::Listen | TcpState::Closed),
+                    established: tcp.state == TcpState::Established,
+                    pid,
+                });
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -732,6 +888,104 @@ mod procfs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn finds_the_pid_of_the_far_end_in_the_tcp_table() {
+        let at = |s: &str| s.parse::<SocketAddr>().expect("addr");
+        let (local, peer) = (at("127.0.0.1:9092"), at("127.0.0.1:50123"));
+        let row = |l: &str, r: &str, listening: bool, pid| Connection {
+            local: at(l),
+            remote: at(r),
+            listening,
+            established: !listening,
+            pid,
+        };
+        let table = [
+            row("127.0.0.1:9092", "0.0.0.0:0", true, 10),
+            // The endpoint's own end of the connection: not the client's.
+            row("127.0.0.1:9092", "127.0.0.1:50123", false, 10),
+            // Another connection from the same port, elsewhere.
+            row("127.0.0.1:50123", "127.0.0.1:3306", false, 11),
+            row("127.0.0.1:50123", "127.0.0.1:9092", false, 42),
+        ];
+        let pid = |table: &[Connection], local| client_socket(table, local, peer).map(|c| c.pid);
+        assert_eq!(pid(&table, local), Some(42));
+        // A dual-stack client's row, and a listener's address given mapped.
+        let v6 = [row(
+            "[::ffff:127.0.0.1]:50123",
+            "[::ffff:127.0.0.1]:9092",
+            false,
+            7,
+        )];
+        assert_eq!(pid(&v6, local), Some(7));
+        assert_eq!(pid(&table, at("[::ffff:127.0.0.1]:9092")), Some(42));
+        assert_eq!(pid(&table[..3], local), None);
+
+        let me = "S-1-5-21-1-2-3-1001";
+        let sid = |s: &'static str| move |_| Some(s.to_owned());
+        let client = table[3];
+        assert_eq!(sid_peer(Some(client), me, sid(me)), Peer::Owner);
+        let other = sid_peer(Some(client), me, sid("S-1-5-21-1-2-3-1002"));
+        assert_eq!(
+            other,
+            Peer::Stranger {
+                uid: None,
+                name: Some("S-1-5-21-1-2-3-1002".to_owned())
+            }
+        );
+        assert_eq!(other.to_string(), "another account (S-1-5-21-1-2-3-1002)");
+        let unreadable = Peer::Stranger {
+            uid: None,
+            name: None,
+        };
+        assert_eq!(sid_peer(Some(client), me, |_| None), unreadable);
+        assert_eq!(sid_peer(None, me, sid(me)), unreadable);
+        // Pid 0: an open socket's is no answer (a table without owners, as Wine's); a closing
+        // one's (the client wrote and closed) is a stranger's.
+        let nobody = Connection { pid: 0, ..client };
+        assert_eq!(
+            sid_peer(Some(nobody), me, sid(me)),
+            Peer::Unknown(NO_OWNING_PID.to_owned())
+        );
+        let closed = Connection {
+            established: false,
+            ..nobody
+        };
+        assert_eq!(sid_peer(Some(closed), me, sid(me)), unreadable);
+    }
+
+    /// The whole lookup, on a connection this process opens to itself: on Windows (the unit
+    /// tests run under Wine in `scripts/check-targets --windows`) it goes through the TCP table
+    /// and the process's token. Wine 8.0's table names pid 0 as every socket's owner (its own
+    /// listener's included): there the check has no answer, and says so.
+    #[test]
+    fn a_connection_from_this_process_is_this_accounts() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let local = listener.local_addr().expect("local");
+        let _client = std::net::TcpStream::connect(local).expect("connect");
+        let (_accepted, from) = listener.accept().expect("accept");
+        let got = peer(local, from);
+        #[cfg(windows)]
+        let pids_named = windows::connections()
+            .expect("the TCP table")
+            .iter()
+            .any(|c| c.listening && c.local == local && c.pid == std::process::id());
+        #[cfg(not(windows))]
+        let pids_named = true;
+        if pids_named {
+            assert_eq!(got, Peer::Owner);
+            assert_eq!(peer_check_unavailable(), None);
+            assert_eq!(self_check().expect("self check"), Peer::Owner);
+        } else {
+            assert_eq!(got, Peer::Unknown(NO_OWNING_PID.to_owned()));
+            let why = peer_check_unavailable().expect("a reason");
+            assert!(
+                why.starts_with(PEER_CHECK_UNAVAILABLE) && why.ends_with(NO_OWNING_PID),
+                "{why}"
+            );
+            eprintln!("the TCP table names no owning pids here (Wine): {why}");
+        }
+    }
 
     #[test]
     fn finds_the_peer_socket_in_lsof_field_output() {

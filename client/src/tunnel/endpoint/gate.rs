@@ -3,8 +3,8 @@
 //! The endpoint acts with the profile's certificate for whoever it serves, so it serves the
 //! account the tunnel runs as only: each accepted connection's other end is looked up in the OS
 //! (`os::port_owner::peer`), and a connection from another account is closed at once, logged
-//! with its uid and counted for `tunnel status`. Where the OS cannot say who connects (Windows),
-//! every connection is served, as `setup` and `doctor` say.
+//! with its uid and counted for `tunnel status`. Where the OS cannot say who connects (the
+//! lookup failed), every connection is served, as `setup` and `doctor` say.
 //!
 //! Every client connection also holds one of a fixed number of permits while it lasts
 //! (`max_connections` in `profile.json`): a client that opens connections in a loop costs file
