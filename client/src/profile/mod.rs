@@ -459,6 +459,16 @@ impl Profile {
         serde_json::from_value(value).map_err(|e| bad(e.to_string()))
     }
 
+    /// Writes it as `dir/profile.json` (0600, atomically). The one in-place writer of the file:
+    /// call it through `steps::store::update`, under the profile's lock, never with a profile
+    /// read before the lock was taken.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the file cannot be written.
+    pub fn save(&self, dir: &Path) -> Result<(), Error> {
+        crate::fsutil::write_private(&dir.join(files::PROFILE_JSON), self.to_json().as_bytes())
+    }
+
     /// Pretty JSON with a trailing newline.
     pub fn to_json(&self) -> String {
         // Serializing plain structs of strings and numbers cannot fail.

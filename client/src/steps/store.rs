@@ -16,7 +16,6 @@ use std::time::Duration;
 use shiqi_ca::ProfileName;
 
 use crate::error::Error;
-use crate::fsutil;
 use crate::profile::{Profile, files};
 use crate::steps::journal;
 
@@ -41,7 +40,7 @@ pub fn update<T>(
     let mut profile = before.clone();
     let out = change(&mut profile)?;
     if profile != before {
-        fsutil::write_private(&dir.join(files::PROFILE_JSON), profile.to_json().as_bytes())?;
+        profile.save(dir)?;
     }
     Ok(out)
 }
@@ -71,9 +70,8 @@ mod tests {
         let root = tempfile::tempdir().expect("tempdir");
         let p = sample();
         let dir = crate::profile::dir(root.path(), &p.name);
-        fsutil::create_private_dir(&dir).expect("dir");
-        fsutil::write_private(&dir.join(files::PROFILE_JSON), p.to_json().as_bytes())
-            .expect("profile.json");
+        crate::fsutil::create_private_dir(&dir).expect("dir");
+        p.save(&dir).expect("profile.json");
         (root, dir, p)
     }
 

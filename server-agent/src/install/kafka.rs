@@ -103,11 +103,7 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
     let b = i.file(&env_path, &environment, 0o600, files_owner, &trust)?;
     let changed = a || b;
     i.report(
-        if changed {
-            Outcome::Done
-        } else {
-            Outcome::Already
-        },
+        Outcome::of(changed),
         "kafka.config",
         format!(
             "{} (server.properties lines) and {} (apache/kafka and cp-kafka services)",

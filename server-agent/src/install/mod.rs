@@ -33,6 +33,13 @@ pub enum Outcome {
     NeedsYou,
 }
 
+impl Outcome {
+    /// `Done` when a step changed something, else `Already`.
+    fn of(changed: bool) -> Self {
+        if changed { Self::Done } else { Self::Already }
+    }
+}
+
 /// The install run: its options, and what each step reported.
 pub struct Install {
     args: InstallArgs,

@@ -50,11 +50,7 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
         &super::folder::Trust::root(),
     )?;
     i.report(
-        if changed {
-            Outcome::Done
-        } else {
-            Outcome::Already
-        },
+        Outcome::of(changed),
         "mysql.config",
         format!(
             "{} (TLS, ssl_crl, bind-address = 127.0.0.1)",

@@ -66,11 +66,7 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
     )?;
     if i.dry_run() {
         i.sshd_safe = true;
-        let outcome = if changed {
-            Outcome::Done
-        } else {
-            Outcome::Already
-        };
+        let outcome = Outcome::of(changed);
         i.report(
             outcome,
             "sshd",
