@@ -75,7 +75,7 @@ pub(crate) fn dispatch(ctx: &state::Context, command: cli::Command) -> anyhow::R
         cli::Command::Brokers(args) => commands::brokers::run(ctx, args),
         cli::Command::Version(args) => commands::version::run(&args),
         cli::Command::List(args) => commands::list::run(ctx, args),
-        cli::Command::Revoke(args) => commands::revoke::run(ctx, args),
+        cli::Command::Revoke(args) => commands::revoke::run(ctx, &args),
         cli::Command::Crl(args) => commands::crl::run(ctx, args),
         cli::Command::Enroll(args) => commands::enroll::run(ctx, args),
         cli::Command::Check(args) => commands::check::run(ctx, args),

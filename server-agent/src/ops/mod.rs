@@ -6,11 +6,13 @@
 //! - [`sign`]: issue a client certificate (and keep the CRL fresh after it);
 //! - [`acls`]: grant or take back a principal's Kafka ACLs;
 //! - [`mysql_user`]: make the certificate-only MySQL account;
+//! - [`revoke`]: revoke certificates and make it effective on MySQL and Kafka;
 //! - [`backup`]: the CA's state as one encrypted file, and back.
 
 pub mod acls;
 pub mod backup;
 pub mod mysql_user;
+pub mod revoke;
 pub mod sign;
 
 use std::cell::OnceCell;
