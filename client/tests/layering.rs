@@ -116,3 +116,54 @@ fn the_scan_sees_paths_and_skips_tests_and_comments() {
                 /// [`crate::commands`] prints it.\n#[cfg(test)]\nmod tests { use crate::cli; }\n";
     assert_eq!(uses(text).into_iter().collect::<Vec<_>>(), ["probe", "ssh"]);
 }
+
+/// The workspace's crates, each with the crates of ours it may depend on (docs/design.md's
+/// crate table): the CA library and the templates at the bottom, the two binaries above them,
+/// the laptop never linking the server's agent.
+const CRATES: &[(&str, &[&str])] = &[
+    ("ca", &[]),
+    ("render", &[]),
+    ("server-agent", &["shiqi-ca", "shiqi-render"]),
+    ("client", &["shiqi-ca", "shiqi-render"]),
+];
+
+/// The `shiqi-*` names a manifest's dependency tables mention.
+fn our_dependencies(manifest: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    let mut in_dependencies = false;
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_dependencies = line.ends_with("dependencies]");
+        } else if in_dependencies && line.starts_with("shiqi-") {
+            let name = line.split(['.', ' ', '=']).next().unwrap_or_default();
+            found.insert(name.to_owned());
+        }
+    }
+    found
+}
+
+#[test]
+fn each_crate_depends_only_on_the_crates_below_it() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut wrong = Vec::new();
+    for (folder, allowed) in CRATES {
+        let manifest = std::fs::read_to_string(root.join(folder).join("Cargo.toml"))
+            .unwrap_or_else(|e| panic!("{folder}/Cargo.toml: {e}"));
+        for name in our_dependencies(&manifest) {
+            if !allowed.contains(&name.as_str()) {
+                wrong.push(format!("{folder}/Cargo.toml depends on `{name}`"));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "against docs/design.md's crate table:\n{}",
+        wrong.join("\n")
+    );
+    let sample = "[dependencies]\nshiqi-ca.workspace = true\n[dev-dependencies]\n\
+                  shiqi-connect = { workspace = true }\n[features]\nshiqi-x = []\n";
+    assert_eq!(
+        our_dependencies(sample).into_iter().collect::<Vec<_>>(),
+        ["shiqi-ca", "shiqi-connect"]
+    );
+}

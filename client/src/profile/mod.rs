@@ -64,7 +64,7 @@ pub mod files {
         Truststore,
         /// The PKCS#12 password.
         Password,
-        /// `templates/NAME.j2`, rendered from the profile.
+        /// `render/templates/NAME.j2`, rendered from the profile.
         Template(&'static str),
         /// `profile.json`: written last, so a reader that finds it finds every file it lists.
         Facts,

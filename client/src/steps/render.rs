@@ -1,4 +1,4 @@
-//! Step 4a: the text files of a profile, rendered from `templates/` (minijinja, embedded).
+//! Step 4a: the text files of a profile, rendered from `render/templates/` (minijinja, embedded).
 //! Pure: no network, no filesystem. The forwards it renders are planned by
 //! [`crate::tunnel::plan`].
 

@@ -1,5 +1,5 @@
 //! `shiqi-render`: every config file shiqi-connect writes, as minijinja templates embedded from
-//! this crate's folder (`templates/*.j2` at the top of the repository), and the one environment both sides render them with — the laptop
+//! `render/templates/*.j2`, and the one environment both sides render them with — the laptop
 //! (Kafka client configs, my.cnf, ssh_config, DATAGRIP.md) and the agent (broker and MariaDB TLS
 //! fragments).
 //!
@@ -15,7 +15,7 @@ use minijinja::syntax::SyntaxConfig;
 use minijinja::{Environment, UndefinedBehavior};
 use serde::Serialize;
 
-/// Every template, by the name callers render it with: each `NAME.j2` of this crate's folder
+/// Every template, by the name callers render it with: each `templates/NAME.j2` of this crate
 /// (`build.rs` lists them).
 const TEMPLATES: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/templates.rs"));
 
@@ -65,13 +65,20 @@ fn refuse_control_characters(
     {
         return Err(minijinja::Error::new(
             minijinja::ErrorKind::InvalidOperation,
-            format!(
-                "refusing a value with a control character: `{}`",
-                shiqi_ca::text::one_line(s, 80)
-            ),
+            format!("refusing a value with a control character: `{}`", shown(s)),
         ));
     }
     minijinja::escape_formatter(out, state, value)
+}
+
+/// A refused value as an error may show it: controls escaped, at most 80 characters. (This
+/// crate depends on nothing of ours: shiqi-ca's `text::one_line` says the same for the rest.)
+fn shown(s: &str) -> String {
+    let escaped: String = s.escape_debug().collect();
+    match escaped.char_indices().nth(79) {
+        Some((cut, _)) => format!("{}…", &escaped[..cut]),
+        None => escaped,
+    }
 }
 
 /// ssh_config values with spaces must be double-quoted.
@@ -148,6 +155,13 @@ mod tests {
         assert_eq!(t.render(context! { v => "ok" }).expect("renders"), "v=ok\n");
         let e = t.render(context! { v => "a\nb" }).expect_err("newline");
         assert!(e.to_string().contains("control character"), "{e}");
+        assert!(e.to_string().contains(r"`a\nb`"), "shown escaped: {e}");
+        let long = format!("{}\n", "x".repeat(200));
+        let e = t.render(context! { v => long }).expect_err("newline");
+        assert!(
+            e.to_string().contains(&format!("`{}…`", "x".repeat(79))),
+            "{e}"
+        );
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! Embeds every `*.j2` beside this crate's `Cargo.toml`: a new template is a new file, with no
-//! list to keep in step. Writes `$OUT_DIR/templates.rs`, a `&[(name, source)]` sorted by name.
+//! Embeds every `templates/*.j2` of this crate: a new template is a new file, with no list to
+//! keep in step. Writes `$OUT_DIR/templates.rs`, a `&[(name, source)]` sorted by name.
 
 // A build script reports to cargo on stdout and fails by panicking: that is its interface.
 #![allow(clippy::print_stdout, clippy::expect_used, clippy::disallowed_methods)]
@@ -8,10 +8,14 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 fn main() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // Read when the script runs, not baked in when it is compiled: two clones sharing one
+    // target folder then each embed their own templates.
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let dir = Path::new(&manifest).join("templates");
+    let dir = dir.as_path();
     println!("cargo:rerun-if-changed={}", dir.display());
     let mut names: Vec<String> = std::fs::read_dir(dir)
-        .expect("the crate folder is readable")
+        .expect("the templates folder is readable")
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .filter(|n| n.ends_with(".j2"))
         .collect();
