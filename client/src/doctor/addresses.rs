@@ -7,13 +7,13 @@
 //! shows that the certificate covers it. It serves MySQL without TLS on 127.0.0.1 and checks the
 //! server's certificate itself on every login, so there is no certificate to check here.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, ToSocketAddrs};
 
 use shiqi_ca::cert::Cert;
 
-use crate::doctor::forwards::{self, Service};
-use crate::doctor::{CheckId, Context, Finding, Findings, JVM_DNS_NOTE, Status, needs};
+use crate::doctor::forwards::{self, Service, Tunnel};
+use crate::doctor::{CheckId, Context, Finding, Findings, JVM_DNS_NOTE, Probes, Status, needs};
 use crate::probe::speaks as probe;
 
 /// Where a name resolves and what that means for the tunnel.
@@ -59,28 +59,43 @@ fn list(ips: &[IpAddr]) -> String {
         .join(", ")
 }
 
+/// What the address checks found, for the logins.
+#[derive(Clone, Debug, Default)]
+pub struct Addresses {
+    /// Advertised hosts that do not resolve to the tunnel.
+    pub bypassed: BTreeSet<String>,
+    /// Local ports whose server certificate does not cover the name its clients check.
+    pub mismatched: BTreeSet<u16>,
+}
+
 /// `addresses.*`.
-pub fn check(ctx: &Context, st: &mut Findings) {
+pub fn check(ctx: &Context, st: &mut Findings, tunnel: &Tunnel, probes: &mut Probes) -> Addresses {
     let targets = forwards::services(ctx);
     if ctx.profile.is_err() {
         for id in [CheckId::AddressResolve, CheckId::AddressNames] {
             st.push(Finding::skip(id, "no profile"));
         }
-        return;
+        return Addresses::default();
     }
-    if ctx.local_endpoint() {
+    let bypassed = if ctx.local_endpoint() {
         st.push(Finding::skip(
             CheckId::AddressResolve,
             "does not apply: with the local endpoint the laptop never dials the advertised \
              names (the tunnel does, on the server's side)",
         ));
+        BTreeSet::new()
     } else {
-        resolve_check(ctx, st, &targets);
+        resolve_check(ctx, st, &targets)
+    };
+    let mismatched = names_check(ctx, st, &targets, tunnel, &bypassed, probes);
+    Addresses {
+        bypassed,
+        mismatched,
     }
-    names_check(ctx, st, &targets);
 }
 
-fn resolve_check(ctx: &Context, st: &mut Findings, targets: &[Service]) {
+/// `addresses.resolve`; returns the hosts that do not resolve to the tunnel.
+fn resolve_check(ctx: &Context, st: &mut Findings, targets: &[Service]) -> BTreeSet<String> {
     // One line per host name, naming the brokers that advertise it.
     let mut hosts: BTreeMap<&str, Vec<&Service>> = BTreeMap::new();
     for t in targets.iter().filter(|t| t.kafka) {
@@ -91,8 +106,9 @@ fn resolve_check(ctx: &Context, st: &mut Findings, targets: &[Service]) {
             CheckId::AddressResolve,
             "the profile has no brokers",
         ));
-        return;
+        return BTreeSet::new();
     }
+    let mut bypassed = BTreeSet::new();
     let mut good = Vec::new();
     let mut bad = Vec::new();
     let mut fixes = Vec::new();
@@ -103,34 +119,8 @@ fn resolve_check(ctx: &Context, st: &mut Findings, targets: &[Service]) {
             .map(|t| t.what.as_str())
             .collect::<Vec<_>>()
             .join(", ");
-        let port = ts[0].port;
-        // A hosts entry sends the name to 127.0.0.1, where one forward per port leads to one
-        // broker only: no help when another service needs the same port.
-        let shared = ts.iter().any(|t| {
-            targets
-                .iter()
-                .any(|o| o.port == t.port && o.what != t.what && !o.endpoint)
-        });
-        let is_ip = host.parse::<IpAddr>().is_ok();
-        let hosts_entry = if is_ip || shared {
-            String::new()
-        } else {
-            format!("add `127.0.0.1 {host}` to `/etc/hosts`, or ")
-        };
-        let listener = if shared {
-            "`localhost` on a port of its own".to_owned()
-        } else {
-            ts.iter()
-                .map(|t| format!("`localhost:{}`", t.port))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let fix = format!(
-            "{hosts_entry}have {who} advertise {listener} (`advertised.listeners` on the \
-             server) and rebuild the profile (`{}`)",
-            ctx.setup_again()
-        );
-        match resolve(host, port) {
+        let fix = resolve_fix(ctx, host, ts, &who, targets);
+        match resolve(host, ts[0].port) {
             Resolution::Tunnel => good.push(format!("`{host}` ({who}) → 127.0.0.1")),
             Resolution::Partly(others) => {
                 worst = worst.max(Status::Warn);
@@ -143,7 +133,7 @@ fn resolve_check(ctx: &Context, st: &mut Findings, targets: &[Service]) {
             }
             Resolution::Elsewhere(ips) => {
                 worst = Status::Fail;
-                st.bypassed.insert((*host).to_owned());
+                bypassed.insert((*host).to_owned());
                 bad.push(format!(
                     "`{host}` ({who}) resolves to {} on this machine, not to the tunnel on \
                      127.0.0.1: after bootstrap a Kafka client dials {who} there, around the \
@@ -154,7 +144,7 @@ fn resolve_check(ctx: &Context, st: &mut Findings, targets: &[Service]) {
             }
             Resolution::Unresolved(why) => {
                 worst = Status::Fail;
-                st.bypassed.insert((*host).to_owned());
+                bypassed.insert((*host).to_owned());
                 bad.push(format!(
                     "`{host}` ({who}) does not resolve on this machine ({why}): clients cannot \
                      reach {who} after bootstrap"
@@ -180,6 +170,43 @@ fn resolve_check(ctx: &Context, st: &mut Findings, targets: &[Service]) {
     } else {
         check.note(JVM_DNS_NOTE)
     });
+    bypassed
+}
+
+/// How to make `host` (advertised by `ts`, named `who`) resolve to the tunnel.
+fn resolve_fix(
+    ctx: &Context,
+    host: &str,
+    ts: &[&Service],
+    who: &str,
+    targets: &[Service],
+) -> String {
+    // A hosts entry sends the name to 127.0.0.1, where one forward per port leads to one
+    // broker only: no help when another service needs the same port.
+    let shared = ts.iter().any(|t| {
+        targets
+            .iter()
+            .any(|o| o.port == t.port && o.what != t.what && !o.endpoint)
+    });
+    let is_ip = host.parse::<IpAddr>().is_ok();
+    let hosts_entry = if is_ip || shared {
+        String::new()
+    } else {
+        format!("add `127.0.0.1 {host}` to `/etc/hosts`, or ")
+    };
+    let listener = if shared {
+        "`localhost` on a port of its own".to_owned()
+    } else {
+        ts.iter()
+            .map(|t| format!("`localhost:{}`", t.port))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "{hosts_entry}have {who} advertise {listener} (`advertised.listeners` on the server) \
+         and rebuild the profile (`{}`)",
+        ctx.setup_again()
+    )
 }
 
 /// The host the MySQL client verifies: `my.cnf`'s `host` (127.0.0.1 as setup writes it).
@@ -191,19 +218,22 @@ fn mysql_host(ctx: &Context) -> String {
         .unwrap_or_else(|| "127.0.0.1".to_owned())
 }
 
-fn names_check(ctx: &Context, st: &mut Findings, targets: &[Service]) {
-    let reachable: Vec<&Service> = targets
-        .iter()
-        .filter(|t| st.answering.contains(&t.port) && !st.tunnel_broken.contains(&t.port))
-        .collect();
+/// `addresses.names`; returns the local ports whose certificate does not cover the name its
+/// clients check.
+fn names_check(
+    ctx: &Context,
+    st: &mut Findings,
+    targets: &[Service],
+    tunnel: &Tunnel,
+    bypassed: &BTreeSet<String>,
+    probes: &mut Probes,
+) -> BTreeSet<u16> {
+    let reachable: Vec<&Service> = targets.iter().filter(|t| tunnel.carries(t.port)).collect();
     if reachable.is_empty() {
         st.push(Finding::skip(CheckId::AddressNames, needs(CheckId::Tunnel)));
-        return;
+        return BTreeSet::new();
     }
-    let mut good = Vec::new();
-    let mut bad = Vec::new();
-    let mut fixes = Vec::new();
-    let mut worst = Status::Ok;
+    let mut names = Names::new();
     let mut endpoint_mysql = None;
     for t in reachable {
         if t.endpoint && !t.kafka {
@@ -212,107 +242,37 @@ fn names_check(ctx: &Context, st: &mut Findings, targets: &[Service]) {
                  and verifies the server's certificate itself (signed by `ca.crt`, naming `{}`)",
                 t.host
             ));
-            continue;
-        }
-        if t.endpoint {
+        } else if t.endpoint {
             // The endpoint checked the broker's certificate against its advertised name (as a
             // Java client does) before it could answer on this port.
             if !t.host.is_empty() {
-                good.push(format!(
+                names.good.push(format!(
                     "{} covers `{}` (checked by the local endpoint)",
                     t.what, t.host
                 ));
             }
-            continue;
-        }
-        let (speaks, name) = if t.kafka {
-            (probe::kafka("127.0.0.1", t.port, &t.host), t.host.clone())
         } else {
-            let h = mysql_host(ctx);
-            (probe::mysql("127.0.0.1", t.port, &h), h)
-        };
-        let leaf = speaks.leaf().map(Cert::from_der);
-        st.probes
-            .insert(("127.0.0.1".to_owned(), t.port), speaks.clone());
-        let leaf = match leaf {
-            Some(Ok(c)) => c,
-            Some(Err(e)) => {
-                worst = Status::Fail;
-                bad.push(format!("{}'s certificate cannot be read: {e}", t.what));
-                fixes.push(
-                    "ask the server's admin to reissue it with `shiqi-ca-agent server-cert`"
-                        .to_owned(),
-                );
-                continue;
-            }
-            // Not TLS, or no certificate shown: `protocol` says what it is.
-            None => continue,
-        };
-        let names: Vec<String> = leaf
-            .dns_names()
-            .iter()
-            .cloned()
-            .chain(leaf.ip_addresses().iter().map(ToString::to_string))
-            .collect();
-        if leaf.covers_host(&name) {
-            good.push(format!("{} covers `{name}`", t.what));
-            continue;
-        }
-        let kind = if t.kafka { "kafka" } else { "mysql" };
-        let reissue = format!(
-            "`shiqi-ca-agent server-cert {} --kind {kind} --san {name}{}` (by the server's admin)",
-            leaf.common_name().unwrap_or("NAME"),
-            names
-                .iter()
-                .map(|n| format!(" --san {n}"))
-                .collect::<String>()
-        );
-        if t.kafka && st.bypassed.contains(&t.host) {
-            // The name is already wrong on this machine; whether the certificate must cover it
-            // depends on how that is fixed (a hosts entry keeps the name, `localhost` does not).
-            worst = worst.max(Status::Warn);
-            bad.push(format!(
-                "{}'s certificate names {} but not `{name}`; it matters if `{name}` is kept \
-                 when fixing its address (see `addresses.resolve`)",
-                t.what,
-                quoted(&names)
-            ));
-            fixes.push(format!(
-                "advertising `localhost:{}` fixes both; keeping `{name}` also needs the \
-                 certificate reissued with that name: {reissue}",
-                t.port
-            ));
-        } else {
-            worst = Status::Fail;
-            st.name_mismatch.insert(t.port);
-            let client = if t.kafka {
-                "the Java client and librdkafka check the advertised name and refuse it \
-                 (\"No subject alternative DNS name matching\")"
-            } else {
-                "`ssl-verify-server-cert` in `my.cnf` makes the client refuse it"
-            };
-            bad.push(format!(
-                "{}'s certificate names {} but not `{name}`: {client}",
-                t.what,
-                quoted(&names)
-            ));
-            fixes.push(format!("reissue the certificate with that name: {reissue}"));
+            names.judge(ctx, t, bypassed, probes);
         }
     }
-    if good.is_empty() && bad.is_empty() {
+    if names.good.is_empty() && names.bad.is_empty() {
         st.push(Finding::skip(
             CheckId::AddressNames,
             endpoint_mysql
                 .unwrap_or_else(|| "no port showed a certificate (see `protocol`)".to_owned()),
         ));
-        return;
+        return names.mismatched;
     }
     let unchecked: Vec<String> = targets
         .iter()
-        .filter(|t| st.tunnel_broken.contains(&t.port) && !(t.endpoint && t.host.is_empty()))
+        .filter(|t| tunnel.broken.contains(&t.port) && !(t.endpoint && t.host.is_empty()))
         .map(|t| t.what.clone())
         .collect();
-    let mut found = if bad.is_empty() { good } else { bad };
+    let mut found = if names.bad.is_empty() {
+        names.good
+    } else {
+        names.bad
+    };
     found.extend(endpoint_mysql);
     if !unchecked.is_empty() {
         found.push(format!(
@@ -321,11 +281,124 @@ fn names_check(ctx: &Context, st: &mut Findings, targets: &[Service]) {
         ));
     }
     let found = found.join("; ");
-    st.push(match worst {
+    let fixes = names.fixes.join("; ");
+    st.push(match names.worst {
         Status::Ok => Finding::ok(CheckId::AddressNames, found),
-        Status::Warn => Finding::warn(CheckId::AddressNames, found, fixes.join("; ")),
-        _ => Finding::fail(CheckId::AddressNames, found, fixes.join("; ")),
+        Status::Warn => Finding::warn(CheckId::AddressNames, found, fixes),
+        _ => Finding::fail(CheckId::AddressNames, found, fixes),
     });
+    names.mismatched
+}
+
+/// What `addresses.names` found so far.
+struct Names {
+    good: Vec<String>,
+    bad: Vec<String>,
+    fixes: Vec<String>,
+    worst: Status,
+    /// Local ports whose certificate does not cover the name.
+    mismatched: BTreeSet<u16>,
+}
+
+impl Names {
+    fn new() -> Self {
+        Self {
+            good: Vec::new(),
+            bad: Vec::new(),
+            fixes: Vec::new(),
+            worst: Status::Ok,
+            mismatched: BTreeSet::new(),
+        }
+    }
+
+    /// The certificate a forwarded port shows, against the name its clients check.
+    fn judge(
+        &mut self,
+        ctx: &Context,
+        t: &Service,
+        bypassed: &BTreeSet<String>,
+        probes: &mut Probes,
+    ) {
+        let (speaks, name) = if t.kafka {
+            (probe::kafka("127.0.0.1", t.port, &t.host), t.host.clone())
+        } else {
+            let h = mysql_host(ctx);
+            (probe::mysql("127.0.0.1", t.port, &h), h)
+        };
+        let leaf = speaks.leaf().map(Cert::from_der);
+        probes.insert("127.0.0.1", t.port, speaks.clone());
+        let leaf = match leaf {
+            Some(Ok(c)) => c,
+            Some(Err(e)) => {
+                self.worst = Status::Fail;
+                self.bad
+                    .push(format!("{}'s certificate cannot be read: {e}", t.what));
+                self.fixes.push(
+                    "ask the server's admin to reissue it with `shiqi-ca-agent server-cert`"
+                        .to_owned(),
+                );
+                return;
+            }
+            // Not TLS, or no certificate shown: `protocol` says what it is.
+            None => return,
+        };
+        if leaf.covers_host(&name) {
+            self.good.push(format!("{} covers `{name}`", t.what));
+            return;
+        }
+        let names: Vec<String> = leaf
+            .dns_names()
+            .iter()
+            .cloned()
+            .chain(leaf.ip_addresses().iter().map(ToString::to_string))
+            .collect();
+        let reissue = reissue(&leaf, t.kafka, &name, &names);
+        if t.kafka && bypassed.contains(&t.host) {
+            // The name is already wrong on this machine; whether the certificate must cover it
+            // depends on how that is fixed (a hosts entry keeps the name, `localhost` does not).
+            self.worst = self.worst.max(Status::Warn);
+            self.bad.push(format!(
+                "{}'s certificate names {} but not `{name}`; it matters if `{name}` is kept \
+                 when fixing its address (see `addresses.resolve`)",
+                t.what,
+                quoted(&names)
+            ));
+            self.fixes.push(format!(
+                "advertising `localhost:{}` fixes both; keeping `{name}` also needs the \
+                 certificate reissued with that name: {reissue}",
+                t.port
+            ));
+        } else {
+            self.worst = Status::Fail;
+            self.mismatched.insert(t.port);
+            let client = if t.kafka {
+                "the Java client and librdkafka check the advertised name and refuse it \
+                 (\"No subject alternative DNS name matching\")"
+            } else {
+                "`ssl-verify-server-cert` in `my.cnf` makes the client refuse it"
+            };
+            self.bad.push(format!(
+                "{}'s certificate names {} but not `{name}`: {client}",
+                t.what,
+                quoted(&names)
+            ));
+            self.fixes
+                .push(format!("reissue the certificate with that name: {reissue}"));
+        }
+    }
+}
+
+/// The server's admin's command that reissues `leaf` with `name` besides the `names` it has.
+fn reissue(leaf: &Cert, kafka: bool, name: &str, names: &[String]) -> String {
+    let kind = if kafka { "kafka" } else { "mysql" };
+    format!(
+        "`shiqi-ca-agent server-cert {} --kind {kind} --san {name}{}` (by the server's admin)",
+        leaf.common_name().unwrap_or("NAME"),
+        names
+            .iter()
+            .map(|n| format!(" --san {n}"))
+            .collect::<String>()
+    )
 }
 
 fn quoted(names: &[String]) -> String {
@@ -342,7 +415,7 @@ fn quoted(names: &[String]) -> String {
 )]
 mod tests {
     use super::*;
-    use crate::doctor::tests::{
+    use crate::doctor::testing::{
         FakeMysql, context, fake_endpoint, fake_mysql, local_mysql_profile, local_profile,
         running_tunnel, running_tunnel_with_mysql,
     };
@@ -376,8 +449,9 @@ mod tests {
         running_tunnel(dir.path(), &ports, None);
         let ctx = context(dir.path(), &local_profile(&ports), &[], &[]);
         let mut st = Findings::default();
-        forwards::check(&ctx, &mut st).await;
-        check(&ctx, &mut st);
+        let mut probes = Probes::default();
+        let tunnel = forwards::check(&ctx, &mut st, forwards::Needs::default(), &mut probes).await;
+        let found = check(&ctx, &mut st, &tunnel, &mut probes);
         let resolve = &st.checks[1];
         assert_eq!(
             (resolve.check, resolve.status),
@@ -399,7 +473,7 @@ mod tests {
             "broker 1 covers `broker-1.kafka.invalid` (checked by the local endpoint); broker 2 \
              covers `broker-2.kafka.invalid` (checked by the local endpoint)"
         );
-        assert!(st.bypassed.is_empty());
+        assert!(found.bypassed.is_empty());
     }
 
     #[tokio::test]
@@ -410,8 +484,9 @@ mod tests {
         running_tunnel_with_mysql(dir.path(), &ports, db);
         let ctx = context(dir.path(), &local_mysql_profile(&ports, db), &[], &[]);
         let mut st = Findings::default();
-        forwards::check(&ctx, &mut st).await;
-        check(&ctx, &mut st);
+        let mut probes = Probes::default();
+        let tunnel = forwards::check(&ctx, &mut st, forwards::Needs::default(), &mut probes).await;
+        let found = check(&ctx, &mut st, &tunnel, &mut probes);
         let names = &st.checks[2];
         assert_eq!(names.status, Status::Ok, "{names:?}");
         let mysql = "MySQL not checked here: its port is the local endpoint's, which offers no \
@@ -424,7 +499,7 @@ mod tests {
             )),
             "{names:?}"
         );
-        assert!(st.name_mismatch.is_empty());
+        assert!(found.mismatched.is_empty());
 
         // Nothing else to look at: a skip with the reason.
         let dir = tempfile::tempdir().expect("tempdir");
@@ -432,8 +507,9 @@ mod tests {
         running_tunnel_with_mysql(dir.path(), &ports, db);
         let ctx = context(dir.path(), &local_mysql_profile(&ports, db), &[], &[]);
         let mut st = Findings::default();
-        forwards::check(&ctx, &mut st).await;
-        check(&ctx, &mut st);
+        let mut probes = Probes::default();
+        let tunnel = forwards::check(&ctx, &mut st, forwards::Needs::default(), &mut probes).await;
+        check(&ctx, &mut st, &tunnel, &mut probes);
         let names = &st.checks[2];
         assert_eq!(
             (names.check, names.status, names.found.as_str()),
@@ -451,7 +527,7 @@ mod tests {
         p.endpoint = crate::profile::Endpoint::Direct;
         let ctx = context(dir.path(), &p, &[], &[]);
         let mut st = Findings::default();
-        check(&ctx, &mut st);
+        let found = check(&ctx, &mut st, &Tunnel::default(), &mut Probes::default());
         let c = &st.checks[0];
         assert_eq!(
             (c.check, c.status),
@@ -468,13 +544,13 @@ mod tests {
             "{fix}"
         );
         assert!(!fix.contains("/etc/hosts"), "{fix}");
-        assert!(st.bypassed.contains("broker-2.kafka.invalid"));
+        assert!(found.bypassed.contains("broker-2.kafka.invalid"));
 
         // Names on ports of their own: a hosts entry still works, after the endpoint.
         p.brokers[1].port = shiqi_ca::Port::try_from(9094).expect("port");
         let ctx = context(dir.path(), &p, &[], &[]);
         let mut st = Findings::default();
-        check(&ctx, &mut st);
+        check(&ctx, &mut st, &Tunnel::default(), &mut Probes::default());
         let fix = st.checks[0].fix.as_deref().unwrap_or_default();
         assert!(
             fix.contains(

@@ -138,8 +138,44 @@ pub fn chains_to(leaf: &Cert, chain: &[Cert], ca: &Cert) -> bool {
     false
 }
 
+/// What the certificate checks tell later ones.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Certificate {
+    /// The first of `cert.valid`, `cert.chain` and `cert.key` that failed.
+    pub failed: Option<CheckId>,
+    /// Whether `cert.valid` could not judge the certificate (neither `ok` nor `warn`).
+    pub unreadable: bool,
+}
+
+impl Certificate {
+    /// Reads the lines of the certificate checks.
+    fn of(lines: &[Finding]) -> Self {
+        let status = |id: CheckId| {
+            lines
+                .iter()
+                .filter(|f| f.check == id)
+                .map(|f| f.status)
+                .max()
+        };
+        Self {
+            failed: [CheckId::CertValid, CheckId::CertChain, CheckId::CertKey]
+                .into_iter()
+                .find(|id| status(*id) == Some(Status::Fail)),
+            unreadable: !matches!(status(CheckId::CertValid), Some(Status::Ok | Status::Warn)),
+        }
+    }
+}
+
 /// `cert.*`.
-pub fn check(ctx: &Context, st: &mut Findings) {
+pub fn check(ctx: &Context, st: &mut Findings) -> Certificate {
+    let from = st.checks.len();
+    certificate(ctx, st);
+    keystores(ctx, st);
+    Certificate::of(&st.checks[from..])
+}
+
+/// `cert.valid`, `cert.chain`, `cert.key`.
+fn certificate(ctx: &Context, st: &mut Findings) {
     let renew = ctx.renew_command();
     let chain = read(ctx, pf::CLIENT_CRT).and_then(|pem| {
         cert::certs_from_pem(&pem)
@@ -167,7 +203,6 @@ pub fn check(ctx: &Context, st: &mut Findings) {
                     )
                 });
             }
-            keystores(ctx, st);
             return;
         }
     };
@@ -196,7 +231,12 @@ pub fn check(ctx: &Context, st: &mut Findings) {
         },
     });
 
-    st.push(match read(ctx, pf::CLIENT_KEY) {
+    st.push(key_check(ctx, leaf, &renew));
+}
+
+/// `cert.key`: `client.key` is the key of the certificate.
+fn key_check(ctx: &Context, leaf: &Cert, renew: &str) -> Finding {
+    match read(ctx, pf::CLIENT_KEY) {
         Err(why) => Finding::skip(CheckId::CertKey, why),
         Ok(pem) => match PrivateKey::from_pem(&pem) {
             Err(e) => Finding::fail(
@@ -235,8 +275,7 @@ pub fn check(ctx: &Context, st: &mut Findings) {
                 ),
             ),
         },
-    });
-    keystores(ctx, st);
+    }
 }
 
 fn chain_check(leaf: &Cert, rest: &[Cert], ca: &Cert, rebuild: &str) -> Finding {

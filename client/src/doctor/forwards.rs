@@ -11,7 +11,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use crate::doctor::{CheckId, Context, Finding, Findings};
+use crate::doctor::tunnel_config::TunnelConfig;
+use crate::doctor::{CheckId, Context, Finding, Findings, Probes, cert, server};
 use crate::probe::speaks::{self as probe, Speaks};
 use crate::probe::{Outcome, kafka};
 use crate::profile::{Endpoint, files as pf};
@@ -21,23 +22,6 @@ use crate::tunnel::state::State;
 const CONNECT: Duration = Duration::from_secs(2);
 /// How long the local endpoint may take to answer through to a broker.
 const ENDPOINT: Duration = Duration::from_secs(6);
-
-/// SSH checks that keep the tunnel from starting.
-const SSH: [CheckId; 4] = [
-    CheckId::SshReach,
-    CheckId::SshHostKey,
-    CheckId::SshLogin,
-    CheckId::SshConfigKey,
-];
-/// Checks that keep a running local endpoint from reaching the brokers.
-const ENDPOINT_NEEDS: [CheckId; 6] = [
-    CheckId::SshReach,
-    CheckId::SshHostKey,
-    CheckId::SshLogin,
-    CheckId::CertValid,
-    CheckId::CertChain,
-    CheckId::CertKey,
-];
 
 /// One thing the tunnel must carry.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -185,36 +169,62 @@ fn ports_of(list: &[&Service]) -> String {
         .join(", ")
 }
 
+/// What `tunnel` needs from earlier checks: whether SSH or the certificate keeps the tunnel from
+/// working, so that its line is the one failure.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Needs {
+    /// The `ssh.*` lines.
+    pub ssh: server::Ssh,
+    /// The `cert.*` lines.
+    pub cert: cert::Certificate,
+}
+
+impl Needs {
+    /// The first SSH check that failed: the tunnel cannot start.
+    fn ssh_blocker(&self) -> Option<CheckId> {
+        self.ssh.blocker()
+    }
+
+    /// The first check that failed of those a running local endpoint needs to reach the
+    /// brokers (the login, then the certificate).
+    fn endpoint_blocker(&self) -> Option<CheckId> {
+        self.ssh.login.or(self.cert.failed)
+    }
+}
+
+/// What `tunnel` found about the local ports, for the checks after it.
+#[derive(Clone, Debug, Default)]
+pub struct Tunnel {
+    /// Local ports that accept a connection.
+    pub answering: BTreeSet<u16>,
+    /// Local ports the tunnel should serve but does not (no forward, nothing listening, or an
+    /// endpoint port that does not answer as Kafka).
+    pub broken: BTreeSet<u16>,
+}
+
+impl Tunnel {
+    /// Whether the tunnel carries `port`: something answers there, and it is the tunnel's.
+    pub fn carries(&self, port: u16) -> bool {
+        self.answering.contains(&port) && !self.broken.contains(&port)
+    }
+}
+
 /// `tunnel`.
-pub async fn check(ctx: &Context, st: &mut Findings) {
+pub async fn check(ctx: &Context, st: &mut Findings, needs: Needs, probes: &mut Probes) -> Tunnel {
     let targets = services(ctx);
-    let mode = ctx.kafka_mode();
     // Every line says how Kafka goes, so a fix reads in the right mode.
-    let said = |found: String| match &mode {
-        Some(m) => format!("{m}; {found}"),
-        None => found,
-    };
+    let mode = Mode(ctx.kafka_mode());
     let cfg = match (&ctx.profile, &ctx.ssh_config) {
         (Err(why), _) => {
             st.push(Finding::skip(CheckId::Tunnel, format!("no profile: {why}")));
-            return;
+            return Tunnel::default();
         }
         (Ok(_), Err(why)) => {
-            let missing = ctx.path(pf::SSH_CONFIG).is_some_and(|p| !p.exists());
-            st.push(if missing {
-                Finding::skip(
-                    CheckId::Tunnel,
-                    said(format!("`{}` is missing (see `files`)", pf::SSH_CONFIG)),
-                )
-            } else {
-                Finding::fail(
-                    CheckId::Tunnel,
-                    said(why.clone()),
-                    format!("rebuild the profile: `{}`", ctx.setup_again()),
-                )
-            });
-            st.tunnel_broken.extend(targets.iter().map(|t| t.port));
-            return;
+            st.push(unreadable_config(ctx, &mode, why));
+            return Tunnel {
+                answering: BTreeSet::new(),
+                broken: targets.iter().map(|t| t.port).collect(),
+            };
         }
         (Ok(_), Ok(c)) => c,
     };
@@ -223,188 +233,344 @@ pub async fn check(ctx: &Context, st: &mut Findings) {
             CheckId::Tunnel,
             "the profile has no brokers and no MySQL",
         ));
-        return;
+        return Tunnel::default();
     }
-    let cfg_shown = ctx.show(&cfg.path);
-    let listening: BTreeSet<u16> = targets
-        .iter()
-        .map(|t| t.port)
-        .filter(|p| probe::connect("127.0.0.1", *p, CONNECT).is_ok())
-        .collect();
-    st.answering.extend(listening.iter().copied());
-    let tunnel = running_tunnel(ctx);
-    // The endpoint's Kafka ports, and (local mode) MySQL among the tunnel's forwards.
-    let served: BTreeSet<u16> = tunnel
-        .iter()
-        .flat_map(|s| s.endpoint.iter().chain(&s.forwards).map(|f| f.local_port))
-        .collect();
-    let endpoint_ports: Vec<u16> = targets
-        .iter()
-        .filter(|t| {
-            t.endpoint && t.kafka && listening.contains(&t.port) && served.contains(&t.port)
-        })
-        .map(|t| t.port)
-        .collect();
-    let outcomes = probe_endpoint(endpoint_ports).await;
-    let shared = shared_ports(&targets);
+    let survey = Survey::take(ctx, &targets).await;
+    let sorted = Sorted::new(&targets, &survey, cfg, probes);
+    st.push(verdict(ctx, cfg, &survey, &sorted, needs, &mode));
+    Tunnel {
+        answering: survey.listening,
+        broken: sorted.broken,
+    }
+}
 
-    let mut missing = Vec::new();
-    let mut wide = Vec::new();
-    let mut silent = Vec::new();
-    let mut foreign = Vec::new();
-    let mut foreign_mysql = Vec::new();
-    let mut refused = Vec::new();
-    let mut good = Vec::new();
-    let mut good_endpoint = Vec::new();
-    let mut good_mysql = Vec::new();
-    for t in &targets {
-        let answers = listening.contains(&t.port);
-        if t.endpoint {
-            match outcomes.get(&t.port) {
-                _ if !answers => silent.push(t),
-                _ if !served.contains(&t.port) && t.kafka => foreign.push(t),
-                _ if !served.contains(&t.port) => foreign_mysql.push(t),
-                // The tunnel's own port: its greeting is `protocol`'s to judge.
-                _ if !t.kafka => {
-                    good_mysql.push(format!(
-                        "the endpoint serves MySQL on {} (TLS with the certificate to `{}`)",
-                        t.port,
-                        shiqi_render::hostport(&t.host, t.port)
-                    ));
-                    continue;
-                }
-                Some(o) if o.ok => {
-                    good_endpoint.push(t);
-                    st.probes
-                        .insert(("127.0.0.1".to_owned(), t.port), Speaks::PlainKafka);
-                    continue;
-                }
-                o => refused.push((t, o.map(|o| o.detail.to_string()).unwrap_or_default())),
+/// How Kafka goes, said first on every `tunnel` line.
+struct Mode(Option<String>);
+
+impl Mode {
+    fn said(&self, found: String) -> String {
+        match &self.0 {
+            Some(m) => format!("{m}; {found}"),
+            None => found,
+        }
+    }
+}
+
+/// The line when the tunnel's `ssh_config` cannot be read.
+fn unreadable_config(ctx: &Context, mode: &Mode, why: &str) -> Finding {
+    let missing = ctx.path(pf::SSH_CONFIG).is_some_and(|p| !p.exists());
+    if missing {
+        Finding::skip(
+            CheckId::Tunnel,
+            mode.said(format!("`{}` is missing (see `files`)", pf::SSH_CONFIG)),
+        )
+    } else {
+        Finding::fail(
+            CheckId::Tunnel,
+            mode.said(why.to_owned()),
+            format!("rebuild the profile: `{}`", ctx.setup_again()),
+        )
+    }
+}
+
+/// What the local ports do: which answer, whose they are, and what the endpoint's say.
+struct Survey {
+    /// Ports that accept a connection.
+    listening: BTreeSet<u16>,
+    /// The profile's running tunnel, as its state file says.
+    tunnel: Option<State>,
+    /// The endpoint's Kafka ports, and (local mode) MySQL among the tunnel's forwards.
+    served: BTreeSet<u16>,
+    /// What the endpoint's Kafka ports answered.
+    outcomes: BTreeMap<u16, Outcome>,
+}
+
+impl Survey {
+    async fn take(ctx: &Context, targets: &[Service]) -> Self {
+        let listening: BTreeSet<u16> = targets
+            .iter()
+            .map(|t| t.port)
+            .filter(|p| probe::connect("127.0.0.1", *p, CONNECT).is_ok())
+            .collect();
+        let tunnel = running_tunnel(ctx);
+        let served: BTreeSet<u16> = tunnel
+            .iter()
+            .flat_map(|s| s.endpoint.iter().chain(&s.forwards).map(|f| f.local_port))
+            .collect();
+        let endpoint_ports: Vec<u16> = targets
+            .iter()
+            .filter(|t| {
+                t.endpoint && t.kafka && listening.contains(&t.port) && served.contains(&t.port)
+            })
+            .map(|t| t.port)
+            .collect();
+        let outcomes = probe_endpoint(endpoint_ports).await;
+        Self {
+            listening,
+            tunnel,
+            served,
+            outcomes,
+        }
+    }
+}
+
+/// The services sorted by what is wrong with them, or right.
+#[derive(Default)]
+struct Sorted<'a> {
+    /// Direct services with no `LocalForward`.
+    missing: Vec<&'a Service>,
+    /// Direct services whose forward binds beyond loopback, and its line.
+    wide: Vec<(&'a Service, usize)>,
+    /// Ports where nothing listens.
+    silent: Vec<&'a Service>,
+    /// Endpoint ports held by something other than this profile's tunnel (Kafka or MySQL).
+    foreign: Vec<&'a Service>,
+    /// Endpoint Kafka ports that accept but do not answer as they should, and why.
+    refused: Vec<(&'a Service, String)>,
+    /// Ports that more than one direct service needs.
+    shared: BTreeMap<u16, Vec<&'a Service>>,
+    /// Forwards that answer, described.
+    good: Vec<String>,
+    /// Endpoint Kafka ports that answer as they should.
+    good_endpoint: Vec<&'a Service>,
+    /// The endpoint's MySQL port, described.
+    good_mysql: Vec<String>,
+    /// Ports the tunnel should serve but does not.
+    broken: BTreeSet<u16>,
+}
+
+impl<'a> Sorted<'a> {
+    fn new(targets: &'a [Service], s: &Survey, cfg: &TunnelConfig, probes: &mut Probes) -> Self {
+        let mut out = Self {
+            shared: shared_ports(targets),
+            ..Self::default()
+        };
+        for t in targets {
+            if t.endpoint {
+                out.endpoint(t, s, probes);
+            } else if out.shared.contains_key(&t.port) {
+                out.broken.insert(t.port);
+            } else {
+                out.forward(t, s.listening.contains(&t.port), cfg);
             }
-            st.tunnel_broken.insert(t.port);
-            continue;
         }
-        if shared.contains_key(&t.port) {
-            st.tunnel_broken.insert(t.port);
-            continue;
+        out
+    }
+
+    /// A port the local endpoint serves.
+    fn endpoint(&mut self, t: &'a Service, s: &Survey, probes: &mut Probes) {
+        let ours = s.served.contains(&t.port);
+        match s.outcomes.get(&t.port) {
+            _ if !s.listening.contains(&t.port) => self.silent.push(t),
+            _ if !ours => self.foreign.push(t),
+            // The tunnel's own port: its greeting is `protocol`'s to judge.
+            _ if !t.kafka => {
+                self.good_mysql.push(format!(
+                    "the endpoint serves MySQL on {} (TLS with the certificate to `{}`)",
+                    t.port,
+                    shiqi_render::hostport(&t.host, t.port)
+                ));
+                return;
+            }
+            Some(o) if o.ok => {
+                self.good_endpoint.push(t);
+                probes.insert("127.0.0.1", t.port, Speaks::PlainKafka);
+                return;
+            }
+            o => {
+                let why = o.map(|o| o.detail.to_string()).unwrap_or_default();
+                self.refused.push((t, why));
+            }
         }
+        self.broken.insert(t.port);
+    }
+
+    /// A port with a `LocalForward` of its own (direct mode, or MySQL).
+    fn forward(&mut self, t: &'a Service, answers: bool, cfg: &TunnelConfig) {
         let forward = cfg.forward(t.port);
         match forward {
-            None => missing.push(t),
-            Some(f) if !f.binds_loopback() => wide.push((t, f.line)),
-            Some(_) if !answers => silent.push(t),
-            Some(f) => good.push(format!(
+            None => self.missing.push(t),
+            Some(f) if !f.binds_loopback() => self.wide.push((t, f.line)),
+            Some(_) if !answers => self.silent.push(t),
+            Some(f) => self.good.push(format!(
                 "{} ({}, to `{}:{}`)",
                 t.port, t.what, f.host, f.host_port
             )),
         }
         if forward.is_none() || !answers {
-            st.tunnel_broken.insert(t.port);
+            self.broken.insert(t.port);
         }
     }
-    let others = missing.is_empty()
-        && wide.is_empty()
-        && foreign.is_empty()
-        && foreign_mysql.is_empty()
-        && shared.is_empty()
-        && cfg.problems.is_empty();
-    if others && silent.is_empty() && refused.is_empty() {
-        let mut found = Vec::new();
-        if !good_endpoint.is_empty() {
-            found.push(format!(
-                "the endpoint answers ApiVersions on {}, and its Metadata names only local ports",
-                ports_of(&good_endpoint)
-            ));
-        }
-        let serves_endpoint = !good_endpoint.is_empty() || !good_mysql.is_empty();
-        found.extend(good_mysql);
-        if let Some(why) = serves_endpoint
-            .then(crate::os::port_owner::peer_check_unavailable)
-            .flatten()
-        {
-            found.push(format!(
-                "it serves every account of this machine ({why}; on a shared machine use \
-                 `--endpoint direct`)"
-            ));
-        }
-        if !good.is_empty() {
-            found.push(format!(
-                "{} forwards answer on 127.0.0.1: {}",
-                good.len(),
-                good.join(", ")
-            ));
-        }
-        st.push(Finding::ok(CheckId::Tunnel, said(found.join("; "))));
-        return;
+
+    /// Nothing wrong but (maybe) silent or refusing ports.
+    fn only_down(&self, cfg: &TunnelConfig) -> bool {
+        self.missing.is_empty()
+            && self.wide.is_empty()
+            && self.foreign.is_empty()
+            && self.shared.is_empty()
+            && cfg.problems.is_empty()
     }
-    // Nothing listens (or the endpoint cannot get through) and SSH or the certificate fails:
-    // the tunnel cannot work yet, and that line already names the fault.
-    let ssh_blocker = st.first_failed(&SSH);
-    let endpoint_blocker = st.first_failed(&ENDPOINT_NEEDS);
-    let silent_blocked = silent.is_empty()
-        || (good.is_empty()
-            && good_endpoint.is_empty()
-            && good_mysql.is_empty()
-            && ssh_blocker.is_some());
-    let refused_blocked = refused.is_empty() || endpoint_blocker.is_some();
-    if others
-        && silent_blocked
-        && refused_blocked
-        && let Some(id) = if silent.is_empty() {
-            endpoint_blocker
-        } else {
-            ssh_blocker
-        }
-    {
-        let why = if refused.is_empty() {
+
+    /// Whether any port of the tunnel answers as it should.
+    fn any_good(&self) -> bool {
+        !self.good.is_empty() || !self.good_endpoint.is_empty() || !self.good_mysql.is_empty()
+    }
+}
+
+/// The `tunnel` line.
+fn verdict(
+    ctx: &Context,
+    cfg: &TunnelConfig,
+    survey: &Survey,
+    s: &Sorted,
+    needs: Needs,
+    mode: &Mode,
+) -> Finding {
+    let only_down = s.only_down(cfg);
+    if only_down && s.silent.is_empty() && s.refused.is_empty() {
+        return Finding::ok(CheckId::Tunnel, mode.said(all_good(s)));
+    }
+    if only_down && let Some(why) = blocked(s, needs) {
+        return Finding::skip(CheckId::Tunnel, mode.said(why));
+    }
+    let mut lines = Lines::default();
+    lines.shared(ctx, &s.shared);
+    lines.missing(ctx, cfg, &s.missing);
+    lines.wide(ctx, cfg, &s.wide);
+    if !s.silent.is_empty() {
+        lines.push(
             format!(
-                "nothing listens, and the tunnel cannot start until `{}` passes",
-                id.as_str()
-            )
-        } else {
-            let ports: Vec<&Service> = refused.iter().map(|(t, _)| *t).collect();
-            format!(
-                "the local endpoint listens on {} but cannot get through to the brokers until \
-                 `{}` passes",
-                ports_of(&ports),
-                id.as_str()
-            )
-        };
-        st.push(Finding::skip(CheckId::Tunnel, said(why)));
-        return;
+                "nothing listens on 127.0.0.1 port {}: the tunnel is not running",
+                ports_of(&s.silent)
+            ),
+            start_hint(ctx),
+        );
     }
+    lines.foreign(ctx, &s.foreign);
+    lines.refused(ctx, survey.tunnel.as_ref(), &s.refused);
+    let shown = ctx.show(&cfg.path);
+    lines
+        .found
+        .extend(cfg.problems.iter().map(|p| format!("`{shown}` {p}")));
+    if !cfg.problems.is_empty() {
+        lines
+            .fixes
+            .push(format!("rebuild the profile: `{}`", ctx.setup_again()));
+    }
+    Finding::fail(
+        CheckId::Tunnel,
+        mode.said(lines.found.join("; ")),
+        lines.fixes.join("; "),
+    )
+}
+
+/// The `ok` line: what answers, and how.
+fn all_good(s: &Sorted) -> String {
     let mut found = Vec::new();
-    let mut fixes = Vec::new();
-    if !shared.is_empty() {
-        for (port, ts) in &shared {
+    if !s.good_endpoint.is_empty() {
+        found.push(format!(
+            "the endpoint answers ApiVersions on {}, and its Metadata names only local ports",
+            ports_of(&s.good_endpoint)
+        ));
+    }
+    let serves_endpoint = !s.good_endpoint.is_empty() || !s.good_mysql.is_empty();
+    found.extend(s.good_mysql.iter().cloned());
+    if let Some(why) = serves_endpoint
+        .then(crate::os::port_owner::peer_check_unavailable)
+        .flatten()
+    {
+        found.push(format!(
+            "it serves every account of this machine ({why}; on a shared machine use \
+             `--endpoint direct`)"
+        ));
+    }
+    if !s.good.is_empty() {
+        found.push(format!(
+            "{} forwards answer on 127.0.0.1: {}",
+            s.good.len(),
+            s.good.join(", ")
+        ));
+    }
+    found.join("; ")
+}
+
+/// Nothing listens (or the endpoint cannot get through) and SSH or the certificate fails: the
+/// tunnel cannot work yet, and that line already names the fault. The `skip` reason, if so.
+fn blocked(s: &Sorted, needs: Needs) -> Option<String> {
+    let ssh_blocker = needs.ssh_blocker();
+    let endpoint_blocker = needs.endpoint_blocker();
+    let silent_blocked = s.silent.is_empty() || (!s.any_good() && ssh_blocker.is_some());
+    let refused_blocked = s.refused.is_empty() || endpoint_blocker.is_some();
+    if !(silent_blocked && refused_blocked) {
+        return None;
+    }
+    let id = if s.silent.is_empty() {
+        endpoint_blocker
+    } else {
+        ssh_blocker
+    }?;
+    Some(if s.refused.is_empty() {
+        format!(
+            "nothing listens, and the tunnel cannot start until `{}` passes",
+            id.as_str()
+        )
+    } else {
+        let ports: Vec<&Service> = s.refused.iter().map(|(t, _)| *t).collect();
+        format!(
+            "the local endpoint listens on {} but cannot get through to the brokers until `{}` \
+             passes",
+            ports_of(&ports),
+            id.as_str()
+        )
+    })
+}
+
+/// The `fail` line's findings and fixes, in order.
+#[derive(Default)]
+struct Lines {
+    found: Vec<String>,
+    fixes: Vec<String>,
+}
+
+impl Lines {
+    fn push(&mut self, found: String, fix: String) {
+        self.found.push(found);
+        self.fixes.push(fix);
+    }
+
+    fn shared(&mut self, ctx: &Context, shared: &BTreeMap<u16, Vec<&Service>>) {
+        if shared.is_empty() {
+            return;
+        }
+        for (port, ts) in shared {
             let who: Vec<&str> = ts.iter().map(|t| t.what.as_str()).collect();
             let at: Vec<String> = ts
                 .iter()
                 .map(|t| format!("`{}`", shiqi_render::hostport(&t.host, t.port)))
                 .collect();
-            found.push(format!(
+            self.found.push(format!(
                 "{} all need port {port} ({}): one local port forwards to one of them only, so \
                  a direct Kafka client cannot reach the others",
                 who.join(", "),
                 at.join(", ")
             ));
         }
-        fixes.push(format!(
+        self.fixes.push(format!(
             "{} (the tunnel then speaks Kafka for the clients, with a local port of its own for \
              each broker, whatever the brokers advertise)",
             ctx.use_local_endpoint()
         ));
     }
-    if !missing.is_empty() {
+
+    fn missing(&mut self, ctx: &Context, cfg: &TunnelConfig, missing: &[&Service]) {
+        if missing.is_empty() {
+            return;
+        }
+        let shown = ctx.show(&cfg.path);
         let list: Vec<String> = missing
             .iter()
             .map(|t| format!("{} (`{}:{}`)", t.what, t.host, t.port))
             .collect();
-        found.push(format!(
-            "`{cfg_shown}` has no `LocalForward` for {}: a Kafka client that reaches the \
-             cluster still fails on that broker, at its advertised address",
-            list.join(", ")
-        ));
         let lines: Vec<String> = missing
             .iter()
             .map(|t| {
@@ -416,123 +582,143 @@ pub async fn check(ctx: &Context, st: &mut Findings) {
                 format!("`LocalForward 127.0.0.1:{} {host}:{}`", t.port, t.port)
             })
             .collect();
-        fixes.push(format!(
-            "add {} to the `Host` block of `{cfg_shown}` (or rebuild the profile: `{}`), {}",
-            lines.join(" and "),
-            ctx.setup_again(),
-            restart_hint(ctx)
-        ));
+        self.push(
+            format!(
+                "`{shown}` has no `LocalForward` for {}: a Kafka client that reaches the cluster \
+                 still fails on that broker, at its advertised address",
+                list.join(", ")
+            ),
+            format!(
+                "add {} to the `Host` block of `{shown}` (or rebuild the profile: `{}`), {}",
+                lines.join(" and "),
+                ctx.setup_again(),
+                restart_hint(ctx)
+            ),
+        );
     }
-    if !wide.is_empty() {
+
+    fn wide(&mut self, ctx: &Context, cfg: &TunnelConfig, wide: &[(&Service, usize)]) {
+        if wide.is_empty() {
+            return;
+        }
         let list: Vec<String> = wide
             .iter()
             .map(|(t, line)| format!("{} (line {line})", t.what))
             .collect();
-        found.push(format!(
-            "forwards bind beyond loopback for {}: other machines could use your certificate's \
-             access",
-            list.join(", ")
-        ));
-        fixes.push(format!(
-            "bind them to `127.0.0.1:PORT` in `{cfg_shown}`, {}",
-            restart_hint(ctx)
-        ));
+        self.push(
+            format!(
+                "forwards bind beyond loopback for {}: other machines could use your \
+                 certificate's access",
+                list.join(", ")
+            ),
+            format!(
+                "bind them to `127.0.0.1:PORT` in `{}`, {}",
+                ctx.show(&cfg.path),
+                restart_hint(ctx)
+            ),
+        );
     }
-    if !silent.is_empty() {
-        found.push(format!(
-            "nothing listens on 127.0.0.1 port {}: the tunnel is not running",
-            ports_of(&silent)
-        ));
-        fixes.push(start_hint(ctx));
-    }
-    // Another account listening where the endpoint should: it poses as the endpoint to this
-    // profile's clients (issue 42).
-    let mut squatters = Vec::new();
-    let mut held = |t: &Service| match crate::tunnel::ports::owner_of(t.port) {
-        Some(owner) => {
-            if let Some(who) = owner.other_account() {
-                squatters.push(format!("{} ({who})", t.port));
-            }
-            format!("{} ({}; held by {owner})", t.port, t.what)
+
+    /// Endpoint ports something else holds: Kafka's, then MySQL's, after a line naming other
+    /// accounts among the holders, which pose as the endpoint to this profile's clients
+    /// (issue 42).
+    fn foreign(&mut self, ctx: &Context, foreign: &[&Service]) {
+        let mut squatters = Vec::new();
+        let held: Vec<(bool, String)> = foreign
+            .iter()
+            .map(|t| {
+                let shown = match crate::tunnel::ports::owner_of(t.port) {
+                    Some(owner) => {
+                        if let Some(who) = owner.other_account() {
+                            squatters.push(format!("{} ({who})", t.port));
+                        }
+                        format!("{} ({}; held by {owner})", t.port, t.what)
+                    }
+                    None => format!("{} ({})", t.port, t.what),
+                };
+                (t.kafka, shown)
+            })
+            .collect();
+        if !squatters.is_empty() {
+            self.found.push(format!(
+                "another account holds the local endpoint's port {}: to this profile's clients \
+                 it is the endpoint (it gets the records they produce, can feed them its own, \
+                 and as MySQL can ask them for local files)",
+                squatters.join(", ")
+            ));
         }
-        None => format!("{} ({})", t.port, t.what),
-    };
-    let foreign_list: Vec<String> = foreign.iter().map(|t| held(t)).collect();
-    let foreign_mysql_list: Vec<String> = foreign_mysql.iter().map(|t| held(t)).collect();
-    if !squatters.is_empty() {
-        found.push(format!(
-            "another account holds the local endpoint's port {}: to this profile's clients it \
-             is the endpoint (it gets the records they produce, can feed them its own, and as \
-             MySQL can ask them for local files)",
-            squatters.join(", ")
-        ));
-    }
-    if !foreign.is_empty() {
-        let list = foreign_list;
-        found.push(format!(
-            "something other than this profile's tunnel listens on 127.0.0.1 port {}: the \
-             profile's Kafka clients would talk to it instead of the cluster",
-            list.join(", ")
-        ));
         let name = ctx
             .profile
             .as_ref()
             .map(|p| p.name.to_string())
             .unwrap_or_default();
-        fixes.push(format!(
-            "stop it, or move the endpoint to free ports: `shiqi-connect tunnel up {name} \
-             --endpoint-port PORT`"
-        ));
+        for kafka in [true, false] {
+            let list: Vec<&str> = held
+                .iter()
+                .filter(|(k, _)| *k == kafka)
+                .map(|(_, s)| s.as_str())
+                .collect();
+            if list.is_empty() {
+                continue;
+            }
+            // On MySQL's port, most often a MySQL server of this machine's own.
+            let (clients, instead, fix) = if kafka {
+                (
+                    "Kafka clients",
+                    "the cluster",
+                    format!(
+                        "stop it, or move the endpoint to free ports: `shiqi-connect tunnel up \
+                         {name} --endpoint-port PORT`"
+                    ),
+                )
+            } else {
+                (
+                    "mysql clients",
+                    "the server's MySQL",
+                    format!(
+                        "stop it (the endpoint serves MySQL on the server's own port), then `{}`",
+                        tunnel_up(ctx).unwrap_or_default()
+                    ),
+                )
+            };
+            self.push(
+                format!(
+                    "something other than this profile's tunnel listens on 127.0.0.1 port {}: \
+                     the profile's {clients} would talk to it instead of {instead}",
+                    list.join(", ")
+                ),
+                fix,
+            );
+        }
     }
-    if !foreign_mysql.is_empty() {
-        // A MySQL server of this machine's own on the port, most often.
-        let list = foreign_mysql_list;
-        found.push(format!(
-            "something other than this profile's tunnel listens on 127.0.0.1 port {}: the \
-             profile's mysql clients would talk to it instead of the server's MySQL",
-            list.join(", ")
-        ));
-        fixes.push(format!(
-            "stop it (the endpoint serves MySQL on the server's own port), then `{}`",
-            tunnel_up(ctx).unwrap_or_default()
-        ));
-    }
-    if !refused.is_empty() {
+
+    fn refused(&mut self, ctx: &Context, tunnel: Option<&State>, refused: &[(&Service, String)]) {
+        if refused.is_empty() {
+            return;
+        }
         let list: Vec<String> = refused
             .iter()
             .map(|(t, why)| format!("{} ({}): {why}", t.port, t.what))
             .collect();
         let last = tunnel
-            .as_ref()
             .and_then(|s| s.error.as_deref())
             .map(|e| format!(" (the tunnel's last error: {e})"))
             .unwrap_or_default();
-        found.push(format!(
-            "the local endpoint accepts but does not answer as Kafka on 127.0.0.1 port {}{last}",
-            list.join("; ")
-        ));
-        let log = ctx
-            .path(crate::tunnel::LOG)
-            .map(|p| ctx.show(&p))
-            .unwrap_or_default();
-        fixes.push(format!(
-            "`{log}` says what the endpoint met on its way to the brokers (a broker that \
-             refused the certificate or whose certificate does not name it, a broker that is \
-             down); then restart it: `{}`",
-            tunnel_up(ctx).unwrap_or_default()
-        ));
+        self.push(
+            format!(
+                "the local endpoint accepts but does not answer as Kafka on 127.0.0.1 port \
+                 {}{last}",
+                list.join("; ")
+            ),
+            format!(
+                "`{}` says what the endpoint met on its way to the brokers (a broker that \
+                 refused the certificate or whose certificate does not name it, a broker that \
+                 is down); then restart it: `{}`",
+                ctx.tunnel_log(),
+                tunnel_up(ctx).unwrap_or_default()
+            ),
+        );
     }
-    for p in &cfg.problems {
-        found.push(format!("`{cfg_shown}` {p}"));
-    }
-    if !cfg.problems.is_empty() {
-        fixes.push(format!("rebuild the profile: `{}`", ctx.setup_again()));
-    }
-    st.push(Finding::fail(
-        CheckId::Tunnel,
-        said(found.join("; ")),
-        fixes.join("; "),
-    ));
 }
 
 #[cfg(test)]
@@ -544,7 +730,7 @@ mod tests {
     use std::net::TcpListener;
 
     use super::*;
-    use crate::doctor::tests::{
+    use crate::doctor::testing::{
         FakeMysql, context as load, fake_endpoint, fake_mysql, local_mysql_profile, local_profile,
         running_tunnel, running_tunnel_with_mysql,
     };
@@ -589,7 +775,8 @@ mod tests {
         let b = free_port();
         let ctx = context(dir.path(), [a, b], &[a]);
         let mut st = Findings::default();
-        check(&ctx, &mut st).await;
+        let mut probes = Probes::default();
+        let tunnel = check(&ctx, &mut st, Needs::default(), &mut probes).await;
         let c = &st.checks[0];
         assert_eq!(c.status, Status::Fail, "{c:?}");
         assert!(
@@ -602,8 +789,8 @@ mod tests {
             fix.contains(&format!("`LocalForward 127.0.0.1:{b} localhost:{b}`")),
             "{fix}"
         );
-        assert!(st.answering.contains(&a) && st.tunnel_broken.contains(&b));
-        assert!(!st.tunnel_broken.contains(&a));
+        assert!(tunnel.answering.contains(&a) && tunnel.broken.contains(&b));
+        assert!(!tunnel.broken.contains(&a));
     }
 
     #[tokio::test]
@@ -612,7 +799,8 @@ mod tests {
         let (a, b) = (free_port(), free_port());
         let ctx = context(dir.path(), [a, b], &[a, b]);
         let mut st = Findings::default();
-        check(&ctx, &mut st).await;
+        let mut probes = Probes::default();
+        check(&ctx, &mut st, Needs::default(), &mut probes).await;
         assert_eq!(st.checks[0].status, Status::Fail);
         assert!(st.checks[0].found.contains("the tunnel is not running"));
         assert!(
@@ -624,10 +812,17 @@ mod tests {
 
         let mut st = Findings::default();
         st.push(Finding::fail(CheckId::SshLogin, "refused", "add the key"));
-        check(&ctx, &mut st).await;
+        let needs = Needs {
+            ssh: server::Ssh {
+                login: Some(CheckId::SshLogin),
+                config_key: false,
+            },
+            ..Needs::default()
+        };
+        let tunnel = check(&ctx, &mut st, needs, &mut Probes::default()).await;
         assert_eq!(st.checks[1].status, Status::Skip, "{:?}", st.checks[1]);
         assert!(st.checks[1].found.contains("`ssh.login`"));
-        assert!(st.tunnel_broken.contains(&a));
+        assert!(tunnel.broken.contains(&a));
     }
 
     #[tokio::test]
@@ -640,7 +835,8 @@ mod tests {
         let [a, b] = up.each_ref().map(|l| l.local_addr().expect("addr").port());
         let ctx = context(dir.path(), [a, b], &[a, b]);
         let mut st = Findings::default();
-        check(&ctx, &mut st).await;
+        let mut probes = Probes::default();
+        check(&ctx, &mut st, Needs::default(), &mut probes).await;
         let c = &st.checks[0];
         assert_eq!(c.status, Status::Ok, "{c:?}");
         assert!(
@@ -668,7 +864,8 @@ mod tests {
         }
         let ctx = load(dir.path(), &p, &[(port, "broker-1.kafka.invalid")], &[]);
         let mut st = Findings::default();
-        check(&ctx, &mut st).await;
+        let mut probes = Probes::default();
+        let tunnel = check(&ctx, &mut st, Needs::default(), &mut probes).await;
         let c = &st.checks[0];
         assert_eq!(c.status, Status::Fail, "{c:?}");
         assert_eq!(
@@ -689,7 +886,7 @@ mod tests {
                  each broker, whatever the brokers advertise)"
             )
         );
-        assert!(st.tunnel_broken.contains(&port));
+        assert!(tunnel.broken.contains(&port));
     }
 
     /// What the `tunnel` line adds where the OS cannot say who connects (Windows, when its
@@ -712,7 +909,8 @@ mod tests {
         running_tunnel(dir.path(), &ports, None);
         let ctx = load(dir.path(), &local_profile(&ports), &[], &[]);
         let mut st = Findings::default();
-        check(&ctx, &mut st).await;
+        let mut probes = Probes::default();
+        let tunnel = check(&ctx, &mut st, Needs::default(), &mut probes).await;
         let c = &st.checks[0];
         assert_eq!(c.status, Status::Ok, "{c:?}");
         assert_eq!(
@@ -728,12 +926,9 @@ mod tests {
                 peer_note()
             )
         );
-        assert!(st.tunnel_broken.is_empty());
+        assert!(tunnel.broken.is_empty());
         for p in &ports {
-            assert_eq!(
-                st.probes.get(&("127.0.0.1".to_owned(), *p)),
-                Some(&Speaks::PlainKafka)
-            );
+            assert_eq!(probes.get("127.0.0.1", *p), Some(&Speaks::PlainKafka));
         }
     }
 
@@ -745,7 +940,8 @@ mod tests {
         running_tunnel_with_mysql(dir.path(), &ports, db);
         let ctx = load(dir.path(), &local_mysql_profile(&ports, db), &[], &[]);
         let mut st = Findings::default();
-        check(&ctx, &mut st).await;
+        let mut probes = Probes::default();
+        let tunnel = check(&ctx, &mut st, Needs::default(), &mut probes).await;
         let c = &st.checks[0];
         assert_eq!(c.status, Status::Ok, "{c:?}");
         assert!(
@@ -756,12 +952,13 @@ mod tests {
             )),
             "{c:?}"
         );
-        assert!(st.tunnel_broken.is_empty() && st.answering.contains(&db));
+        assert!(tunnel.broken.is_empty() && tunnel.answering.contains(&db));
 
         // Another MySQL on the port (the tunnel's state does not list it): not the profile's.
         running_tunnel(dir.path(), &ports, None);
         let mut st = Findings::default();
-        check(&ctx, &mut st).await;
+        let mut probes = Probes::default();
+        let tunnel = check(&ctx, &mut st, Needs::default(), &mut probes).await;
         let c = &st.checks[0];
         assert_eq!(c.status, Status::Fail, "{c:?}");
         assert!(
@@ -780,7 +977,7 @@ mod tests {
                  `shiqi-connect tunnel up saige`"
             )
         );
-        assert!(st.tunnel_broken.contains(&db));
+        assert!(tunnel.broken.contains(&db));
     }
 
     #[tokio::test]
@@ -789,7 +986,8 @@ mod tests {
         let ports = [free_port(), free_port(), free_port()];
         let ctx = load(dir.path(), &local_profile(&ports), &[], &[]);
         let mut st = Findings::default();
-        check(&ctx, &mut st).await;
+        let mut probes = Probes::default();
+        let tunnel = check(&ctx, &mut st, Needs::default(), &mut probes).await;
         let c = &st.checks[0];
         assert_eq!(c.status, Status::Fail, "{c:?}");
         assert!(
@@ -807,12 +1005,19 @@ mod tests {
                  local endpoint)"
             )
         );
-        assert!(ports.iter().all(|p| st.tunnel_broken.contains(p)));
+        assert!(ports.iter().all(|p| tunnel.broken.contains(p)));
 
         // The tunnel cannot start while SSH fails: that line is the one failure.
         let mut st = Findings::default();
         st.push(Finding::fail(CheckId::SshReach, "timeout", "check the VPN"));
-        check(&ctx, &mut st).await;
+        let needs = Needs {
+            ssh: server::Ssh {
+                login: Some(CheckId::SshReach),
+                config_key: false,
+            },
+            ..Needs::default()
+        };
+        check(&ctx, &mut st, needs, &mut Probes::default()).await;
         assert_eq!(st.checks[1].status, Status::Skip, "{:?}", st.checks[1]);
         assert!(st.checks[1].found.contains("until `ssh.reach` passes"));
     }
@@ -824,7 +1029,8 @@ mod tests {
         let ports = fake_endpoint(2, "127.0.0.1");
         let ctx = load(dir.path(), &local_profile(&ports), &[], &[]);
         let mut st = Findings::default();
-        check(&ctx, &mut st).await;
+        let mut probes = Probes::default();
+        let tunnel = check(&ctx, &mut st, Needs::default(), &mut probes).await;
         let c = &st.checks[0];
         assert_eq!(c.status, Status::Fail, "{c:?}");
         assert!(
@@ -842,7 +1048,7 @@ mod tests {
                  --endpoint-port PORT`"
             )
         );
-        assert!(st.tunnel_broken.contains(&ports[0]));
+        assert!(tunnel.broken.contains(&ports[0]));
     }
 
     #[tokio::test]
@@ -852,7 +1058,8 @@ mod tests {
         running_tunnel(dir.path(), &ports, Some("reconnecting"));
         let ctx = load(dir.path(), &local_profile(&ports), &[], &[]);
         let mut st = Findings::default();
-        check(&ctx, &mut st).await;
+        let mut probes = Probes::default();
+        let tunnel = check(&ctx, &mut st, Needs::default(), &mut probes).await;
         let c = &st.checks[0];
         assert_eq!(c.status, Status::Fail, "{c:?}");
         assert!(
@@ -877,12 +1084,19 @@ mod tests {
             fix.ends_with("restart it: `shiqi-connect tunnel up saige`"),
             "{fix}"
         );
-        assert!(ports.iter().all(|p| st.tunnel_broken.contains(p)));
+        assert!(ports.iter().all(|p| tunnel.broken.contains(p)));
 
         // An expired certificate is why: `cert.valid` is the one failure.
         let mut st = Findings::default();
         st.push(Finding::fail(CheckId::CertValid, "expired", "rotate"));
-        check(&ctx, &mut st).await;
+        let needs = Needs {
+            cert: cert::Certificate {
+                failed: Some(CheckId::CertValid),
+                unreadable: false,
+            },
+            ..Needs::default()
+        };
+        check(&ctx, &mut st, needs, &mut Probes::default()).await;
         assert_eq!(st.checks[1].status, Status::Skip, "{:?}", st.checks[1]);
         assert!(
             st.checks[1]

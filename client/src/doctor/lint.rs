@@ -821,9 +821,9 @@ mod tests {
             bootstrap_port: 9092,
             brokers: Vec::new(),
         };
-        let files = crate::doctor::tests::local_configs(9092);
+        let files = crate::doctor::testing::local_configs(9092);
         let files: Vec<(&str, &str)> = files.iter().map(|(n, t)| (*n, t.as_str())).collect();
-        let ctx = crate::doctor::tests::context(dir.path(), &p, &[], &files);
+        let ctx = crate::doctor::testing::context(dir.path(), &p, &[], &files);
         let mut st = Findings::default();
         check(&ctx, &mut st);
         let got: Vec<_> = st
@@ -850,7 +850,7 @@ mod tests {
     /// The `lint` line of `my.cnf` holding `text` in a profile in `mode`.
     fn my_cnf_line(mode: crate::profile::Endpoint, text: &str) -> Finding {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut p = crate::doctor::tests::local_mysql_profile(&[9092], 3306);
+        let mut p = crate::doctor::testing::local_mysql_profile(&[9092], 3306);
         p.endpoint = mode;
         // The paths a direct `my.cnf` names, so that only TLS itself is judged.
         let files = [
@@ -859,7 +859,7 @@ mod tests {
             (pf::CLIENT_CRT, "x"),
             (pf::CLIENT_KEY, "x"),
         ];
-        let ctx = crate::doctor::tests::context(dir.path(), &p, &[], &files);
+        let ctx = crate::doctor::testing::context(dir.path(), &p, &[], &files);
         let mut st = Findings::default();
         check(&ctx, &mut st);
         st.checks.into_iter().next().expect("one line")
@@ -875,7 +875,7 @@ mod tests {
             bootstrap_port: 9092,
             brokers: vec![],
         };
-        let c = my_cnf_line(local(), &crate::doctor::tests::local_my_cnf(3306));
+        let c = my_cnf_line(local(), &crate::doctor::testing::local_my_cnf(3306));
         assert_eq!(c.status, Status::Ok, "{c:?}");
 
         // A direct profile's file kept after the switch: the client insists on TLS.

@@ -10,8 +10,10 @@ use std::time::Duration;
 
 use shiqi_ca::protocol::Broker;
 
-use crate::doctor::forwards;
-use crate::doctor::{CheckId, Context, Finding, Findings, Status, needs};
+use crate::doctor::addresses::Addresses;
+use crate::doctor::cert::Certificate;
+use crate::doctor::forwards::{self, Tunnel};
+use crate::doctor::{CheckId, Context, Finding, Findings, Probes, Status, needs};
 use crate::probe::kafka_wire::AdvertisedBroker;
 use crate::probe::speaks::Speaks;
 use crate::probe::{self, ProfileTls};
@@ -20,29 +22,39 @@ use crate::profile::{Endpoint, files as pf};
 /// How long each login may take.
 const TIMEOUT: Duration = Duration::from_secs(15);
 
+/// What the logins need from earlier checks.
+#[derive(Clone, Debug, Default)]
+pub struct Earlier {
+    /// `cert.*`.
+    pub cert: Certificate,
+    /// `tunnel`.
+    pub tunnel: Tunnel,
+    /// `addresses.*`.
+    pub addresses: Addresses,
+    /// What the ports speak (`tunnel`, `addresses.names`, `protocol`).
+    pub probes: Probes,
+}
+
 /// `login.*`.
-pub async fn check(ctx: &Context, st: &mut Findings) {
-    let kafka = kafka(ctx, st).await;
-    st.push(kafka);
-    let mysql = mysql(ctx, st).await;
-    st.push(mysql);
+pub async fn check(ctx: &Context, st: &mut Findings, earlier: &Earlier) {
+    st.push(kafka(ctx, earlier).await);
+    st.push(mysql(ctx, earlier).await);
 }
 
 /// Why a login with the certificate cannot work yet, if it cannot.
-fn certificate_blocker(st: &Findings) -> Option<String> {
-    if let Some(id) = st.first_failed(&[CheckId::CertValid, CheckId::CertChain, CheckId::CertKey]) {
+fn certificate_blocker(cert: &Certificate) -> Option<String> {
+    if let Some(id) = cert.failed {
         return Some(needs(id));
     }
-    (st.status(CheckId::CertValid) != Some(Status::Ok)
-        && st.status(CheckId::CertValid) != Some(Status::Warn))
-    .then(|| "the certificate could not be read (see `cert.valid`)".to_owned())
+    cert.unreadable
+        .then(|| "the certificate could not be read (see `cert.valid`)".to_owned())
 }
 
 fn path(ctx: &Context, file: &str) -> PathBuf {
     ctx.path(file).unwrap_or_else(|| PathBuf::from(file))
 }
 
-async fn kafka(ctx: &Context, st: &Findings) -> Finding {
+async fn kafka(ctx: &Context, earlier: &Earlier) -> Finding {
     let id = CheckId::LoginKafka;
     let Ok(profile) = &ctx.profile else {
         return Finding::skip(id, "no profile");
@@ -50,39 +62,18 @@ async fn kafka(ctx: &Context, st: &Findings) -> Finding {
     if profile.brokers.is_empty() {
         return Finding::skip(id, "the profile has no brokers");
     }
-    if let Some(why) = certificate_blocker(st) {
+    if let Some(why) = certificate_blocker(&earlier.cert) {
         return Finding::skip(id, why);
     }
     if let Endpoint::Local { bootstrap_port, .. } = &profile.endpoint {
-        return through_endpoint(ctx, st, *bootstrap_port).await;
+        return through_endpoint(ctx, &earlier.tunnel, *bootstrap_port).await;
     }
     let targets: Vec<_> = forwards::services(ctx)
         .into_iter()
         .filter(|t| t.kafka)
         .collect();
-    if targets.iter().any(|t| st.tunnel_broken.contains(&t.port)) {
-        return Finding::skip(id, needs(CheckId::Tunnel));
-    }
-    if !st.bypassed.is_empty() {
-        return Finding::skip(
-            id,
-            format!(
-                "a Kafka client would go around the tunnel for `{}` ({})",
-                st.bypassed.iter().cloned().collect::<Vec<_>>().join("`, `"),
-                needs(CheckId::AddressResolve)
-            ),
-        );
-    }
-    let not_tls = targets.iter().any(|t| {
-        !st.probes
-            .get(&("127.0.0.1".to_owned(), t.port))
-            .is_some_and(Speaks::is_tls)
-    });
-    if not_tls {
-        return Finding::skip(id, "not every broker port speaks TLS (see `protocol`)");
-    }
-    if targets.iter().any(|t| st.name_mismatch.contains(&t.port)) {
-        return Finding::skip(id, needs(CheckId::AddressNames));
+    if let Some(why) = direct_blocker(&targets, earlier) {
+        return Finding::skip(id, why);
     }
     let bootstrap = profile
         .brokers
@@ -129,9 +120,41 @@ async fn kafka(ctx: &Context, st: &Findings) -> Finding {
     )
 }
 
+/// Why a direct Kafka login cannot work yet, if it cannot: a broken forward, a name that goes
+/// around the tunnel, a port without TLS or a certificate without the name.
+fn direct_blocker(targets: &[forwards::Service], earlier: &Earlier) -> Option<String> {
+    if targets
+        .iter()
+        .any(|t| earlier.tunnel.broken.contains(&t.port))
+    {
+        return Some(needs(CheckId::Tunnel));
+    }
+    let bypassed = &earlier.addresses.bypassed;
+    if !bypassed.is_empty() {
+        return Some(format!(
+            "a Kafka client would go around the tunnel for `{}` ({})",
+            bypassed.iter().cloned().collect::<Vec<_>>().join("`, `"),
+            needs(CheckId::AddressResolve)
+        ));
+    }
+    let not_tls = targets.iter().any(|t| {
+        !earlier
+            .probes
+            .get("127.0.0.1", t.port)
+            .is_some_and(Speaks::is_tls)
+    });
+    if not_tls {
+        return Some("not every broker port speaks TLS (see `protocol`)".to_owned());
+    }
+    targets
+        .iter()
+        .any(|t| earlier.addresses.mismatched.contains(&t.port))
+        .then(|| needs(CheckId::AddressNames))
+}
+
 /// The local endpoint logs in with the certificate for the client: metadata asked of it in the
 /// clear is the login a client of the profile makes.
-async fn through_endpoint(ctx: &Context, st: &Findings, port: u16) -> Finding {
+async fn through_endpoint(ctx: &Context, tunnel: &Tunnel, port: u16) -> Finding {
     let id = CheckId::LoginKafka;
     // A client that bootstraps goes on to every broker's port, as in direct mode.
     let ports = forwards::services(ctx)
@@ -140,7 +163,7 @@ async fn through_endpoint(ctx: &Context, st: &Findings, port: u16) -> Finding {
     if ports
         .map(|t| t.port)
         .chain([port])
-        .any(|p| st.tunnel_broken.contains(&p))
+        .any(|p| tunnel.broken.contains(&p))
     {
         return Finding::skip(id, needs(CheckId::Tunnel));
     }
@@ -312,7 +335,7 @@ fn compare_brokers(ctx: &Context, want: &[Broker], got: &[Broker], name: &str) -
     )
 }
 
-async fn mysql(ctx: &Context, st: &Findings) -> Finding {
+async fn mysql(ctx: &Context, earlier: &Earlier) -> Finding {
     let id = CheckId::LoginMysql;
     let Ok(profile) = &ctx.profile else {
         return Finding::skip(id, "no profile");
@@ -320,13 +343,13 @@ async fn mysql(ctx: &Context, st: &Findings) -> Finding {
     let Some(m) = &profile.mysql else {
         return Finding::skip(id, "the profile has no MySQL");
     };
-    if let Some(why) = certificate_blocker(st) {
+    if let Some(why) = certificate_blocker(&earlier.cert) {
         return Finding::skip(id, why);
     }
-    if st.tunnel_broken.contains(&m.port.get()) {
+    if earlier.tunnel.broken.contains(&m.port.get()) {
         return Finding::skip(id, needs(CheckId::Tunnel));
     }
-    let probed = st.probes.get(&("127.0.0.1".to_owned(), m.port.get()));
+    let probed = earlier.probes.get("127.0.0.1", m.port.get());
     if let Some(port) = ctx.mysql_endpoint() {
         // The endpoint greets without TLS and logs in with the certificate itself.
         if !matches!(probed, Some(Speaks::Mysql { tls: false, .. })) {
@@ -358,7 +381,7 @@ async fn mysql(ctx: &Context, st: &Findings) -> Finding {
         Some(Speaks::Mysql { tls: true, .. }) => {}
         _ => return Finding::skip(id, "the MySQL port does not offer TLS (see `protocol`)"),
     }
-    if st.name_mismatch.contains(&m.port.get()) {
+    if earlier.addresses.mismatched.contains(&m.port.get()) {
         return Finding::skip(id, needs(CheckId::AddressNames));
     }
     let Some(dir) = &ctx.dir else {
@@ -424,17 +447,25 @@ fn mysql_fix(ctx: &Context, why: &str, local: bool) -> String {
 )]
 mod tests {
     use super::*;
-    use crate::doctor::tests::{
+    use crate::doctor::testing::{
         FakeMysql, context, fake_endpoint, fake_mysql, local_mysql_profile, local_profile,
         running_tunnel, running_tunnel_with_mysql,
     };
 
-    /// Findings in which the certificate passed and the tunnel check ran.
-    async fn after_tunnel(ctx: &Context) -> Findings {
+    /// Findings in which the certificate passed and the tunnel check ran, and what the
+    /// logins get from them.
+    async fn after_tunnel(ctx: &Context) -> (Findings, Earlier) {
         let mut st = Findings::default();
         st.push(Finding::ok(CheckId::CertValid, "valid"));
-        forwards::check(ctx, &mut st).await;
-        st
+        let mut earlier = Earlier::default();
+        earlier.tunnel = forwards::check(
+            ctx,
+            &mut st,
+            forwards::Needs::default(),
+            &mut earlier.probes,
+        )
+        .await;
+        (st, earlier)
     }
 
     #[tokio::test]
@@ -443,8 +474,8 @@ mod tests {
         let ports = fake_endpoint(3, "127.0.0.1");
         running_tunnel(dir.path(), &ports, None);
         let ctx = context(dir.path(), &local_profile(&ports), &[], &[]);
-        let st = after_tunnel(&ctx).await;
-        let c = kafka(&ctx, &st).await;
+        let (_, earlier) = after_tunnel(&ctx).await;
+        let c = kafka(&ctx, &earlier).await;
         assert_eq!(
             (c.check, c.status),
             (CheckId::LoginKafka, Status::Ok),
@@ -466,14 +497,14 @@ mod tests {
         let ports = fake_endpoint(2, "broker-1.kafka.invalid");
         running_tunnel(dir.path(), &ports, None);
         let ctx = context(dir.path(), &local_profile(&ports), &[], &[]);
-        let st = after_tunnel(&ctx).await;
+        let (st, earlier) = after_tunnel(&ctx).await;
         assert!(st.failed(CheckId::Tunnel));
-        let c = kafka(&ctx, &st).await;
+        let c = kafka(&ctx, &earlier).await;
         assert_eq!(c.status, Status::Skip, "{c:?}");
         assert_eq!(c.found.as_str(), "needs `tunnel` to pass first");
 
         // Asked anyway, the endpoint's answer is the failure, with where to look.
-        let c = through_endpoint(&ctx, &Findings::default(), ports[0]).await;
+        let c = through_endpoint(&ctx, &Tunnel::default(), ports[0]).await;
         assert_eq!(c.status, Status::Fail, "{c:?}");
         assert!(
             c.found
@@ -497,9 +528,9 @@ mod tests {
         let db = fake_mysql(how);
         running_tunnel_with_mysql(dir.path(), &ports, db);
         let ctx = context(dir.path(), &local_mysql_profile(&ports, db), &[], &[]);
-        let mut st = after_tunnel(&ctx).await;
-        crate::doctor::protocol::check(&ctx, &mut st);
-        (mysql(&ctx, &st).await, db)
+        let (mut st, mut earlier) = after_tunnel(&ctx).await;
+        crate::doctor::protocol::check(&ctx, &mut st, &earlier.tunnel, &mut earlier.probes);
+        (mysql(&ctx, &earlier).await, db)
     }
 
     #[tokio::test]

@@ -10,8 +10,8 @@
 use std::io::Read as _;
 
 use crate::doctor::configs::{ConfigFile, Kind};
-use crate::doctor::forwards::{self, Service};
-use crate::doctor::{CheckId, Context, Finding, Findings, Status, lint, needs};
+use crate::doctor::forwards::{self, Service, Tunnel};
+use crate::doctor::{CheckId, Context, Finding, Findings, Probes, Status, lint, needs};
 use crate::probe::kafka_wire;
 use crate::probe::speaks::{self as probe, Speaks};
 use crate::text::quote;
@@ -54,164 +54,142 @@ pub fn bootstrap(value: &str) -> Vec<(String, u16)> {
         .collect()
 }
 
-fn probe_port(st: &mut Findings, host: &str, port: u16, kafka: bool, sni: &str) -> Speaks {
-    let key = (host.to_owned(), port);
-    if let Some(s) = st.probes.get(&key) {
-        return s.clone();
-    }
-    let s = if kafka {
-        probe::kafka(host, port, sni)
-    } else {
-        probe::mysql(host, port, sni)
-    };
-    st.probes.insert(key, s.clone());
-    s
-}
+/// A problem `protocol` found: how bad, what, and the fix.
+type Problem = (Status, String, String);
 
 /// `protocol`.
-pub fn check(ctx: &Context, st: &mut Findings) {
+pub fn check(ctx: &Context, st: &mut Findings, tunnel: &Tunnel, probes: &mut Probes) {
     if ctx.profile.is_err() {
         st.push(Finding::skip(CheckId::Protocol, "no profile"));
         return;
     }
-    let targets = forwards::services(ctx);
-    let reachable: Vec<Service> = targets
-        .iter()
-        .filter(|t| st.answering.contains(&t.port) && !st.tunnel_broken.contains(&t.port))
-        .cloned()
+    let reachable: Vec<Service> = forwards::services(ctx)
+        .into_iter()
+        .filter(|t| tunnel.carries(t.port))
         .collect();
     if reachable.is_empty() {
         st.push(Finding::skip(CheckId::Protocol, needs(CheckId::Tunnel)));
         return;
     }
     let mut found = Vec::new();
-    let mut problems: Vec<(Status, String, String)> = Vec::new();
+    let mut problems: Vec<Problem> = Vec::new();
 
     // What each port speaks.
     for t in &reachable {
-        let speaks = probe_port(st, "127.0.0.1", t.port, t.kafka, &t.host);
+        let speaks = probes.probe("127.0.0.1", t.port, t.kafka, &t.host);
         if t.endpoint && !t.kafka {
             endpoint_mysql(ctx, t, &speaks, &mut found, &mut problems);
             continue;
         }
-        match (&speaks, t.kafka) {
-            (s, true) if s.is_tls() || *s == Speaks::PlainKafka => {}
-            (Speaks::Mysql { tls: true, .. }, false) => {}
-            (
-                Speaks::Mysql {
-                    tls: false,
-                    version,
-                    ..
-                },
-                false,
-            ) => problems.push((
-                Status::Fail,
-                format!(
-                    "MySQL on port {} ({version}) offers no TLS, so no certificate login can work",
-                    t.port
-                ),
-                "the server's admin must turn TLS on in mysqld (`shiqi-ca-agent server-cert \
-                 mariadb --kind mysql …` writes `mysqld.cnf`)"
-                    .to_owned(),
-            )),
-            (Speaks::Closed, _) => problems.push((
-                Status::Fail,
-                format!(
-                    "port {} ({}): the tunnel accepts, but the server side closes at once: {} \
-                     is down, or the forward's target is wrong",
-                    t.port, t.what, t.what
-                ),
-                format!(
-                    "on the server, check that {} listens on `{}:{}` (`shiqi-ca-agent brokers` \
-                     lists the brokers); then compare the `LocalForward` target in `ssh_config`",
-                    t.what, t.host, t.port
-                ),
-            )),
-            (other, _) => problems.push((
-                Status::Fail,
-                format!(
-                    "port {} ({}) speaks {}, not {}",
-                    t.port,
-                    t.what,
-                    other.describe(),
-                    if t.kafka { "Kafka" } else { "MySQL" }
-                ),
-                "check the `LocalForward` for it in `ssh_config`: another service answers there"
-                    .to_owned(),
-            )),
-        }
+        problems.extend(port_problem(t, &speaks));
         found.push(format!("{} {}", t.port, speaks.describe()));
     }
 
     // What each Kafka config says, against what its bootstrap ports speak.
+    let kafka = Reached {
+        reachable: &reachable,
+        tunnel,
+    };
     for file in ctx.configs.iter().filter(|c| c.kind != Kind::Mysql) {
-        compare_kafka(ctx, st, file, &reachable, &mut found, &mut problems);
+        compare_kafka(ctx, file, &kafka, probes, &mut found, &mut problems);
     }
     for file in ctx.configs.iter().filter(|c| c.kind == Kind::Mysql) {
         compare_mysql(ctx, file, &mut found, &mut problems);
     }
+    st.push(verdict(&found, &problems));
+}
 
-    let worst = problems.iter().map(|(s, _, _)| *s).max();
-    st.push(match worst {
-        None => Finding::ok(CheckId::Protocol, found.join("; ")),
-        Some(s) => {
-            let what = problems
-                .iter()
-                .map(|(_, w, _)| w.as_str())
-                .collect::<Vec<_>>()
-                .join("; ");
-            let fix = problems
-                .iter()
-                .map(|(_, _, f)| f.as_str())
-                .collect::<Vec<_>>()
-                .join("; ");
-            if s == Status::Fail {
-                Finding::fail(CheckId::Protocol, what, fix)
-            } else {
-                Finding::warn(CheckId::Protocol, what, fix)
-            }
-        }
-    });
+/// The `protocol` line: `ok` with what each port speaks, or the problems and their fixes.
+fn verdict(found: &[String], problems: &[Problem]) -> Finding {
+    let Some(worst) = problems.iter().map(|(s, _, _)| *s).max() else {
+        return Finding::ok(CheckId::Protocol, found.join("; "));
+    };
+    let what = problems
+        .iter()
+        .map(|(_, w, _)| w.as_str())
+        .collect::<Vec<_>>()
+        .join("; ");
+    let fix = problems
+        .iter()
+        .map(|(_, _, f)| f.as_str())
+        .collect::<Vec<_>>()
+        .join("; ");
+    if worst == Status::Fail {
+        Finding::fail(CheckId::Protocol, what, fix)
+    } else {
+        Finding::warn(CheckId::Protocol, what, fix)
+    }
+}
+
+/// What is wrong with what a forwarded port speaks, if anything.
+fn port_problem(t: &Service, speaks: &Speaks) -> Option<Problem> {
+    match (speaks, t.kafka) {
+        (s, true) if s.is_tls() || *s == Speaks::PlainKafka => None,
+        (Speaks::Mysql { tls: true, .. }, false) => None,
+        (
+            Speaks::Mysql {
+                tls: false,
+                version,
+                ..
+            },
+            false,
+        ) => Some((
+            Status::Fail,
+            format!(
+                "MySQL on port {} ({version}) offers no TLS, so no certificate login can work",
+                t.port
+            ),
+            "the server's admin must turn TLS on in mysqld (`shiqi-ca-agent server-cert \
+             mariadb --kind mysql …` writes `mysqld.cnf`)"
+                .to_owned(),
+        )),
+        (Speaks::Closed, _) => Some((
+            Status::Fail,
+            format!(
+                "port {} ({}): the tunnel accepts, but the server side closes at once: {} is \
+                 down, or the forward's target is wrong",
+                t.port, t.what, t.what
+            ),
+            format!(
+                "on the server, check that {} listens on `{}:{}` (`shiqi-ca-agent brokers` lists \
+                 the brokers); then compare the `LocalForward` target in `ssh_config`",
+                t.what, t.host, t.port
+            ),
+        )),
+        (other, _) => Some((
+            Status::Fail,
+            format!(
+                "port {} ({}) speaks {}, not {}",
+                t.port,
+                t.what,
+                other.describe(),
+                if t.kafka { "Kafka" } else { "MySQL" }
+            ),
+            "check the `LocalForward` for it in `ssh_config`: another service answers there"
+                .to_owned(),
+        )),
+    }
+}
+
+/// The ports the tunnel carries, for the configs' bootstrap servers.
+struct Reached<'a> {
+    reachable: &'a [Service],
+    tunnel: &'a Tunnel,
 }
 
 fn compare_kafka(
     ctx: &Context,
-    st: &mut Findings,
     file: &ConfigFile,
-    reachable: &[Service],
+    at: &Reached,
+    probes: &mut Probes,
     found: &mut Vec<String>,
-    problems: &mut Vec<(Status, String, String)>,
+    problems: &mut Vec<Problem>,
 ) {
     let name = file.name();
-    let shown = ctx.show(&file.path);
     let d = declared(file);
-    let java = file.kind == Kind::Java;
-    // The ports this config dials first; the profile's forwards when it names none we know.
-    let servers: Vec<(String, u16)> = file
-        .get("bootstrap.servers")
-        .or_else(|| file.get("metadata.broker.list"))
-        .and_then(|e| e.value.as_deref())
-        .map(bootstrap)
-        .unwrap_or_default();
-    let mut speaks: Vec<(String, u16, Speaks)> = Vec::new();
-    for (host, port) in servers {
-        let s = match reachable.iter().find(|t| t.port == port && t.kafka) {
-            Some(t) => probe_port(st, "127.0.0.1", port, true, &t.host),
-            None if st.tunnel_broken.contains(&port) => continue,
-            None => probe_port(st, &host, port, true, &host),
-        };
-        speaks.push((host, port, s));
-    }
-    if speaks.is_empty() {
-        for t in reachable.iter().filter(|t| t.kafka) {
-            let s = probe_port(st, "127.0.0.1", t.port, true, &t.host);
-            speaks.push((t.host.clone(), t.port, s));
-        }
-    }
-    let Some((host, port, s)) = speaks
-        .iter()
+    let Some((host, port, s)) = bootstrap_speaks(file, at, probes)
+        .into_iter()
         .find(|(_, _, s)| s.is_tls() || *s == Speaks::PlainKafka)
-        .cloned()
     else {
         return;
     };
@@ -221,7 +199,11 @@ fn compare_kafka(
         Some(l) => format!("`{name}` line {l} says `security.protocol={}`", d.protocol),
         None => format!("`{name}` sets no `security.protocol`, so the client uses `PLAINTEXT`"),
     };
-    let key_fix = if java { "SSL" } else { "ssl" };
+    let key_fix = if file.kind == Kind::Java {
+        "SSL"
+    } else {
+        "ssl"
+    };
     if port_tls == wants_tls {
         if port_tls && d.protocol.starts_with("SASL") {
             problems.push((
@@ -230,7 +212,11 @@ fn compare_kafka(
                     "{where_}: port {port} speaks TLS, but the brokers log clients in by \
                      certificate (`SSL`), not SASL"
                 ),
-                format!("set `security.protocol={key_fix}` in `{shown}` unless this listener really is SASL"),
+                format!(
+                    "set `security.protocol={key_fix}` in `{}` unless this listener really is \
+                     SASL",
+                    ctx.show(&file.path)
+                ),
             ));
         }
         found.push(format!("`{name}` {}: matches", d.protocol));
@@ -251,29 +237,79 @@ fn compare_kafka(
         ));
         return;
     }
+    let endpoint = at
+        .reachable
+        .iter()
+        .any(|t| t.port == port && t.endpoint && t.kafka);
+    problems.push(mismatch(
+        ctx,
+        file,
+        &where_,
+        (&host, port),
+        port_tls,
+        endpoint,
+    ));
+}
+
+/// What each of a Kafka config's bootstrap servers speaks (the tunnel's Kafka ports when it
+/// names none that answer).
+fn bootstrap_speaks(
+    file: &ConfigFile,
+    at: &Reached,
+    probes: &mut Probes,
+) -> Vec<(String, u16, Speaks)> {
+    let servers: Vec<(String, u16)> = file
+        .get("bootstrap.servers")
+        .or_else(|| file.get("metadata.broker.list"))
+        .and_then(|e| e.value.as_deref())
+        .map(bootstrap)
+        .unwrap_or_default();
+    let mut speaks: Vec<(String, u16, Speaks)> = Vec::new();
+    for (host, port) in servers {
+        let s = match at.reachable.iter().find(|t| t.port == port && t.kafka) {
+            Some(t) => probes.probe("127.0.0.1", port, true, &t.host),
+            None if at.tunnel.broken.contains(&port) => continue,
+            None => probes.probe(&host, port, true, &host),
+        };
+        speaks.push((host, port, s));
+    }
+    if speaks.is_empty() {
+        for t in at.reachable.iter().filter(|t| t.kafka) {
+            let s = probes.probe("127.0.0.1", t.port, true, &t.host);
+            speaks.push((t.host.clone(), t.port, s));
+        }
+    }
+    speaks
+}
+
+/// A config whose `security.protocol` (`where_` says what it says) does not match what
+/// `host:port` speaks (TLS when `port_tls`; `endpoint`: the local endpoint's port).
+fn mismatch(
+    ctx: &Context,
+    file: &ConfigFile,
+    where_: &str,
+    (host, port): (&str, u16),
+    port_tls: bool,
+    endpoint: bool,
+) -> Problem {
+    let shown = ctx.show(&file.path);
+    let java = file.kind == Kind::Java;
+    let key_fix = if java { "SSL" } else { "ssl" };
     if port_tls {
         let consequence = if java {
-            java_oom(&host, port)
+            java_oom(host, port)
         } else {
             "librdkafka fails with \"Disconnected while requesting ApiVersion: might be caused by \
              incorrect security.protocol configuration (connecting to a SSL listener?)\""
                 .to_owned()
         };
-        problems.push((
+        (
             Status::Fail,
             format!("{where_}, but port {port} speaks TLS: {consequence}"),
             format!("set `security.protocol={key_fix}` in `{shown}`"),
-        ));
-    } else if reachable
-        .iter()
-        .any(|t| t.port == port && t.endpoint && t.kafka)
-    {
-        let name = ctx
-            .profile
-            .as_ref()
-            .map(|p| p.name.to_string())
-            .unwrap_or_default();
-        problems.push((
+        )
+    } else if endpoint {
+        (
             Status::Fail,
             format!(
                 "{where_}, but port {port} is the tunnel's local endpoint, which speaks \
@@ -282,12 +318,16 @@ fn compare_kafka(
             format!(
                 "set `security.protocol={}` in `{shown}` (the endpoint uses the profile's \
                  certificate; the client needs no keystore), or go back to TLS from the client: \
-                 `shiqi-connect tunnel up {name} --endpoint direct`",
-                if java { "PLAINTEXT" } else { "plaintext" }
+                 `shiqi-connect tunnel up {} --endpoint direct`",
+                if java { "PLAINTEXT" } else { "plaintext" },
+                ctx.profile
+                    .as_ref()
+                    .map(|p| p.name.to_string())
+                    .unwrap_or_default()
             ),
-        ));
+        )
     } else {
-        problems.push((
+        (
             Status::Fail,
             format!("{where_}, but port {port} speaks plaintext Kafka: the TLS handshake fails"),
             format!(
@@ -295,7 +335,7 @@ fn compare_kafka(
                  `{shown}` at the tunnel's ports, or set `security.protocol=PLAINTEXT` for a \
                  plaintext cluster"
             ),
-        ));
+        )
     }
 }
 
@@ -449,7 +489,7 @@ fn compare_mysql(
 )]
 mod tests {
     use super::*;
-    use crate::doctor::tests::{
+    use crate::doctor::testing::{
         FakeMysql, context, fake_endpoint, fake_mysql, local_configs, local_my_cnf,
         local_mysql_profile, local_profile, running_tunnel, running_tunnel_with_mysql,
     };
@@ -472,8 +512,9 @@ mod tests {
             ctx.configs.push(ConfigFile::load(&path));
         }
         let mut st = Findings::default();
-        forwards::check(&ctx, &mut st).await;
-        check(&ctx, &mut st);
+        let mut probes = Probes::default();
+        let tunnel = forwards::check(&ctx, &mut st, forwards::Needs::default(), &mut probes).await;
+        check(&ctx, &mut st, &tunnel, &mut probes);
         st.checks
             .into_iter()
             .find(|c| c.check == CheckId::Protocol)
@@ -558,8 +599,9 @@ mod tests {
         let files = [(crate::profile::files::MY_CNF, text.as_str())];
         let ctx = context(dir.path(), &local_mysql_profile(&ports, db), &[], &files);
         let mut st = Findings::default();
-        forwards::check(&ctx, &mut st).await;
-        check(&ctx, &mut st);
+        let mut probes = Probes::default();
+        let tunnel = forwards::check(&ctx, &mut st, forwards::Needs::default(), &mut probes).await;
+        check(&ctx, &mut st, &tunnel, &mut probes);
         let c = st.checks.into_iter().find(|c| c.check == CheckId::Protocol);
         (c.expect("protocol line"), db)
     }

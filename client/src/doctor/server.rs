@@ -12,7 +12,7 @@ use shiqi_ca::protocol::PROTOCOL_VERSION;
 
 use crate::agent::AgentCommand;
 use crate::doctor::tunnel_config::TunnelConfig;
-use crate::doctor::{CheckId, Context, Finding, Findings, needs};
+use crate::doctor::{CheckId, Context, Finding, Findings, Status, needs};
 use crate::error::Error;
 use crate::probe::speaks as probe;
 use crate::profile::KeyUsed;
@@ -32,16 +32,50 @@ const OPENSSH_DEFAULT_KEYS: &[&str] = &[
     ".ssh/id_ed25519_sk",
 ];
 
+/// What the SSH checks tell later ones.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Ssh {
+    /// The first of `ssh.reach`, `ssh.host-key` and `ssh.login` that failed: nothing logs in.
+    pub login: Option<CheckId>,
+    /// Whether `ssh.config-key` failed: the tunnel's own `ssh_config` does not log in.
+    pub config_key: bool,
+}
+
+impl Ssh {
+    /// Reads the lines of the SSH checks.
+    fn of(lines: &[Finding]) -> Self {
+        let failed = |id: CheckId| {
+            lines
+                .iter()
+                .any(|f| f.check == id && f.status == Status::Fail)
+        };
+        Self {
+            login: [CheckId::SshReach, CheckId::SshHostKey, CheckId::SshLogin]
+                .into_iter()
+                .find(|id| failed(*id)),
+            config_key: failed(CheckId::SshConfigKey),
+        }
+    }
+
+    /// The first SSH check that failed: the tunnel cannot start until it passes.
+    pub fn blocker(&self) -> Option<CheckId> {
+        self.login
+            .or(self.config_key.then_some(CheckId::SshConfigKey))
+    }
+}
+
 /// `ssh.*`, then `agent.version` through the tunnel's login.
-pub async fn check(ctx: &Context, st: &mut Findings, passphrase: &dyn Passphrase) {
+pub async fn check(ctx: &Context, st: &mut Findings, passphrase: &dyn Passphrase) -> Ssh {
+    let from = st.checks.len();
     let agent = ssh(ctx, st, passphrase).await;
     // Asked over the tunnel's own login: when only another key logs in, that is what fails.
-    let after = if st.status(CheckId::SshLogin) == Some(crate::doctor::Status::Ok) {
+    let after = if st.status(CheckId::SshLogin) == Some(Status::Ok) {
         CheckId::SshConfigKey
     } else {
         CheckId::SshLogin
     };
     st.push(agent.unwrap_or_else(|| Finding::skip(CheckId::AgentVersion, needs(after))));
+    Ssh::of(&st.checks[from..])
 }
 
 /// `ssh.*`; the `agent.version` finding when the tunnel's login works.
