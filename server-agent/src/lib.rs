@@ -18,6 +18,7 @@ pub mod config;
 pub mod crl;
 pub mod error;
 pub mod fsutil;
+pub mod handler;
 pub mod install;
 pub mod kafka;
 pub mod limits;
@@ -31,6 +32,8 @@ pub mod sql;
 pub mod sshd;
 pub mod state;
 
+use clap::CommandFactory as _;
+
 pub use error::AgentError;
 
 /// Runs one command from the command line: `serve` finds out who asks and what; everything
@@ -38,8 +41,12 @@ pub use error::AgentError;
 pub fn run(cli: cli::Cli) -> anyhow::Result<()> {
     // Generated from the clap definitions; no state directory needed (packagers run these).
     match &cli.command {
-        cli::Command::Completions(args) => return commands::docs::completions(args.shell),
-        cli::Command::Man(args) => return commands::docs::man(args.dir.as_deref()),
+        cli::Command::Completions(args) => {
+            return commands::docs::completions(args.shell, cli::Cli::command());
+        }
+        cli::Command::Man(args) => {
+            return commands::docs::man(args.dir.as_deref(), cli::Cli::command());
+        }
         // Asked locally, it needs no state either (through `serve` it is a request).
         cli::Command::Version(args) => return commands::version::run(args),
         _ => {}
@@ -52,79 +59,19 @@ pub fn run(cli: cli::Cli) -> anyhow::Result<()> {
     match cli.command {
         cli::Command::Serve(args) => commands::serve::run(&mut ctx, args),
         command => {
-            access::authorize(&ctx, &ctx.caller, &command)?;
-            dispatch(&ctx, command)
+            access::authorize(&ctx, &ctx.caller, command.handler())?;
+            dispatch(&ctx, &command)
         }
     }
 }
 
 /// Runs one authorized command, holding the lock of the name it grants or revokes (see
 /// [`name_lock`]).
-pub(crate) fn dispatch(ctx: &state::Context, command: cli::Command) -> anyhow::Result<()> {
-    let _held = match locked_name(ctx, &command)? {
+pub(crate) fn dispatch(ctx: &state::Context, command: &commands::Command) -> anyhow::Result<()> {
+    let handler = command.handler();
+    let _held = match handler.locked_name(ctx)? {
         Some(name) => Some(name_lock::acquire(ctx, &name)?),
         None => None,
     };
-    match command {
-        cli::Command::Init(args) => commands::init::run(ctx, args),
-        cli::Command::ServerCert(args) => commands::server_cert::run(ctx, args),
-        cli::Command::Sign(args) => commands::sign::run(ctx, args),
-        cli::Command::MysqlUser(args) => commands::mysql_user::run(ctx, args),
-        cli::Command::Provision(args) => commands::provision::run(ctx, args),
-        cli::Command::KafkaUser(args) => commands::kafka_user::run(ctx, args),
-        cli::Command::Brokers(args) => commands::brokers::run(ctx, args),
-        cli::Command::Version(args) => commands::version::run(&args),
-        cli::Command::List(args) => commands::list::run(ctx, args),
-        cli::Command::Revoke(args) => commands::revoke::run(ctx, &args),
-        cli::Command::Crl(args) => commands::crl::run(ctx, args),
-        cli::Command::Enroll(args) => commands::enroll::run(ctx, args),
-        cli::Command::Check(args) => commands::check::run(ctx, args),
-        cli::Command::Install(_) => Err(AgentError::Request {
-            why: "`install` runs as root on the server itself, not as a request".to_owned(),
-        }
-        .into()),
-        cli::Command::Unblock(args) => commands::unblock::run(ctx, args),
-        cli::Command::Backup(args) => commands::backup::backup(ctx, &args),
-        cli::Command::Restore(args) => commands::backup::restore(ctx, &args),
-        // `authorize` refuses it before this point; never run one request inside another.
-        cli::Command::Serve(_) => Err(AgentError::Request {
-            why: "`serve` cannot run inside a request".to_owned(),
-        }
-        .into()),
-        // `run` answers these before any state is opened; `authorize` refuses them as requests.
-        cli::Command::Completions(_) | cli::Command::Man(_) => Err(AgentError::Request {
-            why: "`completions` and `man` are not requests".to_owned(),
-        }
-        .into()),
-    }
-}
-
-/// The name whose grants `command` changes. A name that does not parse locks nothing: the
-/// command refuses it before it touches any state.
-fn locked_name(
-    ctx: &state::Context,
-    command: &cli::Command,
-) -> anyhow::Result<Option<shiqi_ca::ProfileName>> {
-    use cli::Command;
-    let raw = match command {
-        Command::Sign(a) => Some(a.name.as_str()),
-        Command::MysqlUser(a) => Some(a.name.as_str()),
-        Command::Provision(a) => Some(a.name.as_str()),
-        Command::KafkaUser(a) => Some(a.name.as_str()),
-        Command::Unblock(a) => Some(a.name.as_str()),
-        Command::Revoke(a) => match (&a.name, &a.serial) {
-            (Some(name), _) => Some(name.as_str()),
-            // A serial's certificate names whose grants its revocation may end.
-            (None, Some(serial)) => {
-                let Ok(serial) = serial.trim().parse::<shiqi_ca::Serial>() else {
-                    return Ok(None);
-                };
-                let record = ctx.inventory()?.by_serial(&serial)?;
-                return Ok(record.and_then(|r| r.name.parse().ok()));
-            }
-            (None, None) => None,
-        },
-        _ => None,
-    };
-    Ok(raw.and_then(|n| n.trim().parse().ok()))
+    handler.run(ctx)
 }

@@ -1,11 +1,73 @@
 //! `backup --out FILE --passphrase-file F` and `restore FILE --passphrase-file F [--force]`
 //! (see [`crate::ops::backup`]): local only, as the agent's account.
 
+use std::path::PathBuf;
+
 use crate::audit;
-use crate::cli::{BackupArgs, RestoreArgs};
 use crate::error::AgentError;
+use crate::handler::{Audience, Handler};
 use crate::ops::backup;
 use crate::state::Context;
+
+/// `backup --out FILE`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BackupArgs {
+    /// Where to write the encrypted backup (replaced atomically, mode 0600).
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// The passphrase's file (its first line), or `-` for stdin; never an argument.
+    #[arg(long, value_name = "FILE")]
+    pub passphrase_file: PathBuf,
+}
+
+impl Handler for BackupArgs {
+    fn action(&self) -> &'static str {
+        "backup"
+    }
+
+    fn describe(&self) -> String {
+        "`backup` (only on the server, as the agent's account)".to_owned()
+    }
+
+    fn audience(&self) -> Audience {
+        Audience::Local
+    }
+
+    fn run(&self, ctx: &Context) -> anyhow::Result<()> {
+        backup(ctx, self)
+    }
+}
+
+/// `restore FILE`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RestoreArgs {
+    /// The backup `backup --out` wrote.
+    pub file: PathBuf,
+    /// The passphrase's file (its first line), or `-` for stdin.
+    #[arg(long, value_name = "FILE")]
+    pub passphrase_file: PathBuf,
+    /// Restore over a CA that is there (moved aside into `before-restore-TIME/` first).
+    #[arg(long)]
+    pub force: bool,
+}
+
+impl Handler for RestoreArgs {
+    fn action(&self) -> &'static str {
+        "restore"
+    }
+
+    fn describe(&self) -> String {
+        "`restore` (only on the server, as the agent's account)".to_owned()
+    }
+
+    fn audience(&self) -> Audience {
+        Audience::Local
+    }
+
+    fn run(&self, ctx: &Context) -> anyhow::Result<()> {
+        restore(ctx, self)
+    }
+}
 
 /// Writes the encrypted backup and records it for `check`.
 pub fn backup(ctx: &Context, args: &BackupArgs) -> anyhow::Result<()> {

@@ -1,12 +1,39 @@
 //! `brokers`: every broker's advertised address, from the cluster itself.
 
-use shiqi_ca::protocol::{BrokersResponse, PROTOCOL_VERSION};
+use shiqi_ca::protocol::{self, BrokersResponse, PROTOCOL_VERSION};
 
-use crate::cli::BrokersArgs;
+use crate::error::AgentError;
+use crate::handler::Handler;
 use crate::state::Context;
 
+/// `brokers`.
+#[derive(Debug, clap::Args)]
+pub struct BrokersArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl Handler for BrokersArgs {
+    fn action(&self) -> &'static str {
+        "brokers"
+    }
+
+    fn user_may(&self, _ctx: &Context, _name: &str) -> Result<bool, AgentError> {
+        Ok(true)
+    }
+
+    fn wire(&self) -> Option<Result<protocol::Request, String>> {
+        self.json.then_some(Ok(protocol::Request::Brokers))
+    }
+
+    fn run(&self, ctx: &Context) -> anyhow::Result<()> {
+        run(ctx, self)
+    }
+}
+
 /// Asks the cluster and prints a table or JSON.
-pub fn run(ctx: &Context, args: BrokersArgs) -> anyhow::Result<()> {
+pub fn run(ctx: &Context, args: &BrokersArgs) -> anyhow::Result<()> {
     let ca = ctx.ca()?;
     let kafka = crate::kafka::brokers(&crate::kafka::Admin::connect(ctx, &ca)?)?;
     if args.json {

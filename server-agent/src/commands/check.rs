@@ -2,12 +2,34 @@
 //! any finding failed.
 
 use crate::check::{self, Options, Status};
-use crate::cli::CheckArgs;
 use crate::error::AgentError;
+use crate::handler::Handler;
 use crate::state::Context;
 
+/// `check`.
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// Print the findings as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Do not revoke the throwaway certificate and time the servers' refusal (quicker; the
+    /// revocation checks are then skipped).
+    #[arg(long)]
+    pub no_revocation: bool,
+}
+
+impl Handler for CheckArgs {
+    fn action(&self) -> &'static str {
+        "check"
+    }
+
+    fn run(&self, ctx: &Context) -> anyhow::Result<()> {
+        run(ctx, self)
+    }
+}
+
 /// Runs `check`.
-pub fn run(ctx: &Context, args: CheckArgs) -> anyhow::Result<()> {
+pub fn run(ctx: &Context, args: &CheckArgs) -> anyhow::Result<()> {
     // As root it would ask sshd about root's settings, read the CA as nobody else can and
     // leave root-owned files in the account's state: the agent's checks are the account's.
     if nix::unistd::geteuid().is_root() {

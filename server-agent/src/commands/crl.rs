@@ -7,13 +7,38 @@ use shiqi_ca::protocol::{CrlFacts, CrlResponse, PROTOCOL_VERSION, Text};
 use time::format_description::well_known::Rfc3339;
 
 use crate::audit;
-use crate::cli::CrlArgs;
 use crate::crl::{self, When};
 use crate::error::AgentError;
+use crate::handler::Handler;
 use crate::state::Context;
 
+/// `crl`.
+#[derive(Debug, clap::Args)]
+pub struct CrlArgs {
+    /// Only when it is due: missing, or fewer than `[crl] refresh_before_days` left.
+    #[arg(long)]
+    pub refresh: bool,
+    /// Do not ask MySQL to re-read the CRL (the servers are about to start and read it anyway,
+    /// e.g. `ExecStartPre=` before mariadbd).
+    #[arg(long)]
+    pub no_reload: bool,
+    /// Print JSON instead of one line.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl Handler for CrlArgs {
+    fn action(&self) -> &'static str {
+        "crl"
+    }
+
+    fn run(&self, ctx: &Context) -> anyhow::Result<()> {
+        run(ctx, self)
+    }
+}
+
 /// Runs `crl`.
-pub fn run(ctx: &Context, args: CrlArgs) -> anyhow::Result<()> {
+pub fn run(ctx: &Context, args: &CrlArgs) -> anyhow::Result<()> {
     let when = if args.refresh {
         When::IfDue
     } else {

@@ -2,22 +2,83 @@
 //! pages (clap_mangen), generated from the same clap definitions it parses with, so they cannot
 //! drift. Run before any state is opened; refused as a request over SSH (`access::authorize`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use clap::CommandFactory as _;
 use clap_complete::Shell;
 
-use crate::cli::Cli;
 use crate::commands::print_text;
+use crate::error::AgentError;
 use crate::fsutil;
+use crate::handler::{Audience, Handler};
+use crate::state::Context;
+
+/// `completions SHELL`.
+#[derive(Debug, clap::Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+impl Handler for CompletionsArgs {
+    fn action(&self) -> &'static str {
+        "completions"
+    }
+
+    fn describe(&self) -> String {
+        "`completions` (run it on the server itself)".to_owned()
+    }
+
+    fn audience(&self) -> Audience {
+        Audience::Nobody
+    }
+
+    /// `run` answers it before any state is opened; `authorize` refuses it as a request.
+    fn run(&self, _ctx: &Context) -> anyhow::Result<()> {
+        Err(AgentError::Request {
+            why: "`completions` and `man` are not requests".to_owned(),
+        }
+        .into())
+    }
+}
+
+/// `man [DIR]`.
+#[derive(Debug, clap::Args)]
+pub struct ManArgs {
+    /// Write every page into this folder instead of printing the main one.
+    #[arg(value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+impl Handler for ManArgs {
+    fn action(&self) -> &'static str {
+        "man"
+    }
+
+    fn describe(&self) -> String {
+        "`man` (run it on the server itself)".to_owned()
+    }
+
+    fn audience(&self) -> Audience {
+        Audience::Nobody
+    }
+
+    /// `run` answers it before any state is opened; `authorize` refuses it as a request.
+    fn run(&self, _ctx: &Context) -> anyhow::Result<()> {
+        Err(AgentError::Request {
+            why: "`completions` and `man` are not requests".to_owned(),
+        }
+        .into())
+    }
+}
 
 /// The binary's name as the scripts complete it.
 const BIN: &str = "shiqi-ca-agent";
 
-/// The completion script for `shell`.
-pub fn script(shell: Shell) -> String {
+/// The completion script for `shell` of the command line `cli` (`Cli::command()`).
+pub fn script(shell: Shell, mut cli: clap::Command) -> String {
     let mut out = Vec::new();
-    clap_complete::generate(shell, &mut Cli::command(), BIN, &mut out);
+    clap_complete::generate(shell, &mut cli, BIN, &mut out);
     String::from_utf8_lossy(&out).into_owned()
 }
 
@@ -25,13 +86,13 @@ pub fn script(shell: Shell) -> String {
 ///
 /// # Errors
 /// When stdout cannot be written.
-pub fn completions(shell: Shell) -> anyhow::Result<()> {
-    print_text(&script(shell))
+pub fn completions(shell: Shell, cli: clap::Command) -> anyhow::Result<()> {
+    print_text(&script(shell, cli))
 }
 
-/// Every page: file name and roff text, the main page first.
-pub fn pages() -> Vec<(String, Vec<u8>)> {
-    let mut cmd = Cli::command().disable_help_subcommand(true);
+/// Every page of the command line `cli`: file name and roff text, the main page first.
+pub fn pages(cli: clap::Command) -> Vec<(String, Vec<u8>)> {
+    let mut cmd = cli.disable_help_subcommand(true);
     // Gives each subcommand its full name (`shiqi-ca-agent-server-cert`), as clap_mangen's own
     // `generate_to` does.
     cmd.build();
@@ -55,8 +116,8 @@ fn walk(cmd: clap::Command, out: &mut Vec<(String, Vec<u8>)>) {
 ///
 /// # Errors
 /// When `dir` or a page cannot be written, or stdout cannot.
-pub fn man(dir: Option<&Path>) -> anyhow::Result<()> {
-    let pages = pages();
+pub fn man(dir: Option<&Path>, cli: clap::Command) -> anyhow::Result<()> {
+    let pages = pages(cli);
     let Some(dir) = dir else {
         return print_text(&String::from_utf8_lossy(&pages[0].1));
     };
@@ -73,9 +134,11 @@ pub fn man(dir: Option<&Path>) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use clap::CommandFactory as _;
     use clap::ValueEnum as _;
 
     use super::*;
+    use crate::cli::Cli;
 
     #[test]
     fn completions_name_every_subcommand() {
@@ -86,7 +149,7 @@ mod tests {
             .collect();
         assert!(names.iter().any(|n| n == "server-cert"));
         for shell in Shell::value_variants() {
-            let s = script(*shell);
+            let s = script(*shell, Cli::command());
             for n in &names {
                 assert!(s.contains(n.as_str()), "{shell}: no `{n}`");
             }
@@ -95,7 +158,7 @@ mod tests {
 
     #[test]
     fn every_command_has_a_page_that_renders() {
-        let pages = pages();
+        let pages = pages(Cli::command());
         assert_eq!(pages[0].0, "shiqi-ca-agent.1");
         let main = String::from_utf8_lossy(&pages[0].1);
         assert!(main.contains(".TH shiqi-ca-agent 1"), "{main}");
@@ -107,7 +170,7 @@ mod tests {
             assert!(pages.iter().any(|(p, _)| p == n), "{n} missing");
         }
         let dir = tempfile::tempdir().expect("tempdir");
-        man(Some(dir.path())).expect("writes");
+        man(Some(dir.path()), Cli::command()).expect("writes");
         assert_eq!(
             std::fs::read_dir(dir.path()).expect("ls").count(),
             pages.len()

@@ -7,7 +7,7 @@
 //! line (same reason).
 
 use std::io::Read as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use shiqi_ca::ProfileName;
 use shiqi_ca::inventory::access::{Enrollment, Role};
@@ -15,15 +15,67 @@ use ssh_key::{HashAlg, PublicKey};
 
 use crate::audit;
 use crate::authorized_keys::{self, Purpose, Synced};
-use crate::cli::EnrollArgs;
 use crate::error::AgentError;
+use crate::handler::Handler;
 use crate::state::Context;
+
+/// `enroll`.
+#[derive(Debug, clap::Args)]
+#[command(group = clap::ArgGroup::new("action").required(true)
+    .args(["name", "list", "remove", "sync"]))]
+pub struct EnrollArgs {
+    /// The name the key acts as (its profile name; a `user` may only ask for this name).
+    #[arg(requires_all = ["who", "role"])]
+    pub name: Option<String>,
+    /// The person's public key: an OpenSSH `.pub` file, or `-` for one line on stdin.
+    #[arg(long, value_name = "FILE", requires = "name", group = "who")]
+    pub ssh_key: Option<PathBuf>,
+    /// Instead of a key: a principal of user certificates signed by an SSH CA that sshd trusts
+    /// (`TrustedUserCAKeys`), installed in `authorized_principals` (sshd's
+    /// `AuthorizedPrincipalsFile` for the agent's account).
+    #[arg(long, value_name = "PRINCIPAL", requires = "name", group = "who")]
+    pub ssh_principal: Option<String>,
+    /// `user`: only its own name; `admin`: everything.
+    #[arg(long, requires = "name")]
+    pub role: Option<String>,
+    /// List the enrolled keys.
+    #[arg(long)]
+    pub list: bool,
+    /// Remove the key with this fingerprint (`SHA256:…`, as `--list` shows it).
+    #[arg(long, value_name = "FINGERPRINT")]
+    pub remove: Option<String>,
+    /// Rewrite `authorized_keys` from the enrolled keys (after changing `[access]` or moving
+    /// the agent binary).
+    #[arg(long)]
+    pub sync: bool,
+    /// With `--list`: JSON instead of a table.
+    #[arg(long, requires = "list")]
+    pub json: bool,
+}
+
+impl Handler for EnrollArgs {
+    fn action(&self) -> &'static str {
+        "enroll"
+    }
+
+    fn target(&self) -> String {
+        self.name
+            .as_deref()
+            .map(str::trim)
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    fn run(&self, ctx: &Context) -> anyhow::Result<()> {
+        run(ctx, self)
+    }
+}
 
 /// A public key line is short; anything longer is not one.
 const MAX_KEY_BYTES: u64 = 16 * 1024;
 
 /// Runs the one action asked for.
-pub fn run(ctx: &Context, args: EnrollArgs) -> anyhow::Result<()> {
+pub fn run(ctx: &Context, args: &EnrollArgs) -> anyhow::Result<()> {
     if args.list {
         return list(ctx, args.json);
     }

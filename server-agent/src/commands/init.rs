@@ -5,13 +5,34 @@ use shiqi_ca::issue::{Ca, Lifetime, Validity};
 use shiqi_ca::key::KeyType;
 
 use crate::audit;
-use crate::cli::InitArgs;
 use crate::error::AgentError;
 use crate::fsutil;
+use crate::handler::Handler;
 use crate::state::Context;
 
+/// `init`.
+#[derive(Debug, clap::Args)]
+pub struct InitArgs {
+    /// The CA key: `p256` (ECDSA P-256) or `rsa3072`.
+    #[arg(long, default_value = "p256", env = "SHIQI_CA_KEY_TYPE")]
+    pub key_type: String,
+    /// The CA certificate's common name.
+    #[arg(long, default_value = "shiqi-connect CA", env = "SHIQI_CA_COMMON_NAME")]
+    pub common_name: String,
+}
+
+impl Handler for InitArgs {
+    fn action(&self) -> &'static str {
+        "init"
+    }
+
+    fn run(&self, ctx: &Context) -> anyhow::Result<()> {
+        run(ctx, self)
+    }
+}
+
 /// Creates the CA key (0600), certificate and inventory in a 0700 state directory.
-pub fn run(ctx: &Context, args: InitArgs) -> anyhow::Result<()> {
+pub fn run(ctx: &Context, args: &InitArgs) -> anyhow::Result<()> {
     let key_type: KeyType = args.key_type.parse()?;
     if !matches!(key_type, KeyType::EcdsaP256 | KeyType::Rsa3072) {
         anyhow::bail!("the CA key must be `p256` or `rsa3072`, not `{key_type}`");

@@ -3,14 +3,59 @@
 use shiqi_ca::ProfileName;
 use shiqi_ca::inventory::CertKind;
 
-use crate::cli::KafkaUserArgs;
 use crate::error::AgentError;
+use crate::handler::{self, Handler};
 use crate::kafka::Admin;
 use crate::ops::acls;
 use crate::state::Context;
 
+/// `kafka-user`.
+#[derive(Debug, clap::Args)]
+pub struct KafkaUserArgs {
+    /// The user (and certificate) name; the principal is `User:NAME`.
+    pub name: String,
+    /// Delete every ACL of `User:NAME` instead (no certificate needed), and list what was
+    /// deleted.
+    #[arg(long)]
+    pub revoke: bool,
+}
+
+impl Handler for KafkaUserArgs {
+    fn action(&self) -> &'static str {
+        if self.revoke {
+            "kafka-user-revoke"
+        } else {
+            "kafka-user"
+        }
+    }
+
+    fn target(&self) -> String {
+        self.name.trim().to_owned()
+    }
+
+    fn describe(&self) -> String {
+        if self.revoke {
+            format!("deleting the Kafka ACLs of `{}`", self.name)
+        } else {
+            format!("the Kafka ACLs of `{}`", self.name)
+        }
+    }
+
+    fn user_may(&self, _ctx: &Context, name: &str) -> Result<bool, AgentError> {
+        Ok(self.name.trim() == name && !self.revoke)
+    }
+
+    fn locked_name(&self, _ctx: &Context) -> anyhow::Result<Option<ProfileName>> {
+        Ok(handler::name(&self.name))
+    }
+
+    fn run(&self, ctx: &Context) -> anyhow::Result<()> {
+        run(ctx, self)
+    }
+}
+
 /// Grants or revokes and prints a `KafkaUserResponse`.
-pub fn run(ctx: &Context, args: KafkaUserArgs) -> anyhow::Result<()> {
+pub fn run(ctx: &Context, args: &KafkaUserArgs) -> anyhow::Result<()> {
     let result = if args.revoke {
         let revoked = acls::user_name(ctx, &args.name).and_then(|name| acls::revoke(ctx, &name));
         acls::record(ctx, "kafka-user-revoke", &args.name, &revoked);

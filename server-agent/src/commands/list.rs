@@ -7,15 +7,39 @@ use std::io::Write as _;
 use shiqi_ca::inventory::{Filter, Listed, Record, Status};
 use time::OffsetDateTime;
 
-use crate::cli::ListArgs;
+use crate::handler::Handler;
 use crate::state::Context;
+
+/// `list`.
+#[derive(Debug, clap::Args)]
+pub struct ListArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Only the certificates of this name.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Only `valid`, `revoked` or `expired` ones.
+    #[arg(long)]
+    pub status: Option<String>,
+}
+
+impl Handler for ListArgs {
+    fn action(&self) -> &'static str {
+        "list"
+    }
+
+    fn run(&self, ctx: &Context) -> anyhow::Result<()> {
+        run(ctx, self)
+    }
+}
 
 /// NAME's column width: names are at most 32 characters, and a streamed table cannot measure
 /// them first.
 const NAME_WIDTH: usize = shiqi_ca::name::MAX_NAME_LEN;
 
 /// Prints the certificates the filters select.
-pub fn run(ctx: &Context, args: ListArgs) -> anyhow::Result<()> {
+pub fn run(ctx: &Context, args: &ListArgs) -> anyhow::Result<()> {
     let status = match args.status.as_deref().map(str::trim) {
         None => None,
         Some("valid") => Some(Listed::Valid),

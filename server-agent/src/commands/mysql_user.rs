@@ -2,13 +2,46 @@
 
 use shiqi_ca::ProfileName;
 
-use crate::cli::MysqlUserArgs;
 use crate::error::AgentError;
+use crate::handler::{self, Handler};
 use crate::ops::mysql_user;
 use crate::state::Context;
 
+/// `mysql-user`.
+#[derive(Debug, clap::Args)]
+pub struct MysqlUserArgs {
+    /// The user (and certificate) name.
+    pub name: String,
+}
+
+impl Handler for MysqlUserArgs {
+    fn action(&self) -> &'static str {
+        "mysql-user"
+    }
+
+    fn target(&self) -> String {
+        self.name.trim().to_owned()
+    }
+
+    fn describe(&self) -> String {
+        format!("the MySQL user `{}`", self.name)
+    }
+
+    fn user_may(&self, _ctx: &Context, name: &str) -> Result<bool, AgentError> {
+        Ok(self.name.trim() == name)
+    }
+
+    fn locked_name(&self, _ctx: &Context) -> anyhow::Result<Option<ProfileName>> {
+        Ok(handler::name(&self.name))
+    }
+
+    fn run(&self, ctx: &Context) -> anyhow::Result<()> {
+        run(ctx, self)
+    }
+}
+
 /// Creates or refreshes the account and prints a `MysqlUserResponse`.
-pub fn run(ctx: &Context, args: MysqlUserArgs) -> anyhow::Result<()> {
+pub fn run(ctx: &Context, args: &MysqlUserArgs) -> anyhow::Result<()> {
     let name = args
         .name
         .parse::<ProfileName>()

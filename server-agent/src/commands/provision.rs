@@ -7,15 +7,60 @@
 //! the client knows a certificate was issued and revokes it.
 
 use shiqi_ca::ProfileName;
-use shiqi_ca::protocol::{PROTOCOL_VERSION, ProvisionResponse};
+use shiqi_ca::protocol::{self, PROTOCOL_VERSION, ProvisionResponse};
 
-use crate::cli::ProvisionArgs;
+use crate::error::AgentError;
+use crate::handler::{self, Handler};
 use crate::kafka::Admin;
 use crate::ops::{Cluster, acls, mysql_user, sign};
 use crate::state::Context;
 
+/// `provision`.
+#[derive(Debug, clap::Args)]
+pub struct ProvisionArgs {
+    /// The name the certificate, the Kafka principal and the MySQL user are for.
+    #[arg(long)]
+    pub name: String,
+    /// Neither ask Kafka for its brokers nor grant ACLs.
+    #[arg(long)]
+    pub no_kafka: bool,
+}
+
+impl Handler for ProvisionArgs {
+    fn action(&self) -> &'static str {
+        "provision"
+    }
+
+    fn target(&self) -> String {
+        self.name.trim().to_owned()
+    }
+
+    fn describe(&self) -> String {
+        format!("a certificate for `{}`", self.name)
+    }
+
+    fn user_may(&self, _ctx: &Context, name: &str) -> Result<bool, AgentError> {
+        Ok(self.name.trim() == name)
+    }
+
+    fn locked_name(&self, _ctx: &Context) -> anyhow::Result<Option<ProfileName>> {
+        Ok(handler::name(&self.name))
+    }
+
+    fn wire(&self) -> Option<Result<protocol::Request, String>> {
+        if self.no_kafka {
+            return None;
+        }
+        Some(handler::parsed("name", &self.name).map(|name| protocol::Request::Provision { name }))
+    }
+
+    fn run(&self, ctx: &Context) -> anyhow::Result<()> {
+        run(ctx, self)
+    }
+}
+
 /// Signs, grants, creates, and prints a `ProvisionResponse`.
-pub fn run(ctx: &Context, args: ProvisionArgs) -> anyhow::Result<()> {
+pub fn run(ctx: &Context, args: &ProvisionArgs) -> anyhow::Result<()> {
     let csr = super::read_csr()?;
     let cluster = Cluster::new(ctx, !args.no_kafka);
     let certificate = sign::issue(ctx, &args.name, &csr, None, &cluster)?;

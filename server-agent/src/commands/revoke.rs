@@ -6,12 +6,100 @@
 //! is idempotent).
 
 use shiqi_ca::crl::{Reason, parse_reason};
-use shiqi_ca::protocol::RevokeTarget;
+use shiqi_ca::inventory::CertKind;
+use shiqi_ca::protocol::{self, RevokeTarget};
+use shiqi_ca::{ProfileName, Serial};
 
-use crate::cli::RevokeArgs;
 use crate::error::AgentError;
+use crate::handler::{self, Handler};
 use crate::ops::revoke;
 use crate::state::Context;
+
+/// `revoke`.
+#[derive(Debug, clap::Args)]
+#[command(group = clap::ArgGroup::new("which").required(true).args(["serial", "name"]))]
+pub struct RevokeArgs {
+    /// The serial (hex, as `list` prints it) of the certificate to revoke.
+    pub serial: Option<String>,
+    /// Revoke every valid client certificate of NAME instead.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// With `--name`: only the certificates of NAME for this public key (the SHA-256 of its
+    /// SubjectPublicKeyInfo, hex). Finding none is not an error: the laptop uses this to
+    /// revoke a certificate whose setup never finished.
+    #[arg(long, requires = "name")]
+    pub key: Option<String>,
+    /// Why: unspecified, key-compromise, ca-compromise, affiliation-changed, superseded,
+    /// cessation-of-operation or certificate-hold.
+    #[arg(long, default_value = "unspecified")]
+    pub reason: String,
+}
+
+impl Handler for RevokeArgs {
+    fn action(&self) -> &'static str {
+        "revoke"
+    }
+
+    fn target(&self) -> String {
+        let raw = self.name.as_deref().or(self.serial.as_deref());
+        raw.map(str::trim).unwrap_or_default().to_owned()
+    }
+
+    fn describe(&self) -> String {
+        match (&self.serial, &self.name) {
+            (_, Some(name)) => format!("revoking `{name}`"),
+            (Some(serial), None) => format!("revoking serial `{serial}`"),
+            (None, None) => "`revoke`".to_owned(),
+        }
+    }
+
+    fn user_may(&self, ctx: &Context, name: &str) -> Result<bool, AgentError> {
+        match (&self.serial, &self.name) {
+            (_, Some(own)) => Ok(own.trim() == name),
+            (Some(serial), None) => own_serial(ctx, name, serial),
+            (None, None) => Ok(false),
+        }
+    }
+
+    fn locked_name(&self, ctx: &Context) -> anyhow::Result<Option<ProfileName>> {
+        match (&self.name, &self.serial) {
+            (Some(name), _) => Ok(handler::name(name)),
+            // A serial's certificate names whose grants its revocation may end.
+            (None, Some(serial)) => {
+                let Ok(serial) = serial.trim().parse::<Serial>() else {
+                    return Ok(None);
+                };
+                let record = ctx.inventory()?.by_serial(&serial)?;
+                Ok(record.and_then(|r| handler::name(&r.name)))
+            }
+            (None, None) => Ok(None),
+        }
+    }
+
+    fn wire(&self) -> Option<Result<protocol::Request, String>> {
+        let target = || {
+            Ok(match (&self.serial, &self.name, &self.key) {
+                (Some(s), None, None) => RevokeTarget::Serial(handler::parsed("serial", s)?),
+                (None, Some(n), None) => RevokeTarget::Name(handler::parsed("name", n)?),
+                (None, Some(n), Some(k)) => {
+                    RevokeTarget::Key(handler::parsed("name", n)?, handler::parsed("key", k)?)
+                }
+                _ => return Err("revoke takes a serial or --name [--key]".to_owned()),
+            })
+        };
+        let request = || {
+            Ok(protocol::Request::Revoke {
+                target: target()?,
+                reason: handler::parsed("reason", &self.reason)?,
+            })
+        };
+        Some(request())
+    }
+
+    fn run(&self, ctx: &Context) -> anyhow::Result<()> {
+        run(ctx, self)
+    }
+}
 
 /// Revokes, prints a `RevokeResponse`, and writes one audit line per certificate.
 pub fn run(ctx: &Context, args: &RevokeArgs) -> anyhow::Result<()> {
@@ -34,6 +122,15 @@ pub fn run(ctx: &Context, args: &RevokeArgs) -> anyhow::Result<()> {
         why: failures.join("; "),
     }
     .into())
+}
+
+/// Whether `serial` is a client certificate of `name` (an unknown or malformed serial is not).
+fn own_serial(ctx: &Context, name: &str, serial: &str) -> Result<bool, AgentError> {
+    let Ok(serial) = serial.trim().parse::<Serial>() else {
+        return Ok(false);
+    };
+    let record = ctx.inventory()?.by_serial(&serial)?;
+    Ok(record.is_some_and(|r| r.kind == CertKind::Client && r.name == name))
 }
 
 /// What the arguments ask to revoke, and why. clap lets through a serial, or a name with or

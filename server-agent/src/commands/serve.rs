@@ -10,9 +10,62 @@ use shiqi_ca::inventory::access::Enrollment;
 
 use crate::access::{self, Caller};
 use crate::audit;
-use crate::cli::{Command, Request, ServeArgs};
+use crate::commands::Command;
 use crate::error::AgentError;
+use crate::handler::{Audience, Handler};
 use crate::state::Context;
+
+/// `serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// The fingerprint of the key sshd authenticated (`SHA256:…`), written by `enroll`.
+    #[arg(
+        long,
+        value_name = "FINGERPRINT",
+        required_unless_present = "principal"
+    )]
+    pub key: Option<String>,
+    /// The certificate principal sshd authenticated (its `AuthorizedPrincipalsFile` line),
+    /// written by `enroll --ssh-principal`.
+    #[arg(long, value_name = "PRINCIPAL", conflicts_with = "key")]
+    pub principal: Option<String>,
+}
+
+impl Handler for ServeArgs {
+    fn action(&self) -> &'static str {
+        "serve"
+    }
+
+    fn describe(&self) -> String {
+        "`serve` inside a request".to_owned()
+    }
+
+    fn audience(&self) -> Audience {
+        Audience::Nobody
+    }
+
+    /// `authorize` refuses it before this point; never run one request inside another.
+    fn run(&self, _ctx: &Context) -> anyhow::Result<()> {
+        Err(AgentError::Request {
+            why: "`serve` cannot run inside a request".to_owned(),
+        }
+        .into())
+    }
+}
+
+/// A request as a person's key sends it: one command, none of the global options (the state
+/// directory and config are the forced command's, never the caller's).
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "shiqi-ca-agent",
+    version,
+    about = "The shiqi CA agent (through SSH)"
+)]
+pub struct Request {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
 
 /// The program name a request must start with (any path to it: `--agent-command` may name one).
 const AGENT: &str = "shiqi-ca-agent";
@@ -71,7 +124,7 @@ pub fn run(ctx: &mut Context, args: ServeArgs) -> anyhow::Result<()> {
     }
     let parsed = parse(request.as_deref());
     let checked = match &parsed {
-        Ok(Parsed::Command(c)) => access::authorize(ctx, &ctx.caller, c),
+        Ok(Parsed::Command(c)) => access::authorize(ctx, &ctx.caller, c.handler()),
         Ok(Parsed::Text(_)) => match &ctx.caller {
             Caller::Unenrolled { fingerprint } => Err(AgentError::NotEnrolled {
                 key: fingerprint.clone(),
@@ -81,9 +134,12 @@ pub fn run(ctx: &mut Context, args: ServeArgs) -> anyhow::Result<()> {
         Err(_) => Ok(()),
     };
     let refusal = match (parsed, checked) {
-        (Ok(Parsed::Command(command)), Ok(())) => return crate::dispatch(ctx, command),
+        (Ok(Parsed::Command(command)), Ok(())) => return crate::dispatch(ctx, &command),
         (Ok(Parsed::Text(text)), Ok(())) => return crate::commands::print_text(&text),
-        (Ok(Parsed::Command(command)), Err(e)) => (access::audit_target(&command), e),
+        (Ok(Parsed::Command(command)), Err(e)) => {
+            let handler = command.handler();
+            ((handler.action(), handler.target()), e)
+        }
         (Ok(Parsed::Text(_)), Err(e)) | (Err(e), _) => (("serve", String::new()), e),
     };
     let ((action, name), e) = refusal;

@@ -1,5 +1,7 @@
 //! `server-cert`: a server certificate and the files that server needs.
 
+use std::path::PathBuf;
+
 use serde::Serialize;
 use shiqi_ca::inventory::{CertKind, NewCert};
 use shiqi_ca::issue::{Lifetime, ServerUsage, Validity};
@@ -8,11 +10,63 @@ use shiqi_ca::keystore::{self, P12Format};
 use shiqi_ca::{Secret, cert::Cert};
 
 use crate::audit;
-use crate::cli::{ServerCertArgs, ServerKind};
 use crate::error::AgentError;
 use crate::fsutil;
+use crate::handler::Handler;
 use crate::render::render;
 use crate::state::Context;
+
+/// What a server certificate is for.
+// The variants' doc comments are `--help` text: `[mysqld]` is a section, not a rustdoc link.
+#[allow(rustdoc::broken_intra_doc_links)]
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ServerKind {
+    /// A Kafka broker: PKCS#12 keystore + truststore + server.properties fragment.
+    Kafka,
+    /// MariaDB/MySQL: PEM files + a [mysqld] fragment.
+    Mysql,
+}
+
+/// `server-cert`.
+// `[default: …]` is `--help` text, not a rustdoc link.
+#[allow(rustdoc::broken_intra_doc_links)]
+#[derive(Debug, clap::Args)]
+pub struct ServerCertArgs {
+    /// The certificate's common name (e.g. `kafka-broker`, `mariadb`).
+    pub name: String,
+    /// The server kind.
+    #[arg(long, value_enum)]
+    pub kind: ServerKind,
+    /// A DNS name or IP address clients verify (repeat for each; for a broker every advertised
+    /// host name).
+    #[arg(long = "san", required = true)]
+    pub sans: Vec<String>,
+    /// Where to write the files: created 0700 if missing; an existing folder keeps its mode.
+    /// Keys and keystores are written 0600, certificates 0644.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Validity in days [default: config `lifetime.server_days`].
+    #[arg(long)]
+    pub days: Option<u64>,
+}
+
+impl Handler for ServerCertArgs {
+    fn action(&self) -> &'static str {
+        "server-cert"
+    }
+
+    fn target(&self) -> String {
+        self.name.trim().to_owned()
+    }
+
+    fn describe(&self) -> String {
+        format!("`server-cert {}`", self.name)
+    }
+
+    fn run(&self, ctx: &Context) -> anyhow::Result<()> {
+        run(ctx, self)
+    }
+}
 
 #[derive(Serialize)]
 struct KafkaCtx<'a> {
@@ -51,7 +105,7 @@ fn crl_for_mysql(ctx: &Context, ca: &shiqi_ca::issue::Ca) -> anyhow::Result<Opti
 }
 
 /// Issues the certificate and writes the server's files into `--out`.
-pub fn run(ctx: &Context, args: ServerCertArgs) -> anyhow::Result<()> {
+pub fn run(ctx: &Context, args: &ServerCertArgs) -> anyhow::Result<()> {
     let name: shiqi_ca::ProfileName = args.name.parse()?;
     // Everything the caller gave is checked before a serial is spent.
     for san in &args.sans {

@@ -1,12 +1,74 @@
 //! `sign --name NAME [--replaces SERIAL]`: one PEM CSR on stdin in, one `SignResponse` JSON
 //! document out ([`crate::ops::sign`]).
 
-use crate::cli::SignArgs;
+use shiqi_ca::ProfileName;
+use shiqi_ca::protocol;
+
+use crate::error::AgentError;
+use crate::handler::{self, Handler};
 use crate::ops::{Cluster, sign};
 use crate::state::Context;
 
+/// `sign`.
+#[derive(Debug, clap::Args)]
+pub struct SignArgs {
+    /// The name the certificate is for; the CSR's subject must be exactly CN=NAME.
+    #[arg(long)]
+    pub name: String,
+    /// Skip asking Kafka for its brokers (the answer then lists that fact as missing).
+    #[arg(long)]
+    pub no_kafka: bool,
+    /// The serial of the certificate this one replaces (`shiqi-connect rotate`/`renew`): it must
+    /// be a client certificate of the same name. Recorded in the audit log as a `rotate`.
+    #[arg(long, value_name = "SERIAL")]
+    pub replaces: Option<String>,
+}
+
+impl Handler for SignArgs {
+    fn action(&self) -> &'static str {
+        "sign"
+    }
+
+    fn target(&self) -> String {
+        self.name.trim().to_owned()
+    }
+
+    fn describe(&self) -> String {
+        format!("a certificate for `{}`", self.name)
+    }
+
+    fn user_may(&self, _ctx: &Context, name: &str) -> Result<bool, AgentError> {
+        Ok(self.name.trim() == name)
+    }
+
+    fn locked_name(&self, _ctx: &Context) -> anyhow::Result<Option<ProfileName>> {
+        Ok(handler::name(&self.name))
+    }
+
+    fn wire(&self) -> Option<Result<protocol::Request, String>> {
+        if self.no_kafka {
+            return None;
+        }
+        let request = || {
+            Ok(protocol::Request::Sign {
+                name: handler::parsed("name", &self.name)?,
+                replaces: self
+                    .replaces
+                    .as_deref()
+                    .map(|s| handler::parsed("replaces", s))
+                    .transpose()?,
+            })
+        };
+        Some(request())
+    }
+
+    fn run(&self, ctx: &Context) -> anyhow::Result<()> {
+        run(ctx, self)
+    }
+}
+
 /// Signs the CSR and prints the answer.
-pub fn run(ctx: &Context, args: SignArgs) -> anyhow::Result<()> {
+pub fn run(ctx: &Context, args: &SignArgs) -> anyhow::Result<()> {
     let cluster = Cluster::new(ctx, !args.no_kafka);
     let response = super::read_csr()
         .and_then(|csr| sign::issue(ctx, &args.name, &csr, args.replaces.as_deref(), &cluster))?;

@@ -3,11 +3,40 @@
 use shiqi_ca::ProfileName;
 
 use crate::audit;
-use crate::cli::UnblockArgs;
+use crate::handler::{self, Handler};
 use crate::state::Context;
 
+/// `unblock`.
+#[derive(Debug, clap::Args)]
+pub struct UnblockArgs {
+    /// The name.
+    pub name: String,
+}
+
+impl Handler for UnblockArgs {
+    fn action(&self) -> &'static str {
+        "unblock"
+    }
+
+    fn target(&self) -> String {
+        self.name.trim().to_owned()
+    }
+
+    fn describe(&self) -> String {
+        format!("`unblock {}`", self.name)
+    }
+
+    fn locked_name(&self, _ctx: &Context) -> anyhow::Result<Option<ProfileName>> {
+        Ok(handler::name(&self.name))
+    }
+
+    fn run(&self, ctx: &Context) -> anyhow::Result<()> {
+        run(ctx, self)
+    }
+}
+
 /// Unblocks and says what it did.
-pub fn run(ctx: &Context, args: UnblockArgs) -> anyhow::Result<()> {
+pub fn run(ctx: &Context, args: &UnblockArgs) -> anyhow::Result<()> {
     let name: ProfileName = args.name.trim().parse()?;
     let lifted = ctx.inventory()?.unblock(name.as_str())?;
     let text = match &lifted {

@@ -1,8 +1,36 @@
 //! `version`: the agent's build and the protocol it speaks, asked by the laptop's doctor.
 
-use shiqi_ca::protocol::{PROTOCOL_VERSION, VersionResponse};
+use shiqi_ca::protocol::{self, PROTOCOL_VERSION, VersionResponse};
 
-use crate::cli::VersionArgs;
+use crate::error::AgentError;
+use crate::handler::Handler;
+use crate::state::Context;
+
+/// `version`.
+#[derive(Debug, clap::Args)]
+pub struct VersionArgs {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl Handler for VersionArgs {
+    fn action(&self) -> &'static str {
+        "version"
+    }
+
+    fn user_may(&self, _ctx: &Context, _name: &str) -> Result<bool, AgentError> {
+        Ok(true)
+    }
+
+    fn wire(&self) -> Option<Result<protocol::Request, String>> {
+        self.json.then_some(Ok(protocol::Request::Version))
+    }
+
+    fn run(&self, _ctx: &Context) -> anyhow::Result<()> {
+        run(self)
+    }
+}
 
 /// Prints the build and protocol, as JSON or as two lines.
 pub fn run(args: &VersionArgs) -> anyhow::Result<()> {

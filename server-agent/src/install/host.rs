@@ -4,8 +4,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use super::{Install, Outcome, run};
-use crate::cli::Timer;
+use super::{Install, Outcome, Timer, run};
 use crate::error::AgentError;
 
 /// Where the units go.

@@ -10,6 +10,7 @@
 //! systemd units, the brokers' settings) and never touches the inventory as root.
 
 mod account;
+mod args;
 mod folder;
 mod host;
 mod kafka;
@@ -19,8 +20,9 @@ mod sshd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::cli::InstallArgs;
 use crate::error::AgentError;
+
+pub use args::{InstallArgs, Timer};
 
 /// What a step found or did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
