@@ -23,7 +23,8 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// the agent's command line ([`Request::to_argv`], every word from a validated type, so no
 /// quoting is needed); the agent parses that line with its own command-line types and converts
 /// it back, and a test there holds the two to the same meaning for every variant. Each request
-/// has one reply type ([`RequestKind`] names it).
+/// has one reply type ([`RequestKind`] names it). A request's facts here are its variant, its
+/// line in the `request_kinds!` table, and its arm in `Request::spelled`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
     /// Sign the CSR on stdin for `name`, grant its Kafka ACLs, create its MySQL user:
@@ -64,60 +65,77 @@ pub enum RevokeTarget {
     Key(ProfileName, crate::KeyId),
 }
 
-/// Which request, without its values: for messages and for the reply type.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RequestKind {
-    /// `provision`.
-    Provision,
-    /// `sign`.
-    Sign,
-    /// `brokers`.
-    Brokers,
-    /// `version`.
-    Version,
-    /// `revoke`.
-    Revoke,
+/// Declares [`RequestKind`] and each kind's subcommand from one table.
+macro_rules! request_kinds {
+    ($($kind:ident => $subcommand:literal,)*) => {
+        /// Which request, without its values: for messages and for the reply type.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum RequestKind {
+            $(
+                #[doc = concat!("`", $subcommand, "`.")]
+                $kind,
+            )*
+        }
+
+        impl RequestKind {
+            /// The agent's subcommand.
+            pub fn subcommand(self) -> &'static str {
+                match self {
+                    $(Self::$kind => $subcommand,)*
+                }
+            }
+        }
+    };
 }
 
-impl RequestKind {
-    /// The agent's subcommand.
-    pub fn subcommand(self) -> &'static str {
-        match self {
-            Self::Provision => "provision",
-            Self::Sign => "sign",
-            Self::Brokers => "brokers",
-            Self::Version => "version",
-            Self::Revoke => "revoke",
-        }
-    }
+request_kinds! {
+    Provision => "provision",
+    Sign => "sign",
+    Brokers => "brokers",
+    Version => "version",
+    Revoke => "revoke",
 }
 
 impl Request {
     /// Which request this is.
     pub fn kind(&self) -> RequestKind {
-        match self {
-            Self::Provision { .. } => RequestKind::Provision,
-            Self::Sign { .. } => RequestKind::Sign,
-            Self::Brokers => RequestKind::Brokers,
-            Self::Version => RequestKind::Version,
-            Self::Revoke { .. } => RequestKind::Revoke,
-        }
+        self.spelled().0
     }
 
     /// The agent's command line after the program's name: `provision --name saige`. Names,
     /// serials, key ids and reasons print as `[a-z0-9-]` words only.
     pub fn to_argv(&self) -> Vec<String> {
-        let mut argv = vec![self.kind().subcommand().to_owned()];
-        let mut push = |words: &[&str]| argv.extend(words.iter().map(|w| (*w).to_owned()));
-        match self {
-            Self::Provision { name } => push(&["--name", name.as_str()]),
+        let (kind, words) = self.spelled();
+        std::iter::once(kind.subcommand().to_owned())
+            .chain(words)
+            .collect()
+    }
+
+    /// Which request this is and its words after the subcommand: the one place each request
+    /// is spelled.
+    fn spelled(&self) -> (RequestKind, Vec<String>) {
+        let mut words = Vec::new();
+        let mut push = |w: &[&str]| words.extend(w.iter().map(|w| (*w).to_owned()));
+        let kind = match self {
+            Self::Provision { name } => {
+                push(&["--name", name.as_str()]);
+                RequestKind::Provision
+            }
             Self::Sign { name, replaces } => {
                 push(&["--name", name.as_str()]);
                 if let Some(old) = replaces {
                     push(&["--replaces", &old.to_string()]);
                 }
+                RequestKind::Sign
             }
-            Self::Brokers | Self::Version => push(&["--json"]),
+            Self::Brokers => {
+                push(&["--json"]);
+                RequestKind::Brokers
+            }
+            Self::Version => {
+                push(&["--json"]);
+                RequestKind::Version
+            }
             Self::Revoke { target, reason } => {
                 match target {
                     RevokeTarget::Serial(serial) => push(&[&serial.to_string()]),
@@ -127,9 +145,10 @@ impl Request {
                     }
                 }
                 push(&["--reason", &reason.to_string()]);
+                RequestKind::Revoke
             }
-        }
-        argv
+        };
+        (kind, words)
     }
 }
 
@@ -620,6 +639,48 @@ mod tests {
             "not_after":"2026-02-01T00:00:00Z","certificate_pem":{pem},"chain_pem":[{pem}],
             "ca_pem":{pem},"facts":{{}}}}"#
         )
+    }
+
+    #[test]
+    fn requests_spell_their_subcommand_and_words() {
+        let name: ProfileName = "saige".parse().expect("name");
+        let serial: Serial = "0a1b".parse().expect("serial");
+        let key: crate::KeyId = "ab".repeat(32).parse().expect("key id");
+        for (request, argv) in [
+            (
+                Request::Provision { name: name.clone() },
+                "provision --name saige".to_owned(),
+            ),
+            (
+                Request::Sign {
+                    name: name.clone(),
+                    replaces: Some(serial.clone()),
+                },
+                "sign --name saige --replaces 0a1b".to_owned(),
+            ),
+            (Request::Brokers, "brokers --json".to_owned()),
+            (Request::Version, "version --json".to_owned()),
+            (
+                Request::Revoke {
+                    target: RevokeTarget::Serial(serial),
+                    reason: Reason::Superseded,
+                },
+                "revoke 0a1b --reason superseded".to_owned(),
+            ),
+            (
+                Request::Revoke {
+                    target: RevokeTarget::Key(name, key),
+                    reason: Reason::Unspecified,
+                },
+                format!(
+                    "revoke --name saige --key {} --reason unspecified",
+                    "ab".repeat(32)
+                ),
+            ),
+        ] {
+            assert_eq!(request.to_argv().join(" "), argv);
+            assert_eq!(Some(request.kind().subcommand()), argv.split(' ').next());
+        }
     }
 
     #[test]
