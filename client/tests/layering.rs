@@ -167,3 +167,54 @@ fn each_crate_depends_only_on_the_crates_below_it() {
         ["shiqi-ca", "shiqi-connect"]
     );
 }
+
+/// Lines of non-test code outside `src/profile/` that write `profile.json` by its name (test
+/// support modules, `testing.rs` or `#![cfg(test)]`, may write fixtures).
+fn profile_json_writers(relative: &Path, text: &str) -> Vec<String> {
+    let test_support = relative
+        .file_name()
+        .is_some_and(|n| n == "testing.rs" || n == "tests.rs")
+        || text.contains("#![cfg(test)]");
+    if relative.starts_with("profile") || test_support {
+        return Vec::new();
+    }
+    let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+    code.lines()
+        .enumerate()
+        .map(|(n, line)| (n, line.split("//").next().unwrap_or_default()))
+        .filter(|(_, line)| line.contains("PROFILE_JSON") || line.contains("\"profile.json\""))
+        .filter(|(_, line)| {
+            ["write", "rename", "copy", "create"]
+                .iter()
+                .any(|w| line.contains(w))
+        })
+        .map(|(n, line)| format!("{}:{}: {}", relative.display(), n + 1, line.trim()))
+        .collect()
+}
+
+/// `profile.json` changes in place only through `profile::store::update`, under the profile's
+/// lock (`Profile::save` is private to `profile/`); a second writer elsewhere fails here.
+#[test]
+fn profile_json_is_written_only_by_the_profile_store() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut writers = Vec::new();
+    for file in &files {
+        let relative = file.strip_prefix(&src).unwrap_or(file);
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        writers.extend(profile_json_writers(relative, &text));
+    }
+    assert!(
+        writers.is_empty(),
+        "profile.json written outside profile::store:\n{}",
+        writers.join("\n")
+    );
+    let planted = "fn f(dir: &Path, p: &Profile) {\n    \
+                   fsutil::write_private(&dir.join(files::PROFILE_JSON), b\"{}\");\n}\n";
+    assert_eq!(
+        profile_json_writers(Path::new("tunnel/refresh.rs"), planted).len(),
+        1
+    );
+    assert!(profile_json_writers(Path::new("profile/store.rs"), planted).is_empty());
+}

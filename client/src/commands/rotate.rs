@@ -16,9 +16,9 @@ use crate::cli::{GlobalArgs, RenewArgs, RotateArgs};
 use crate::commands::print_stdout;
 use crate::error::Error;
 use crate::printer::Printer;
+use crate::profile::lock::PATIENCE;
 use crate::profile::{self, Profile, Roots, tilde};
 use crate::ssh::Session;
-use crate::steps::journal;
 use crate::steps::renew::{self, RenewOutcome};
 use crate::steps::rotate::{self, OldCertificate, Rotated};
 use crate::tunnel::login::Targets;
@@ -155,7 +155,7 @@ async fn renew_one(
     }
     let session = login(roots, &profile, printer).await?;
     let step = printer.step(&format!("renew the certificate of `{name}`"));
-    let result = renew::renew_if_due(&session, &dir, name, Some(journal::PATIENCE)).await;
+    let result = renew::renew_if_due(&session, &dir, name, Some(PATIENCE)).await;
     session.close().await;
     let outcome = result.with_context(|| format!("cannot renew the certificate of `{name}`"))?;
     match &outcome {

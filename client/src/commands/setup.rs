@@ -231,7 +231,7 @@ pub async fn execute(
 
     // A run of this name that died (SIGKILL, power) may have left a certificate behind: its key
     // is journaled, and its certificate is revoked before this run asks for another.
-    let lock = journal::lock(&s.shiqi_home, &s.name)?;
+    let lock = crate::profile::lock::lock(&s.shiqi_home, &s.name)?;
     let replaced = if s.force {
         journal::profile_key(&dir)
     } else {

@@ -12,189 +12,17 @@ use time::OffsetDateTime;
 
 use crate::error::Error;
 
+pub mod files;
+pub mod lock;
+pub mod render;
 pub mod roots;
+pub mod store;
 
 pub use crate::os::account::home;
 pub use roots::{Roots, tilde};
 
 /// The `profile.json` format version this build writes and reads.
 pub const PROFILE_VERSION: u32 = 1;
-
-/// The files of a profile folder.
-pub mod files {
-    /// The private key, PKCS#8 PEM.
-    pub const CLIENT_KEY: &str = "client.key";
-    /// Leaf certificate then chain, PEM.
-    pub const CLIENT_CRT: &str = "client.crt";
-    /// The CA certificate, PEM.
-    pub const CA_CRT: &str = "ca.crt";
-    /// Key and chain, PKCS#12, alias `client`.
-    pub const KEYSTORE: &str = "keystore.p12";
-    /// The CA as a trusted entry, PKCS#12, alias `shiqi-ca`.
-    pub const TRUSTSTORE: &str = "truststore.p12";
-    /// The password of both PKCS#12 files.
-    pub const KEYSTORE_PASSWORD: &str = "keystore.password";
-    /// Java Kafka client settings.
-    pub const CLIENT_PROPERTIES: &str = "client.properties";
-    /// librdkafka (kcat) settings.
-    pub const LIBRDKAFKA_CONF: &str = "librdkafka.conf";
-    /// MySQL/MariaDB client option file.
-    pub const MY_CNF: &str = "my.cnf";
-    /// The tunnel's ssh config.
-    pub const SSH_CONFIG: &str = "ssh_config";
-    /// How to set up DataGrip.
-    pub const DATAGRIP_MD: &str = "DATAGRIP.md";
-    /// Environment variables for apps, scripts and Compose (`env_file:`).
-    pub const SHIQI_ENV: &str = "shiqi.env";
-    /// This profile's facts.
-    pub const PROFILE_JSON: &str = "profile.json";
-
-    /// What a profile file is made from.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub enum Source {
-        /// The private key (PKCS#8 PEM).
-        Key,
-        /// The leaf certificate and its chain (PEM).
-        Chain,
-        /// The CA certificate (PEM).
-        Ca,
-        /// Key and chain as PKCS#12.
-        Keystore,
-        /// The CA as PKCS#12.
-        Truststore,
-        /// The PKCS#12 password.
-        Password,
-        /// `render/templates/NAME.j2`, rendered from the profile.
-        Template(&'static str),
-        /// `profile.json`: written last, so a reader that finds it finds every file it lists.
-        Facts,
-    }
-
-    /// When a profile has the file.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub enum When {
-        /// Every profile.
-        Always,
-        /// Profiles of a server with Kafka brokers.
-        WithKafka,
-        /// Profiles of a server with MySQL.
-        WithMysql,
-    }
-
-    /// One kind of profile file: the one place setup, rotate, renew, the tunnel's refresh, the
-    /// folder swap and doctor learn what a profile holds.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub struct Kind {
-        /// The file's name in the profile folder.
-        pub name: &'static str,
-        /// Holds a secret (the key, the password, or a config with the password): doctor
-        /// allows no group or other bits on it.
-        pub secret: bool,
-        /// When the profile has it.
-        pub when: When,
-        /// What it is made from.
-        pub source: Source,
-    }
-
-    impl Kind {
-        /// Whether `profile` has this file.
-        pub fn present(&self, profile: &super::Profile) -> bool {
-            match self.when {
-                When::Always => true,
-                When::WithKafka => !profile.brokers.is_empty(),
-                When::WithMysql => profile.mysql.is_some(),
-            }
-        }
-    }
-
-    /// Every file of a profile, in the order they are written (`profile.json` last). A new
-    /// file is one entry here and, when rendered, its template.
-    pub const CATALOGUE: &[Kind] = &[
-        Kind {
-            name: CLIENT_KEY,
-            secret: true,
-            when: When::Always,
-            source: Source::Key,
-        },
-        Kind {
-            name: CLIENT_CRT,
-            secret: false,
-            when: When::Always,
-            source: Source::Chain,
-        },
-        Kind {
-            name: CA_CRT,
-            secret: false,
-            when: When::Always,
-            source: Source::Ca,
-        },
-        Kind {
-            name: KEYSTORE,
-            secret: true,
-            when: When::Always,
-            source: Source::Keystore,
-        },
-        Kind {
-            name: TRUSTSTORE,
-            secret: false,
-            when: When::Always,
-            source: Source::Truststore,
-        },
-        Kind {
-            name: KEYSTORE_PASSWORD,
-            secret: true,
-            when: When::Always,
-            source: Source::Password,
-        },
-        Kind {
-            name: SSH_CONFIG,
-            secret: false,
-            when: When::Always,
-            source: Source::Template("ssh_config"),
-        },
-        Kind {
-            name: DATAGRIP_MD,
-            secret: false,
-            when: When::Always,
-            source: Source::Template("DATAGRIP.md"),
-        },
-        Kind {
-            name: CLIENT_PROPERTIES,
-            secret: true,
-            when: When::WithKafka,
-            source: Source::Template("client.properties"),
-        },
-        Kind {
-            name: LIBRDKAFKA_CONF,
-            secret: false,
-            when: When::WithKafka,
-            source: Source::Template("librdkafka.conf"),
-        },
-        Kind {
-            name: MY_CNF,
-            secret: false,
-            when: When::WithMysql,
-            source: Source::Template("my.cnf"),
-        },
-        Kind {
-            name: SHIQI_ENV,
-            secret: false,
-            when: When::Always,
-            source: Source::Template("shiqi.env"),
-        },
-        Kind {
-            name: PROFILE_JSON,
-            secret: false,
-            when: When::Always,
-            source: Source::Facts,
-        },
-    ];
-
-    /// The kind of the file named `name`, if it is a profile file.
-    pub fn kind(name: &str) -> Option<&'static Kind> {
-        CATALOGUE.iter().find(|k| k.name == name)
-    }
-}
 
 /// The alias of the key entry in `keystore.p12`.
 pub const KEYSTORE_ALIAS: &str = "client";
@@ -459,13 +287,13 @@ impl Profile {
         serde_json::from_value(value).map_err(|e| bad(e.to_string()))
     }
 
-    /// Writes it as `dir/profile.json` (0600, atomically). The one in-place writer of the file:
-    /// call it through `steps::store::update`, under the profile's lock, never with a profile
-    /// read before the lock was taken.
+    /// Writes it as `dir/profile.json` (0600, atomically). The one in-place writer of the file,
+    /// and only [`store::update`]'s to call: under the profile's lock, never with a profile read
+    /// before the lock was taken.
     ///
     /// # Errors
     /// [`Error::Io`] when the file cannot be written.
-    pub fn save(&self, dir: &Path) -> Result<(), Error> {
+    fn save(&self, dir: &Path) -> Result<(), Error> {
         crate::fsutil::write_private(&dir.join(files::PROFILE_JSON), self.to_json().as_bytes())
     }
 

@@ -1,8 +1,6 @@
 //! Crash safety for the commands that get certificates (`setup`, `rotate`, `renew`).
 //!
-//! - One run per name at a time: a lock file in `$SHIQI_HOME/.locks/`, held for the run. Whoever
-//!   holds it may sweep the name's staging folders (`.NAME.tmp-*`) that a killed run left,
-//!   since no live run can own them.
+//! - One run per name at a time: the profile's lock ([`crate::profile::lock`]), held for the run.
 //! - A journal of keys (`.locks/NAME.keys`) whose certificates must not outlive the run unless
 //!   they end up in the profile: the new key, written before the agent is asked to sign it (a
 //!   run killed while the agent signs never learns the serial, but it knows the key), and the key
@@ -17,9 +15,7 @@
 //!   certificate, and revokes it once the profile moved on (a rotation, a setup).
 
 use std::collections::BTreeSet;
-use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use shiqi_ca::crl::Reason;
@@ -28,113 +24,11 @@ use shiqi_ca::{KeyId, ProfileName};
 use crate::agent::{self, AgentCommand, Revocation};
 use crate::error::Error;
 use crate::fsutil;
+use crate::profile::lock::{self, NameLock};
 use crate::ssh::Session;
 
-/// The folder of lock and journal files under the profiles' root.
-const LOCKS: &str = ".locks";
-
-/// How long a command run by hand waits for another run on the same profile before it gives
-/// up: the tunnel's renewal holds the lock for a few seconds (one signature, one login per
-/// service), a setup for about as long.
-pub const PATIENCE: Duration = Duration::from_secs(120);
-
-/// How often a waiting run tries the lock again.
-const RETRY: Duration = Duration::from_millis(100);
-
-/// The held lock of one name; released when dropped (or when the process dies).
-#[derive(Debug)]
-pub struct NameLock {
-    _file: File,
-    journal: PathBuf,
-    renewal: PathBuf,
-}
-
-/// Takes the name's lock, waiting up to `patience` for a run that holds it (the tunnel's
-/// renewal, a `rotate` in another terminal): for commands run by hand, which would otherwise
-/// fail only because they raced the tunnel.
-///
-/// # Errors
-/// As [`lock`], [`Error::ProfileBusy`] once `patience` has passed.
-pub async fn lock_waiting(
-    root: &Path,
-    name: &ProfileName,
-    patience: Duration,
-) -> Result<NameLock, Error> {
-    let deadline = Instant::now() + patience;
-    loop {
-        match lock(root, name) {
-            Err(Error::ProfileBusy { .. }) if Instant::now() < deadline => {
-                tokio::time::sleep(RETRY).await;
-            }
-            other => return other,
-        }
-    }
-}
-
-/// [`lock_waiting`] for code that is not async (its callers hold no connection that a blocked
-/// thread would starve). A `patience` of zero tries once.
-///
-/// # Errors
-/// As [`lock_waiting`].
-pub fn lock_blocking(
-    root: &Path,
-    name: &ProfileName,
-    patience: Duration,
-) -> Result<NameLock, Error> {
-    let deadline = Instant::now() + patience;
-    loop {
-        match lock(root, name) {
-            Err(Error::ProfileBusy { .. }) if Instant::now() < deadline => {
-                std::thread::sleep(RETRY);
-            }
-            other => return other,
-        }
-    }
-}
-
-/// Takes the name's lock (refusing if another run holds it) and sweeps its stale staging folders.
-///
-/// # Errors
-/// [`Error::ProfileBusy`] when another run holds the lock; [`Error::Io`] on file errors.
-pub fn lock(root: &Path, name: &ProfileName) -> Result<NameLock, Error> {
-    let locks = root.join(LOCKS);
-    fsutil::create_private_dir(root)?;
-    fsutil::create_private_dir(&locks)?;
-    let path = locks.join(format!("{name}.lock"));
-    let io = |action| {
-        let path = path.clone();
-        move |source| Error::Io {
-            action,
-            path,
-            source,
-        }
-    };
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(io("open the lock file"))?;
-    fsutil::set_visibility(&path, fsutil::Visibility::Private)?;
-    match file.try_lock() {
-        Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => {
-            return Err(Error::ProfileBusy {
-                name: name.to_string(),
-            });
-        }
-        Err(std::fs::TryLockError::Error(e)) => return Err(io("lock")(e)),
-    }
-    sweep(root, name);
-    Ok(NameLock {
-        _file: file,
-        journal: locks.join(format!("{name}.keys")),
-        renewal: renewal_path(root, name),
-    })
-}
-
 fn renewal_path(root: &Path, name: &ProfileName) -> PathBuf {
-    root.join(LOCKS).join(format!("{name}.renewal.json"))
+    lock::file(root, name, "renewal.json")
 }
 
 /// A renewal of one certificate that has not finished: what [`crate::steps::renew`] keeps
@@ -191,28 +85,21 @@ fn read_renewal(path: &Path) -> Option<Renewal> {
     serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
 }
 
-/// Removes `.NAME.tmp-*` folders: only a run holding the name's lock calls this, and every
-/// staging run holds it, so these were left by a run that died.
-fn sweep(root: &Path, name: &ProfileName) {
-    let prefix = format!(".{name}.tmp-");
-    let Ok(entries) = std::fs::read_dir(root) else {
-        return;
-    };
-    for e in entries.filter_map(Result::ok) {
-        if e.file_name().to_string_lossy().starts_with(&prefix) {
-            let path = e.path();
-            match std::fs::remove_dir_all(&path) {
-                Ok(()) => tracing::debug!(path = %path.display(), "removed a stale staging folder"),
-                Err(err) => tracing::warn!("cannot remove `{}`: {err}", path.display()),
-            }
-        }
-    }
-}
-
+// The journal's and the renewal record's operations on a held lock: only its holder may change them.
 impl NameLock {
+    /// `.locks/NAME.keys`.
+    fn keys_file(&self) -> PathBuf {
+        self.file("keys")
+    }
+
+    /// `.locks/NAME.renewal.json`.
+    fn renewal_file(&self) -> PathBuf {
+        self.file("renewal.json")
+    }
+
     /// The journaled keys (an unreadable or damaged journal reads as what parses of it).
     pub fn pending(&self) -> BTreeSet<KeyId> {
-        std::fs::read_to_string(&self.journal)
+        std::fs::read_to_string(self.keys_file())
             .unwrap_or_default()
             .lines()
             .filter_map(|l| l.trim().parse().ok())
@@ -242,7 +129,7 @@ impl NameLock {
 
     /// The renewal record, when it belongs to the certificate whose key is `current`.
     pub fn renewal(&self, current: Option<&KeyId>) -> Option<Renewal> {
-        read_renewal(&self.renewal).filter(|r| r.is_for(current))
+        read_renewal(&self.renewal_file()).filter(|r| r.is_for(current))
     }
 
     /// Records `renewal`, durably.
@@ -251,7 +138,7 @@ impl NameLock {
     /// [`Error::Io`] when it cannot be written.
     pub fn set_renewal(&self, renewal: &Renewal) -> Result<(), Error> {
         let text = serde_json::to_string_pretty(renewal).unwrap_or_default();
-        fsutil::write_private(&self.renewal, text.as_bytes())
+        fsutil::write_private(&self.renewal_file(), text.as_bytes())
     }
 
     /// Removes the renewal record (its pending key, if any, is still journaled).
@@ -259,10 +146,10 @@ impl NameLock {
     /// # Errors
     /// [`Error::Io`] when it cannot be removed.
     pub fn clear_renewal(&self) -> Result<(), Error> {
-        match std::fs::remove_file(&self.renewal) {
+        match std::fs::remove_file(self.renewal_file()) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::Io {
                 action: "remove",
-                path: self.renewal.clone(),
+                path: self.renewal_file(),
                 source: e,
             }),
             _ => Ok(()),
@@ -271,17 +158,17 @@ impl NameLock {
 
     fn write(&self, keys: &BTreeSet<KeyId>) -> Result<(), Error> {
         if keys.is_empty() {
-            return match std::fs::remove_file(&self.journal) {
+            return match std::fs::remove_file(self.keys_file()) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::Io {
                     action: "remove",
-                    path: self.journal.clone(),
+                    path: self.keys_file(),
                     source: e,
                 }),
                 _ => Ok(()),
             };
         }
         let text: String = keys.iter().map(|k| format!("{k}\n")).collect();
-        fsutil::write_private(&self.journal, text.as_bytes())
+        fsutil::write_private(&self.keys_file(), text.as_bytes())
     }
 }
 
@@ -336,7 +223,7 @@ pub async fn settle(
     // A renewal's pending certificate is spared while the profile still holds the certificate
     // it was signed to replace; once the profile moved on, the record goes and its key (still
     // journaled) is revoked with the rest.
-    let (spared, stale) = spared(read_renewal(&lock.renewal), keep);
+    let (spared, stale) = spared(read_renewal(&lock.renewal_file()), keep);
     if stale {
         lock.clear_renewal()?;
     }
@@ -394,7 +281,7 @@ mod tests {
     fn the_renewal_record_belongs_to_one_certificate() {
         let root = tempfile::tempdir().expect("tempdir");
         let name: ProfileName = "saige".parse().expect("name");
-        let lock = lock(root.path(), &name).expect("lock");
+        let lock = lock::lock(root.path(), &name).expect("lock");
         let (old, other) = (key(1), key(3));
         assert_eq!(lock.renewal(Some(&old)), None);
         let mut r = Renewal::of(Some(&old));

@@ -11,9 +11,10 @@ use crate::agent::Signed;
 use crate::error::Error;
 use crate::profile::Profile;
 use crate::profile::files::{self, Source};
+use crate::profile::render;
 use crate::ssh::config::Target;
+use crate::steps::keystore;
 use crate::steps::write::ProfileFile;
-use crate::steps::{keystore, render};
 
 /// What the files are made from.
 pub struct Inputs<'a> {
@@ -48,7 +49,7 @@ pub fn build(i: &Inputs<'_>) -> Result<Vec<ProfileFile>, Error> {
         p.p12_format,
     )?;
     // `profile.json`'s server is where and as whom `target` logged in.
-    let rendered = render::render_profile(
+    let rendered = render::render(
         p,
         i.forwards,
         i.dir,

@@ -12,6 +12,7 @@ use time::OffsetDateTime;
 
 use crate::agent::{self, AgentCommand};
 use crate::error::Error;
+use crate::profile::lock;
 use crate::profile::{Certificate, Profile};
 use crate::ssh::Session;
 use crate::steps::rotate::{self, Rotated};
@@ -76,8 +77,8 @@ pub async fn renew_if_due(
 ) -> Result<RenewOutcome, Error> {
     let root = dir.parent().unwrap_or(dir);
     let lock = match patience {
-        Some(p) => journal::lock_waiting(root, name, p).await?,
-        None => journal::lock(root, name)?,
+        Some(p) => lock::lock_waiting(root, name, p).await?,
+        None => lock::lock(root, name)?,
     };
     let profile = Profile::load(dir)?;
     let cert = &profile.certificate;
@@ -102,7 +103,7 @@ pub async fn renew_if_due(
 }
 
 async fn renew_locked(
-    lock: &journal::NameLock,
+    lock: &lock::NameLock,
     session: &Session,
     dir: &Path,
     profile: &Profile,

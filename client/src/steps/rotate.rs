@@ -27,6 +27,7 @@ use shiqi_ca::protocol::RevokeResponse;
 
 use crate::agent::{self, AgentCommand, Revocation, Signed};
 use crate::error::Error;
+use crate::profile::lock;
 use crate::profile::{Certificate, Profile};
 use crate::ssh::Session;
 use crate::steps::verify::{self, Login};
@@ -73,7 +74,7 @@ pub enum OldCertificate {
 /// A key, signing or SSH error (nothing changed); [`Error::NewCertRefused`] when a service
 /// refused the new certificate (the old profile is untouched, the new certificate revoked);
 /// [`Error::Io`] when the new profile cannot be put in place (the old one is untouched);
-/// [`Error::ProfileBusy`] when another run held the profile for [`journal::PATIENCE`].
+/// [`Error::ProfileBusy`] when another run held the profile for [`lock::PATIENCE`].
 #[tracing::instrument(skip_all, fields(profile = %name))]
 pub async fn rotate(
     session: &Session,
@@ -82,7 +83,7 @@ pub async fn rotate(
     old: OldCertificate,
 ) -> Result<Rotated, Error> {
     let root = dir.parent().unwrap_or(dir);
-    let lock = journal::lock_waiting(root, name, journal::PATIENCE).await?;
+    let lock = lock::lock_waiting(root, name, lock::PATIENCE).await?;
     let profile = Profile::load(dir)?;
     let agent = AgentCommand::new(&profile.server.agent_command)?;
     // Crash safety (see `journal`): a rotation that died left its keys journaled; the profile's

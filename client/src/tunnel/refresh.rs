@@ -3,7 +3,7 @@
 //! the cluster itself through its own forwards, [`crate::probe::kafka::registered`]), so a broker
 //! that returns or joins gets its forward with no file edited. `ssh_config` and `profile.json`
 //! are rewritten to match (each atomically, through `fsutil`), under the profile's lock
-//! (`steps::store`), planned from the profile as it is then. The forward list itself is
+//! (`profile::store`), planned from the profile as it is then. The forward list itself is
 //! `tunnel::plan::forwards`, the same as setup's.
 
 use std::path::Path;
@@ -15,7 +15,7 @@ use shiqi_ca::protocol::Broker;
 use crate::error::Error;
 use crate::fsutil;
 use crate::profile::{Endpoint, ForwardRecord, Profile, files};
-use crate::steps::{render, store};
+use crate::profile::{render, store};
 use crate::tunnel::plan;
 
 /// The profile as the current broker list makes it.
@@ -224,7 +224,7 @@ pub fn switch_endpoint(
         // The Java config holds the keystore password in direct mode; it is read from its file.
         let password = crate::steps::profile_files::read_password(dir)
             .unwrap_or_else(|| Secret::new(String::new()));
-        let rendered = render::render_profile(
+        let rendered = render::render(
             &plan.profile,
             &plan.forwards,
             dir,
@@ -249,7 +249,7 @@ fn render_ssh_config(
     // (checked by a test), so the other files' password need not be read from disk here.
     let no_password = Secret::new(String::new());
     Ok(
-        render::render_profile(p, forwards, dir, host_key_alias, &no_password)?
+        render::render(p, forwards, dir, host_key_alias, &no_password)?
             .ssh_config()
             .to_owned(),
     )
@@ -358,7 +358,7 @@ mod tests {
         crate::fsutil::write_private(&dir.join(files::PROFILE_JSON), p.to_json().as_bytes())
             .expect("profile.json");
         let endpoint = Endpoint::Direct.local(9092, &p.brokers, &[]);
-        let held = crate::steps::journal::lock(root.path(), &p.name).expect("lock");
+        let held = crate::profile::lock::lock(root.path(), &p.name).expect("lock");
         let busy = write_endpoint(&dir, endpoint.clone(), p.brokers.clone());
         assert!(matches!(busy, Err(Error::ProfileBusy { .. })), "{busy:?}");
         assert_eq!(
@@ -378,34 +378,10 @@ mod tests {
         let dir = Path::new("/home/saige/.shiqi/saige");
         let a = render_ssh_config(&p, &f, dir, None).expect("render");
         let pw = Secret::new("s3cret-pw".to_owned());
-        let created = "2026-10-10T08:00:00Z";
-        let b = render::render(&render::RenderInput {
-            name: &p.name,
-            dir,
-            destination: &p.server.destination,
-            ssh_host: &p.server.host,
-            ssh_port: p.server.port,
-            ssh_user: &p.server.user,
-            host_key_alias: None,
-            known_hosts: &p.server.known_hosts,
-            key_used: &p.server.ssh_key,
-            certificate_file: p.server.certificate_file.as_deref(),
-            jumps: &p.server.jumps,
-            tunnel_host: &p.tunnel_host,
-            brokers: &p.brokers,
-            mysql: p.mysql.as_ref(),
-            forwards: &f,
-            endpoint: &p.endpoint,
-            allow_local_infile: false,
-            keystore_password: &pw,
-            p12_format: &p.p12_format.to_string(),
-            created,
-            not_after: "2026-11-09T07:59:00Z",
-            serial: &p.certificate.serial.to_string(),
-        })
-        .expect("render")
-        .ssh_config()
-        .to_owned();
+        let b = render::render(&p, &f, dir, None, &pw)
+            .expect("render")
+            .ssh_config()
+            .to_owned();
         assert_eq!(a, b);
         assert!(!a.contains("s3cret-pw"));
     }

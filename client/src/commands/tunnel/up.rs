@@ -12,8 +12,8 @@ use crate::agent::{self, AgentCommand};
 use crate::cli::{EndpointArgs, EndpointMode};
 use crate::error::Error;
 use crate::printer::Printer;
+use crate::profile::lock::PATIENCE;
 use crate::profile::{Endpoint, ForwardRecord, Profile};
-use crate::steps::journal;
 use crate::tunnel::login::Targets;
 use crate::tunnel::plan::choose_endpoint;
 use crate::tunnel::state::{self, State};
@@ -256,9 +256,8 @@ async fn apply_switch(
     let alias = Targets::resolve(profile, &s.home)
         .ok()
         .and_then(|t| t.first.host_key_alias.clone());
-    let plan =
-        refresh::switch_endpoint(endpoint, &s.paths.dir, alias.as_deref(), journal::PATIENCE)
-            .with_context(|| format!("cannot update profile `{}`", s.name))?;
+    let plan = refresh::switch_endpoint(endpoint, &s.paths.dir, alias.as_deref(), PATIENCE)
+        .with_context(|| format!("cannot update profile `{}`", s.name))?;
     let mysql = if profile.mysql.is_some() {
         ", my.cnf"
     } else {
@@ -359,7 +358,7 @@ async fn refresh_profile(
     // Planned against profile.json as it is under the profile's lock: the tunnel's renewal
     // may have replaced the certificate since `profile` was read.
     let alias = targets.first.host_key_alias.as_deref();
-    let (plan, written) = refresh::apply(&s.paths.dir, alias, journal::PATIENCE, |fresh| {
+    let (plan, written) = refresh::apply(&s.paths.dir, alias, PATIENCE, |fresh| {
         refresh::plan(fresh, brokers)
     })
     .with_context(|| format!("cannot update profile `{}` for this cluster", s.name))?;
@@ -396,7 +395,7 @@ async fn renew_on_connect(
         return None;
     }
     let step = printer.step("renew the certificate (less than a third of its lifetime is left)");
-    let patience = Some(journal::PATIENCE);
+    let patience = Some(PATIENCE);
     match renew::renew_if_due(session, &s.paths.dir, &s.name, patience).await {
         Ok(RenewOutcome::Renewed(r)) => {
             step.done(&format!(

@@ -1,66 +1,17 @@
-//! Step 4a: the text files of a profile, rendered from `render/templates/` (minijinja, embedded).
-//! Pure: no network, no filesystem. The forwards it renders are planned by
-//! [`crate::tunnel::plan`].
+//! The text files of a profile, rendered from `render/templates/` (minijinja, embedded) and the
+//! profile itself: the one way setup, rotate, renew and the tunnel's refresh turn a profile into
+//! its files. Pure: no network, no filesystem. The forwards it renders are planned by the
+//! tunnel (`tunnel::plan`) and passed in.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use minijinja::context;
 use minijinja::value::Serde;
-use shiqi_ca::protocol::{Broker, MysqlFacts};
-use shiqi_ca::{ProfileName, Secret};
+use shiqi_ca::Secret;
 
+use super::{Endpoint, ForwardRecord, KeyUsed, Profile, files};
 use crate::error::Error;
-use crate::profile::KeyUsed;
-use crate::profile::{Endpoint, ForwardRecord, JumpHost, files};
-
-/// Everything the templates need; all paths are the profile's final (not staging) paths.
-pub struct RenderInput<'a> {
-    /// The profile.
-    pub name: &'a ProfileName,
-    /// The profile folder.
-    pub dir: &'a Path,
-    /// `--server` as given.
-    pub destination: &'a str,
-    /// SSH host dialled.
-    pub ssh_host: &'a str,
-    /// SSH port.
-    pub ssh_port: u16,
-    /// SSH user.
-    pub ssh_user: &'a str,
-    /// `HostKeyAlias`, if the user's config has one.
-    pub host_key_alias: Option<&'a str>,
-    /// The known_hosts file that vouches for the server.
-    pub known_hosts: &'a Path,
-    /// The key that logged in.
-    pub key_used: &'a KeyUsed,
-    /// The `CertificateFile` that logged in with the key, if one did.
-    pub certificate_file: Option<&'a Path>,
-    /// The jump hosts on the way, nearest first.
-    pub jumps: &'a [JumpHost],
-    /// The `Host` name for the tunnel.
-    pub tunnel_host: &'a str,
-    /// Brokers (may be empty).
-    pub brokers: &'a [Broker],
-    /// MySQL facts and the account the agent set up.
-    pub mysql: Option<&'a MysqlFacts>,
-    /// The forwards from [`crate::tunnel::plan::forwards`].
-    pub forwards: &'a [ForwardRecord],
-    /// How Kafka clients reach the cluster.
-    pub endpoint: &'a Endpoint,
-    /// Whether `my.cnf` through the local endpoint may send local files (`LOAD DATA LOCAL`).
-    pub allow_local_infile: bool,
-    /// The PKCS#12 password (goes into `client.properties`, which Java reads).
-    pub keystore_password: &'a Secret<String>,
-    /// `legacy` or `modern`.
-    pub p12_format: &'a str,
-    /// RFC 3339 time of setup.
-    pub created: &'a str,
-    /// RFC 3339 end of the certificate's validity.
-    pub not_after: &'a str,
-    /// Certificate serial.
-    pub serial: &'a str,
-}
 
 /// The rendered text files of the catalogue ([`files::CATALOGUE`]) the profile has: Kafka's only
 /// with brokers, `my.cnf` only with MySQL.
@@ -130,16 +81,23 @@ fn key_file(k: &KeyUsed) -> Option<String> {
     }
 }
 
-/// Every string the laptop supplies, checked by its shape before any template sees it.
-fn check_input(i: &RenderInput<'_>) -> Result<(), Error> {
-    checked("--server", i.destination, Shape::Word)?;
-    checked("HostName", i.ssh_host, Shape::Word)?;
-    checked("User", i.ssh_user, Shape::Word)?;
-    if let Some(alias) = i.host_key_alias {
+/// Every string the laptop supplies, checked by its shape before any template sees it (the
+/// rest of the profile is typed: names, hosts, ports, serials, times).
+fn check_input(
+    p: &Profile,
+    dir: &Path,
+    host_key_alias: Option<&str>,
+    password: &Secret<String>,
+) -> Result<(), Error> {
+    let server = &p.server;
+    checked("--server", &server.destination, Shape::Word)?;
+    checked("HostName", &server.host, Shape::Word)?;
+    checked("User", &server.user, Shape::Word)?;
+    if let Some(alias) = host_key_alias {
         checked("HostKeyAlias", alias, Shape::Word)?;
     }
-    checked("tunnel Host", i.tunnel_host, Shape::Word)?;
-    for j in i.jumps {
+    checked("tunnel Host", &p.tunnel_host, Shape::Word)?;
+    for j in &server.jumps {
         checked("jump host", &j.host, Shape::Word)?;
         checked("jump User", &j.user, Shape::Word)?;
         checked(
@@ -151,21 +109,17 @@ fn check_input(i: &RenderInput<'_>) -> Result<(), Error> {
             checked("jump IdentityFile", &file, Shape::Path)?;
         }
     }
-    checked("p12 format", i.p12_format, Shape::Word)?;
-    checked("created", i.created, Shape::Word)?;
-    checked("not_after", i.not_after, Shape::Word)?;
-    checked("serial", i.serial, Shape::Word)?;
-    checked("profile folder", &portable(i.dir), Shape::Path)?;
-    if let Some(c) = i.certificate_file {
+    checked("profile folder", &portable(dir), Shape::Path)?;
+    if let Some(c) = &server.certificate_file {
         checked("CertificateFile", &portable(c), Shape::Path)?;
     }
-    checked("UserKnownHostsFile", &portable(i.known_hosts), Shape::Path)?;
     checked(
-        "keystore password",
-        i.keystore_password.expose(),
-        Shape::Word,
+        "UserKnownHostsFile",
+        &portable(&server.known_hosts),
+        Shape::Path,
     )?;
-    match i.key_used {
+    checked("keystore password", password.expose(), Shape::Word)?;
+    match &server.ssh_key {
         KeyUsed::File { path, .. } => {
             checked("IdentityFile", &portable(path), Shape::Path)?;
         }
@@ -188,80 +142,47 @@ fn check_input(i: &RenderInput<'_>) -> Result<(), Error> {
     Ok(())
 }
 
-/// Renders every text file of `p` (in folder `dir`, with the tunnel's `forwards`): the one way
-/// setup, rotate, renew and the tunnel's refresh turn a profile into its files.
+/// Renders every text file of `p` (in folder `dir`, with the tunnel's `forwards`; all paths
+/// are the profile's final, not staging, paths): the files of the catalogue
+/// ([`files::CATALOGUE`]) the profile has.
 ///
 /// # Errors
-/// As [`render`].
-pub fn render_profile(
-    p: &crate::profile::Profile,
+/// [`Error::UnsafeValue`] when a string the laptop supplied could break a config file's syntax;
+/// [`Error::Template`] only on a template bug.
+pub fn render(
+    p: &Profile,
     forwards: &[ForwardRecord],
     dir: &Path,
     host_key_alias: Option<&str>,
     password: &Secret<String>,
 ) -> Result<Rendered, Error> {
+    check_input(p, dir, host_key_alias, password)?;
     let rfc = |t: time::OffsetDateTime| {
         t.format(&time::format_description::well_known::Rfc3339)
             .unwrap_or_else(|_| t.to_string())
     };
-    let created = rfc(p.created);
-    let not_after = rfc(p.certificate.not_after);
-    let serial = p.certificate.serial.to_string();
-    let p12 = p.p12_format.to_string();
-    render(&RenderInput {
-        name: &p.name,
-        dir,
-        destination: &p.server.destination,
-        ssh_host: &p.server.host,
-        ssh_port: p.server.port,
-        ssh_user: &p.server.user,
-        host_key_alias,
-        known_hosts: &p.server.known_hosts,
-        key_used: &p.server.ssh_key,
-        certificate_file: p.server.certificate_file.as_deref(),
-        jumps: &p.server.jumps,
-        tunnel_host: &p.tunnel_host,
-        brokers: &p.brokers,
-        mysql: p.mysql.as_ref(),
-        forwards,
-        endpoint: &p.endpoint,
-        allow_local_infile: p.endpoint_options.allow_local_infile,
-        keystore_password: password,
-        p12_format: &p12,
-        created: &created,
-        not_after: &not_after,
-        serial: &serial,
-    })
-}
-
-/// Renders every text file of the profile.
-///
-/// # Errors
-/// [`Error::Template`] only on a template bug.
-pub fn render(input: &RenderInput<'_>) -> Result<Rendered, Error> {
-    check_input(input)?;
+    let server = &p.server;
     let env = shiqi_render::environment();
-    let path = |f: &str| portable(input.dir.join(f));
-    let local_bootstrap = match input.endpoint {
+    let path = |f: &str| portable(dir.join(f));
+    let local_bootstrap = match &p.endpoint {
         Endpoint::Local { bootstrap_port, .. } => Some(format!("127.0.0.1:{bootstrap_port}")),
         Endpoint::Direct => None,
     };
     let bootstrap = local_bootstrap.clone().unwrap_or_else(|| {
-        input
-            .brokers
+        p.brokers
             .iter()
             .map(|b| shiqi_render::hostport(b.host.as_str(), b.port.get()))
             .collect::<Vec<_>>()
             .join(",")
     });
     // OpenSSH reads the jump hosts from this same file (`ssh -F` passes it on to each hop).
-    let jumps: Vec<_> = input
+    let jumps: Vec<_> = server
         .jumps
         .iter()
         .enumerate()
         .map(|(i, j)| {
             context! {
-                alias => format!("{}-jump{}", input.tunnel_host, i + 1),
+                alias => format!("{}-jump{}", p.tunnel_host, i + 1),
                 host => &j.host,
                 port => j.port,
                 user => &j.user,
@@ -272,11 +193,11 @@ pub fn render(input: &RenderInput<'_>) -> Result<Rendered, Error> {
         .collect();
     let proxy_jump = (!jumps.is_empty()).then(|| {
         (1..=jumps.len())
-            .map(|i| format!("{}-jump{i}", input.tunnel_host))
+            .map(|i| format!("{}-jump{i}", p.tunnel_host))
             .collect::<Vec<_>>()
             .join(",")
     });
-    let (key_file, agent_key, identity_agent) = match input.key_used {
+    let (key_file, agent_key, identity_agent) = match &server.ssh_key {
         KeyUsed::File { path, .. } => (Some(portable(path)), None, None),
         KeyUsed::Agent {
             comment,
@@ -292,36 +213,36 @@ pub fn render(input: &RenderInput<'_>) -> Result<Rendered, Error> {
     let tunnel_cmd = format!(
         "ssh -fN -F {} {}",
         shiqi_render::ssh_quote(path(files::SSH_CONFIG)),
-        input.tunnel_host
+        p.tunnel_host
     );
     let ctx = context! {
-        name => input.name.as_str(),
-        dir => portable(input.dir),
-        destination => input.destination,
-        ssh_host => input.ssh_host,
-        ssh_port => input.ssh_port,
-        ssh_user => input.ssh_user,
-        host_key_alias => input.host_key_alias,
-        known_hosts => portable(input.known_hosts),
+        name => p.name.as_str(),
+        dir => portable(dir),
+        destination => &server.destination,
+        ssh_host => &server.host,
+        ssh_port => server.port,
+        ssh_user => &server.user,
+        host_key_alias => host_key_alias,
+        known_hosts => portable(&server.known_hosts),
         key_file => key_file,
         agent_key => agent_key,
         identity_agent => identity_agent,
-        certificate_file => input.certificate_file.map(portable),
-        tunnel_host => input.tunnel_host,
+        certificate_file => server.certificate_file.as_ref().map(portable),
+        tunnel_host => &p.tunnel_host,
         jumps => jumps,
         proxy_jump => proxy_jump,
         tunnel_cmd => tunnel_cmd,
-        brokers => Serde(input.brokers),
+        brokers => Serde(&p.brokers),
         bootstrap => bootstrap,
         local_endpoint => local_bootstrap,
-        allow_local_infile => input.allow_local_infile,
-        mysql => Serde(input.mysql),
-        forwards => Serde(input.forwards),
-        password => input.keystore_password.expose(),
-        p12_format => input.p12_format,
-        created => input.created,
-        not_after => input.not_after,
-        serial => input.serial,
+        allow_local_infile => p.endpoint_options.allow_local_infile,
+        mysql => Serde(&p.mysql),
+        forwards => Serde(forwards),
+        password => password.expose(),
+        p12_format => p.p12_format.to_string(),
+        created => rfc(p.created),
+        not_after => rfc(p.certificate.not_after),
+        serial => p.certificate.serial.to_string(),
         client_key => path(files::CLIENT_KEY),
         client_crt => path(files::CLIENT_CRT),
         ca_crt => path(files::CA_CRT),
@@ -341,16 +262,8 @@ pub fn render(input: &RenderInput<'_>) -> Result<Rendered, Error> {
     };
     // The catalogue's rendered files, each when the profile has it.
     let mut out = BTreeMap::new();
-    for kind in files::CATALOGUE {
-        let files::Source::Template(template) = kind.source else {
-            continue;
-        };
-        let present = match kind.when {
-            files::When::Always => true,
-            files::When::WithKafka => !input.brokers.is_empty(),
-            files::When::WithMysql => input.mysql.is_some(),
-        };
-        if present {
+    for kind in files::CATALOGUE.iter().filter(|k| k.present(p)) {
+        if let files::Source::Template(template) = kind.source {
             out.insert(kind.name, Secret::new(one(template)?));
         }
     }
@@ -366,7 +279,11 @@ fn portable(p: impl AsRef<Path>) -> String {
 mod tests {
     use std::path::PathBuf;
 
+    use shiqi_ca::ProfileName;
+    use shiqi_ca::protocol::{Broker, MysqlFacts};
+
     use super::*;
+    use crate::profile::JumpHost;
     use crate::tunnel::plan::forwards;
 
     fn brokers(ports: &[u16]) -> Vec<Broker> {
@@ -389,38 +306,42 @@ mod tests {
         }
     }
 
-    fn input<'a>(
-        name: &'a ProfileName,
-        b: &'a [Broker],
-        m: Option<&'a MysqlFacts>,
-        f: &'a [ForwardRecord],
-        key: &'a KeyUsed,
-        pw: &'a Secret<String>,
-        dir: &'a Path,
-    ) -> RenderInput<'a> {
-        RenderInput {
-            name,
-            dir,
-            destination: "shiqi-dev@10.231.0.1",
-            ssh_host: "10.231.0.1",
-            ssh_port: 22,
-            ssh_user: "shiqi-dev",
-            host_key_alias: None,
-            known_hosts: Path::new("/home/saige/.ssh/known_hosts"),
-            key_used: key,
-            certificate_file: None,
-            jumps: &[],
-            tunnel_host: "shiqi-tunnel",
-            brokers: b,
-            mysql: m,
-            forwards: f,
-            endpoint: &Endpoint::Direct,
-            allow_local_infile: false,
-            keystore_password: pw,
-            p12_format: "modern",
-            created: "2026-10-10T08:00:00Z",
-            not_after: "2026-11-09T08:00:00Z",
-            serial: "0a1b",
+    /// A profile to render and what comes with it, each field open to a test's change.
+    struct Case {
+        p: Profile,
+        f: Vec<ForwardRecord>,
+        pw: Secret<String>,
+        dir: PathBuf,
+        alias: Option<String>,
+    }
+
+    impl Case {
+        fn render(&self) -> Result<Rendered, Error> {
+            render(&self.p, &self.f, &self.dir, self.alias.as_deref(), &self.pw)
+        }
+    }
+
+    fn input(
+        name: &ProfileName,
+        b: &[Broker],
+        m: Option<&MysqlFacts>,
+        f: &[ForwardRecord],
+        key: &KeyUsed,
+        pw: &Secret<String>,
+        dir: &Path,
+    ) -> Case {
+        let mut p = crate::profile::tests::sample();
+        p.name = name.clone();
+        p.brokers = b.to_vec();
+        p.mysql = m.cloned();
+        p.server.ssh_key = key.clone();
+        p.forwards = f.to_vec();
+        Case {
+            p,
+            f: f.to_vec(),
+            pw: pw.clone(),
+            dir: dir.to_path_buf(),
+            alias: None,
         }
     }
 
@@ -444,17 +365,13 @@ mod tests {
             "x'y",
             "x#y",
         ];
-        type Set = fn(&mut RenderInput<'_>, &'static str);
-        let fields: [(&str, Set); 9] = [
-            ("--server", |i, v| i.destination = v),
-            ("HostName", |i, v| i.ssh_host = v),
-            ("User", |i, v| i.ssh_user = v),
-            ("HostKeyAlias", |i, v| i.host_key_alias = Some(v)),
-            ("tunnel Host", |i, v| i.tunnel_host = v),
-            ("p12 format", |i, v| i.p12_format = v),
-            ("created", |i, v| i.created = v),
-            ("not_after", |i, v| i.not_after = v),
-            ("serial", |i, v| i.serial = v),
+        type Set = fn(&mut Case, &'static str);
+        let fields: [(&str, Set); 5] = [
+            ("--server", |c, v| c.p.server.destination = v.into()),
+            ("HostName", |c, v| c.p.server.host = v.into()),
+            ("User", |c, v| c.p.server.user = v.into()),
+            ("HostKeyAlias", |c, v| c.alias = Some(v.into())),
+            ("tunnel Host", |c, v| c.p.tunnel_host = v.into()),
         ];
         let file_key = KeyUsed::File {
             path: PathBuf::from("/home/saige/.ssh/id_ed25519"),
@@ -464,7 +381,7 @@ mod tests {
             for (field, set) in &fields {
                 let mut i = input(&name, &b, Some(&m), &f, &file_key, &pw, &dir);
                 set(&mut i, payload);
-                let e = render(&i).map(|_| ()).expect_err(payload);
+                let e = i.render().map(|_| ()).expect_err(payload);
                 assert!(
                     matches!(e, Error::UnsafeValue { field: got, .. } if got == *field),
                     "{field} with {payload:?}: {e}"
@@ -474,13 +391,13 @@ mod tests {
             // Paths and the ssh-agent key's comment, which allow spaces but nothing else.
             let bad_dir = PathBuf::from(format!("/home/saige/{payload}"));
             let i = input(&name, &b, Some(&m), &f, &file_key, &pw, &bad_dir);
-            assert!(render(&i).is_err(), "profile folder with {payload:?}");
+            assert!(i.render().is_err(), "profile folder with {payload:?}");
             let bad_key = KeyUsed::File {
                 path: PathBuf::from(format!("/k/{payload}")),
                 fingerprint: "SHA256:x".into(),
             };
             let i = input(&name, &b, Some(&m), &f, &bad_key, &pw, &dir);
-            assert!(render(&i).is_err(), "IdentityFile with {payload:?}");
+            assert!(i.render().is_err(), "IdentityFile with {payload:?}");
             for (host, user) in [(payload, "jumper"), ("bastion", payload)] {
                 let hop = [JumpHost {
                     host: host.to_owned(),
@@ -490,12 +407,12 @@ mod tests {
                     ssh_key: file_key.clone(),
                 }];
                 let mut i = input(&name, &b, Some(&m), &f, &file_key, &pw, &dir);
-                i.jumps = &hop;
-                assert!(render(&i).is_err(), "jump host {host:?} user {user:?}");
+                i.p.server.jumps = hop.to_vec();
+                assert!(i.render().is_err(), "jump host {host:?} user {user:?}");
             }
             let bad_pw = Secret::new(payload.to_owned());
             let i = input(&name, &b, Some(&m), &f, &file_key, &bad_pw, &dir);
-            assert!(render(&i).is_err(), "password with {payload:?}");
+            assert!(i.render().is_err(), "password with {payload:?}");
         }
         let agent_key = KeyUsed::Agent {
             comment: "saige@laptop\nMatch exec x".into(),
@@ -504,10 +421,12 @@ mod tests {
             socket: None,
         };
         let i = input(&name, &b, Some(&m), &f, &agent_key, &pw, &dir);
-        assert!(render(&i).is_err(), "agent key comment with a newline");
+        assert!(i.render().is_err(), "agent key comment with a newline");
         // A path with a space stays possible: it is quoted where the format needs it.
         let spaced = PathBuf::from("/Users/Saige Doe/.shiqi/saige");
-        let r = render(&input(&name, &b, Some(&m), &f, &file_key, &pw, &spaced)).expect("space");
+        let r = input(&name, &b, Some(&m), &f, &file_key, &pw, &spaced)
+            .render()
+            .expect("space");
         assert_control_path(
             r.ssh_config(),
             "\"/Users/Saige Doe/.shiqi/saige/tunnel.sock\"",
@@ -539,7 +458,9 @@ mod tests {
         };
         let pw = Secret::new("pw123".to_owned());
         let dir = PathBuf::from("/home/saige/.shiqi/saige");
-        let r = render(&input(&name, &b, Some(&m), &f, &key, &pw, &dir)).expect("render");
+        let r = input(&name, &b, Some(&m), &f, &key, &pw, &dir)
+            .render()
+            .expect("render");
 
         let props = r.get(files::CLIENT_PROPERTIES).expect("kafka");
         assert!(
@@ -617,8 +538,8 @@ mod tests {
         let pw = Secret::new("pw123".to_owned());
         let dir = PathBuf::from("/home/saige/.shiqi/saige");
         let mut i = input(&name, &b, Some(&m), &f, &key, &pw, &dir);
-        i.endpoint = &endpoint;
-        let r = render(&i).expect("render");
+        i.p.endpoint = endpoint.clone();
+        let r = i.render().expect("render");
 
         let cnf = r.get(files::MY_CNF).expect("mysql");
         let settings: Vec<&str> = cnf.lines().filter(|l| !l.starts_with('#')).collect();
@@ -637,8 +558,8 @@ mod tests {
             "{cnf}"
         );
         // `--allow-local-infile` leaves it to the client.
-        i.allow_local_infile = true;
-        let allowed = render(&i).expect("render");
+        i.p.endpoint_options.allow_local_infile = true;
+        let allowed = i.render().expect("render");
         let cnf = allowed.get(files::MY_CNF).expect("mysql");
         assert!(
             !cnf.contains("[mysql]") && !cnf.contains("local-infile"),
@@ -678,7 +599,9 @@ mod tests {
         };
         let pw = Secret::new("pw".to_owned());
         let dir = PathBuf::from("/home/bob/my profiles/bob");
-        let r = render(&input(&name, &[], Some(&m), &f, &key, &pw, &dir)).expect("render");
+        let r = input(&name, &[], Some(&m), &f, &key, &pw, &dir)
+            .render()
+            .expect("render");
         assert!(
             r.get(files::CLIENT_PROPERTIES).is_none() && r.get(files::LIBRDKAFKA_CONF).is_none()
         );
@@ -717,7 +640,9 @@ mod tests {
         };
         let pw = Secret::new("pw123".to_owned());
         let dir = PathBuf::from("/home/saige/.shiqi/saige");
-        let r = render(&input(&name, &b, Some(&m), &f, &key, &pw, &dir)).expect("render");
+        let r = input(&name, &b, Some(&m), &f, &key, &pw, &dir)
+            .render()
+            .expect("render");
         insta::assert_snapshot!(r.ssh_config(), @r#"
 # SSH tunnel for profile `saige`, written by `shiqi-connect setup saige` at 2026-10-10T08:00:00Z.
 #
@@ -784,8 +709,8 @@ Host shiqi-tunnel
         };
         let hops = [hop("192.0.2.1", "jumper", 2222), hop("10.0.0.9", "gw", 22)];
         let mut i = input(&name, &b, Some(&m), &f, &key, &pw, &dir);
-        i.jumps = &hops;
-        let text = render(&i).expect("renders").ssh_config().to_owned();
+        i.p.server.jumps = hops.to_vec();
+        let text = i.render().expect("renders").ssh_config().to_owned();
         assert!(
             text.contains("ProxyJump shiqi-tunnel-jump1,shiqi-tunnel-jump2"),
             "{text}"

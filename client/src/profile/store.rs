@@ -1,5 +1,5 @@
-//! The one way a profile changes in place: [`update`] takes the profile's lock (the lock of
-//! `journal`, which `setup`, `rotate` and every renewal hold for their whole run), reads
+//! The one way a profile changes in place: [`update`] takes the profile's lock
+//! ([`super::lock`], which `setup`, `rotate` and every renewal hold for their whole run), reads
 //! `profile.json` under it, applies the change, and writes `profile.json` last, atomically.
 //!
 //! Why one place: a writer that read `profile.json` before the lock could write back a
@@ -15,9 +15,8 @@ use std::time::Duration;
 
 use shiqi_ca::ProfileName;
 
+use super::{Profile, files, lock};
 use crate::error::Error;
-use crate::profile::{Profile, files};
-use crate::steps::journal;
 
 /// Applies `change` to the profile in `dir` under its lock, waiting up to `patience` for
 /// another run that holds it (zero: try once, for the tunnel, which tries again later).
@@ -35,7 +34,7 @@ pub fn update<T>(
 ) -> Result<T, Error> {
     let root = dir.parent().unwrap_or(dir);
     let name = name_of(dir)?;
-    let _lock = journal::lock_blocking(root, &name, patience)?;
+    let _lock = lock::lock_blocking(root, &name, patience)?;
     let before = Profile::load(dir)?;
     let mut profile = before.clone();
     let out = change(&mut profile)?;
@@ -116,7 +115,7 @@ mod tests {
     #[test]
     fn a_held_profile_is_busy_and_a_failed_change_writes_nothing() {
         let (root, dir, p) = profile_dir();
-        let held = journal::lock(root.path(), &p.name).expect("lock");
+        let held = lock::lock(root.path(), &p.name).expect("lock");
         let busy = update(&dir, Duration::ZERO, |profile| {
             profile.brokers.clear();
             Ok(())
