@@ -24,7 +24,7 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// quoting is needed); the agent parses that line with its own command-line types and converts
 /// it back, and a test there holds the two to the same meaning for every variant. Each request
 /// has one reply type ([`RequestKind`] names it). A request's facts here are its variant, its
-/// line in the `request_kinds!` table, and its arm in `Request::spelled`.
+/// line in the `request_kinds!` table (subcommand, refusal), and its arm in `Request::spelled`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
     /// Sign the CSR on stdin for `name`, grant its Kafka ACLs, create its MySQL user:
@@ -65,9 +65,10 @@ pub enum RevokeTarget {
     Key(ProfileName, crate::KeyId),
 }
 
-/// Declares [`RequestKind`] and each kind's subcommand from one table.
+/// Declares [`RequestKind`], each kind's subcommand and the laptop's words for its refusal, from
+/// one table.
 macro_rules! request_kinds {
-    ($($kind:ident => $subcommand:literal,)*) => {
+    ($($kind:ident => $subcommand:literal, $refusal:literal;)*) => {
         /// Which request, without its values: for messages and for the reply type.
         #[derive(Clone, Copy, Debug, PartialEq, Eq)]
         pub enum RequestKind {
@@ -84,16 +85,24 @@ macro_rules! request_kinds {
                     $(Self::$kind => $subcommand,)*
                 }
             }
+
+            /// What the user reads first when the agent refused (or failed) this request:
+            /// `the server's agent refused the CSR`.
+            pub fn refusal(self) -> &'static str {
+                match self {
+                    $(Self::$kind => $refusal,)*
+                }
+            }
         }
     };
 }
 
 request_kinds! {
-    Provision => "provision",
-    Sign => "sign",
-    Brokers => "brokers",
-    Version => "version",
-    Revoke => "revoke",
+    Provision => "provision", "the server's agent refused";
+    Sign => "sign", "the server's agent refused the CSR";
+    Brokers => "brokers", "the server's agent could not list the Kafka brokers";
+    Version => "version", "the server's agent could not say its version";
+    Revoke => "revoke", "the server's agent could not revoke";
 }
 
 impl Request {
