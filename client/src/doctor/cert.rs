@@ -2,6 +2,8 @@
 //! of `client.key`, and the keystore passwords open `keystore.p12` and `truststore.p12`. X.509
 //! is `shiqi-ca`'s; this module only asks it.
 
+use std::path::Path;
+
 use shiqi_ca::Secret;
 use shiqi_ca::cert::{self, Cert};
 use shiqi_ca::key::PrivateKey;
@@ -368,36 +370,89 @@ fn keystores(ctx: &Context, st: &mut Findings) {
             return;
         }
     }
-    // The profile's client.properties (or a --config Java file) that points at these stores.
+    sources.extend(config_passwords(ctx, &ks, &ts));
+    let stores = Stores {
+        keystore: &ks_bytes,
+        truststore: &ts_bytes,
+    };
+    let mut tried = Tried::default();
+    for source in &sources {
+        tried.source(ctx, source, &stores);
+    }
+    if tried.problems.is_empty() {
+        let names: Vec<&str> = sources.iter().map(|(s, _, _)| s.as_str()).collect();
+        st.push(Finding::ok(
+            CheckId::Keystores,
+            format!(
+                "the password in {} opens `{}` ({} key entry) and `{}`",
+                names.join(" and "),
+                pf::KEYSTORE,
+                tried.opened.unwrap_or(1),
+                pf::TRUSTSTORE
+            ),
+        ));
+        return;
+    }
+    if tried.fixes.is_empty() {
+        tried.fixes.push(password_fix(ctx, &sources, &stores));
+    }
+    st.push(Finding::fail(
+        CheckId::Keystores,
+        tried.problems.join("; "),
+        tried.fixes.join("; "),
+    ));
+}
+
+/// The passwords of the Java configs (the profile's `client.properties`, or a `--config` Java
+/// file) that point at the stores `ks` and `ts`.
+fn config_passwords(ctx: &Context, ks: &Path, ts: &Path) -> Vec<PasswordSource> {
+    let mut sources = Vec::new();
     for f in ctx.configs.iter().filter(|c| c.kind == Kind::Java) {
-        let points_at = |key: &str, target: &std::path::Path| {
+        let points_at = |key: &str, target: &Path| {
             f.get(key)
                 .and_then(|e| e.value.as_deref())
-                .is_some_and(|v| std::path::Path::new(v) == target)
+                .is_some_and(|v| Path::new(v) == target)
         };
         let pw = |key: &str| f.get(key).and_then(|e| e.value.clone()).map(Secret::new);
-        let k = points_at("ssl.keystore.location", &ks)
+        let k = points_at("ssl.keystore.location", ks)
             .then(|| pw("ssl.keystore.password"))
             .flatten();
-        let t = points_at("ssl.truststore.location", &ts)
+        let t = points_at("ssl.truststore.location", ts)
             .then(|| pw("ssl.truststore.password"))
             .flatten();
         if k.is_some() || t.is_some() {
             sources.push((format!("`{}`", f.name()), k, t));
         }
     }
-    let mut problems = Vec::new();
-    let mut fixes = Vec::new();
-    let mut opened = None;
-    for (source, k, t) in &sources {
+    sources
+}
+
+/// The bytes of `keystore.p12` and `truststore.p12`.
+struct Stores<'a> {
+    keystore: &'a [u8],
+    truststore: &'a [u8],
+}
+
+/// What opening the stores with each source's passwords found.
+#[derive(Default)]
+struct Tried {
+    problems: Vec<String>,
+    fixes: Vec<String>,
+    /// The keystore's key entries, once a password opened it.
+    opened: Option<usize>,
+}
+
+impl Tried {
+    fn source(&mut self, ctx: &Context, (source, k, t): &PasswordSource, stores: &Stores) {
         let mut refused = Vec::new();
         for (pw, bytes, file, want_key) in [
-            (k, &ks_bytes, pf::KEYSTORE, true),
-            (t, &ts_bytes, pf::TRUSTSTORE, false),
+            (k, stores.keystore, pf::KEYSTORE, true),
+            (t, stores.truststore, pf::TRUSTSTORE, false),
         ] {
             let Some(pw) = pw else {
                 continue;
             };
+            let rebuild = || format!("rebuild the profile: `{}`", ctx.setup_again());
             match shiqi_ca::keystore::open(bytes, pw) {
                 Ok(c)
                     if want_key
@@ -406,78 +461,61 @@ fn keystores(ctx: &Context, st: &mut Findings) {
                             .iter()
                             .any(|(a, n)| a == KEYSTORE_ALIAS && *n > 0) =>
                 {
-                    problems.push(format!(
+                    self.problems.push(format!(
                         "`{file}` opens but has no key entry `{KEYSTORE_ALIAS}` (found {:?})",
                         c.key_entries
                     ));
-                    fixes.push(format!("rebuild the profile: `{}`", ctx.setup_again()));
+                    self.fixes.push(rebuild());
                 }
                 Ok(c) if !want_key && c.trusted.is_empty() => {
-                    problems.push(format!("`{file}` opens but trusts no certificate"));
-                    fixes.push(format!("rebuild the profile: `{}`", ctx.setup_again()));
+                    self.problems
+                        .push(format!("`{file}` opens but trusts no certificate"));
+                    self.fixes.push(rebuild());
                 }
                 Ok(c) => {
                     if want_key {
-                        opened = Some(c.key_entries.len());
+                        self.opened = Some(c.key_entries.len());
                     }
                 }
                 Err(shiqi_ca::Error::KeystorePassword) => refused.push(file),
                 Err(e) => {
-                    problems.push(format!("`{file}` cannot be read: {e}"));
-                    fixes.push(format!("rebuild the profile: `{}`", ctx.setup_again()));
+                    self.problems.push(format!("`{file}` cannot be read: {e}"));
+                    self.fixes.push(rebuild());
                 }
             }
         }
         if !refused.is_empty() {
-            problems.push(format!(
+            self.problems.push(format!(
                 "the password in {source} does not open `{}` (Java and DataGrip say \"keystore \
                  password was incorrect\")",
                 refused.join("` or `")
             ));
         }
     }
-    if problems.is_empty() {
-        let names: Vec<&str> = sources.iter().map(|(s, _, _)| s.as_str()).collect();
-        st.push(Finding::ok(
-            CheckId::Keystores,
-            format!(
-                "the password in {} opens `{}` ({} key entry) and `{}`",
-                names.join(" and "),
-                pf::KEYSTORE,
-                opened.unwrap_or(1),
-                pf::TRUSTSTORE
-            ),
-        ));
-        return;
+}
+
+/// Only passwords are wrong: which source still works, without showing it.
+fn password_fix(ctx: &Context, sources: &[PasswordSource], stores: &Stores) -> String {
+    let good: Vec<&str> = sources
+        .iter()
+        .filter(|(_, k, t)| {
+            k.as_ref()
+                .is_some_and(|p| shiqi_ca::keystore::open(stores.keystore, p).is_ok())
+                && t.as_ref()
+                    .is_none_or(|p| shiqi_ca::keystore::open(stores.truststore, p).is_ok())
+        })
+        .map(|(s, _, _)| s.as_str())
+        .collect();
+    match good.first() {
+        Some(g) => format!(
+            "the password in {g} is right: copy it over the wrong one (both stores share one \
+             password)"
+        ),
+        None => format!(
+            "no password here opens them; write new stores with a new password: `{}`",
+            ctx.setup_again()
+        ),
     }
-    if fixes.is_empty() {
-        // Only passwords are wrong: say which source still works, without showing it.
-        let good: Vec<&str> = sources
-            .iter()
-            .filter(|(_, k, t)| {
-                k.as_ref()
-                    .is_some_and(|p| shiqi_ca::keystore::open(&ks_bytes, p).is_ok())
-                    && t.as_ref()
-                        .is_none_or(|p| shiqi_ca::keystore::open(&ts_bytes, p).is_ok())
-            })
-            .map(|(s, _, _)| s.as_str())
-            .collect();
-        fixes.push(match good.first() {
-            Some(g) => format!(
-                "the password in {g} is right: copy it over the wrong one (both stores share one \
-                 password)"
-            ),
-            None => format!(
-                "no password here opens them; write new stores with a new password: `{}`",
-                ctx.setup_again()
-            ),
-        });
-    }
-    st.push(Finding::fail(
-        CheckId::Keystores,
-        problems.join("; "),
-        fixes.join("; "),
-    ));
 }
 
 #[cfg(test)]

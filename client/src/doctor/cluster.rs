@@ -266,18 +266,30 @@ fn one_server(c: &Client, host: &str, port: u16) -> (Finding, Option<Answered>) 
             None,
         );
     };
-    let port_tls = speaks.is_tls();
     let answered = Answered {
         host: host.to_owned(),
         port,
         addr,
-        tls: port_tls,
+        tls: speaks.is_tls(),
     };
     let partial = if talking.len() < heard.len() {
         format!(" (only some of its addresses answer: {all})")
     } else {
         String::new()
     };
+    judge_server(c, answered, &speaks, &partial)
+}
+
+/// `cluster.bootstrap` for a server that speaks Kafka (`speaks`), against what the client
+/// expects; the server again when it does.
+fn judge_server(
+    c: &Client,
+    answered: Answered,
+    speaks: &Speaks,
+    partial: &str,
+) -> (Finding, Option<Answered>) {
+    let id = CheckId::ClusterBootstrap;
+    let (addr, port, port_tls) = (answered.addr, answered.port, answered.tls);
     let said = match (c.line, &c.protocol) {
         (Some(l), Some(p)) => format!("`{}` line {l} says `security.protocol={p}`", c.label),
         (None, Some(_)) => format!(
@@ -409,60 +421,44 @@ async fn brokers_check(st: &mut Findings, c: &Client, at: &Answered) {
     }
 }
 
-fn one_broker(at: &Answered, b: &AdvertisedBroker, mine: &[IpAddr]) -> Finding {
+/// The host and port a broker advertises, when they are usable.
+fn advertised(b: &AdvertisedBroker) -> Result<(shiqi_ca::Host, u16), Finding> {
     let id = CheckId::ClusterBrokers;
     let Ok(port) = u16::try_from(b.port) else {
-        return Finding::fail(
+        return Err(Finding::fail(
             id,
             format!("broker {} advertises port {}", b.id, b.port),
             format!("fix `advertised.listeners` on broker {}", b.id),
-        );
+        ));
     };
-    // Every fix below pastes the host into /etc/hosts, a command or a certificate request: only
-    // a strict DNS name or IP may go there (the cluster is plaintext, so anyone on the path can
+    // Every fix pastes the host into /etc/hosts, a command or a certificate request: only a
+    // strict DNS name or IP may go there (the cluster is plaintext, so anyone on the path can
     // advertise `evil\n1.2.3.4 bank.com`).
-    let host = match b.host.parse::<shiqi_ca::Host>() {
-        Ok(h) => h,
-        Err(e) => {
-            return Finding::fail(
-                id,
-                format!("broker {} advertises an unusable host: {e}", b.id),
-                format!(
-                    "set broker {}'s `advertised.listeners` to a DNS name or an IP address; \
-                     doctor suggests nothing to paste for a host that is neither",
-                    b.id
-                ),
-            );
-        }
-    };
-    let answered_ip = at.addr.ip();
-    let hosts_line = format!("{answered_ip} {host}");
-    let addrs = match resolve(host.as_str(), port) {
-        Ok(a) => a,
-        Err(why) => {
-            return Finding::fail(
-                id,
-                format!(
-                    "broker {} advertises `{}:{port}`, which does not resolve on this machine \
-                     ({why}): clients find the cluster through `{}`, then fail on every request \
-                     this broker leads",
-                    b.id, host, at.host
-                ),
-                format!(
-                    "on this machine, add `{hosts_line}` to /etc/hosts if {answered_ip} reaches \
-                     that broker (a tunnel: forward its port too); or set broker {}'s \
-                     `advertised.listeners` to a name clients resolve",
-                    b.id
-                ),
-            )
-            .note(JVM_DNS_NOTE);
-        }
-    };
-    let ips: Vec<IpAddr> = addrs.iter().map(SocketAddr::ip).collect();
+    match b.host.parse::<shiqi_ca::Host>() {
+        Ok(h) => Ok((h, port)),
+        Err(e) => Err(Finding::fail(
+            id,
+            format!("broker {} advertises an unusable host: {e}", b.id),
+            format!(
+                "set broker {}'s `advertised.listeners` to a DNS name or an IP address; doctor \
+                 suggests nothing to paste for a host that is neither",
+                b.id
+            ),
+        )),
+    }
+}
+
+/// Whether `host`, resolving to `ips`, leads somewhere else than where the bootstrap answered
+/// (`answered_ip`), and how; `mine` are this machine's own addresses.
+fn hairpin(
+    host: &shiqi_ca::Host,
+    ips: &[IpAddr],
+    answered_ip: IpAddr,
+    mine: &[IpAddr],
+) -> Option<String> {
     let shown: Vec<String> = ips.iter().map(ToString::to_string).collect();
     let shown = shown.join(", ");
-    // The place: the bootstrap answered on this machine (a tunnel) or elsewhere.
-    let hairpin = if answered_ip.is_loopback() && !ips.iter().any(IpAddr::is_loopback) {
+    if answered_ip.is_loopback() && !ips.iter().any(IpAddr::is_loopback) {
         Some(format!(
             "the bootstrap answered on this machine ({answered_ip}, a tunnel), but `{}` \
              resolves to {shown}: the client leaves the tunnel for this broker",
@@ -484,7 +480,79 @@ fn one_broker(at: &Answered, b: &AdvertisedBroker, mine: &[IpAddr]) -> Finding {
         ))
     } else {
         None
+    }
+}
+
+/// A broker's certificate (`leaf`) that does not name the host it advertises.
+fn name_not_covered(b: &AdvertisedBroker, host: &shiqi_ca::Host, leaf: &[u8]) -> Option<Finding> {
+    let cert = Cert::from_der(leaf).ok()?;
+    if cert.covers_host(host.as_str()) {
+        return None;
+    }
+    let names: Vec<String> = cert
+        .dns_names()
+        .iter()
+        .cloned()
+        .chain(cert.ip_addresses().iter().map(ToString::to_string))
+        .collect();
+    Some(Finding::fail(
+        CheckId::ClusterBrokers,
+        format!(
+            "broker {}'s certificate names {}, not `{}`: Java clients check the advertised name \
+             (`ssl.endpoint.identification.algorithm=https`) and refuse it",
+            b.id,
+            names.join(", "),
+            host
+        ),
+        format!(
+            "issue the broker certificate with `--san {}` (`shiqi-ca-agent server-cert … --san \
+             {}`), or advertise a name it carries",
+            host, host
+        ),
+    ))
+}
+
+/// A broker whose advertised `host:port` does not resolve here (`why`).
+fn unresolved(
+    at: &Answered,
+    b: &AdvertisedBroker,
+    (host, port): (&shiqi_ca::Host, u16),
+    why: &str,
+) -> Finding {
+    let answered_ip = at.addr.ip();
+    Finding::fail(
+        CheckId::ClusterBrokers,
+        format!(
+            "broker {} advertises `{}:{port}`, which does not resolve on this machine ({why}): \
+             clients find the cluster through `{}`, then fail on every request this broker \
+             leads",
+            b.id, host, at.host
+        ),
+        format!(
+            "on this machine, add `{answered_ip} {host}` to /etc/hosts if {answered_ip} reaches \
+             that broker (a tunnel: forward its port too); or set broker {}'s \
+             `advertised.listeners` to a name clients resolve",
+            b.id
+        ),
+    )
+    .note(JVM_DNS_NOTE)
+}
+
+fn one_broker(at: &Answered, b: &AdvertisedBroker, mine: &[IpAddr]) -> Finding {
+    let id = CheckId::ClusterBrokers;
+    let (host, port) = match advertised(b) {
+        Ok(hp) => hp,
+        Err(f) => return f,
     };
+    let answered_ip = at.addr.ip();
+    let hosts_line = format!("{answered_ip} {host}");
+    let addrs = match resolve(host.as_str(), port) {
+        Ok(a) => a,
+        Err(why) => return unresolved(at, b, (&host, port), &why),
+    };
+    let ips: Vec<IpAddr> = addrs.iter().map(SocketAddr::ip).collect();
+    // The place: the bootstrap answered on this machine (a tunnel) or elsewhere.
+    let hairpin = hairpin(&host, &ips, answered_ip, mine);
     let probe_at = |ip: &IpAddr| {
         if at.tls {
             probe::tls(&ip.to_string(), port, host.as_str())
@@ -522,30 +590,9 @@ fn one_broker(at: &Answered, b: &AdvertisedBroker, mine: &[IpAddr]) -> Finding {
     };
     if at.tls
         && let Some(leaf) = speaks.leaf()
-        && let Ok(cert) = Cert::from_der(leaf)
-        && !cert.covers_host(host.as_str())
+        && let Some(wrong) = name_not_covered(b, &host, leaf)
     {
-        let names: Vec<String> = cert
-            .dns_names()
-            .iter()
-            .cloned()
-            .chain(cert.ip_addresses().iter().map(ToString::to_string))
-            .collect();
-        return Finding::fail(
-            id,
-            format!(
-                "broker {}'s certificate names {}, not `{}`: Java clients check the advertised \
-                 name (`ssl.endpoint.identification.algorithm=https`) and refuse it",
-                b.id,
-                names.join(", "),
-                host
-            ),
-            format!(
-                "issue the broker certificate with `--san {}` (`shiqi-ca-agent server-cert … \
-                 --san {}`), or advertise a name it carries",
-                host, host
-            ),
-        );
+        return wrong;
     }
     let found = format!(
         "broker {} `{}:{port}` → {ip}: {}{}",

@@ -61,12 +61,17 @@ pub struct ConfigFile {
 impl ConfigFile {
     /// Reads and parses `path`, guessing its kind from its name and contents.
     pub fn load(path: &Path) -> Self {
+        Self::read(path, None)
+    }
+
+    /// Reads and parses `path` as `kind` (`None`: guessed from its name and contents).
+    pub fn read(path: &Path, kind: Option<Kind>) -> Self {
         let text = std::fs::read_to_string(path);
         let (text, unreadable) = match text {
             Ok(t) => (t, None),
             Err(e) => (String::new(), Some(e.to_string())),
         };
-        let kind = guess_kind(path, &text);
+        let kind = kind.unwrap_or_else(|| guess_kind(path, &text));
         let mut file = Self::parse(kind, &text);
         file.path = path.to_path_buf();
         file.unreadable = unreadable;

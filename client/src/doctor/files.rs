@@ -41,84 +41,109 @@ pub fn check(ctx: &Context, st: &mut Findings) {
     }
     // None where the OS has no mode bits (Windows: the folder's inherited ACL, not checked).
     let dir_mode = mode(dir);
-    let mut missing = Vec::new();
-    let mut loose: Vec<(PathBuf, u32)> = Vec::new();
-    let mut writable = Vec::new();
     let files = required(ctx);
-    for kind in &files {
-        let p = dir.join(kind.name);
-        if !p.is_file() {
-            missing.push(kind.name);
-            continue;
-        }
-        match mode(&p) {
-            None => {}
-            // Secrets: no group or other bits allowed.
-            Some(m) if kind.secret && m & 0o077 != 0 => loose.push((p, m)),
-            // ssh refuses a config that others may write ("Bad owner or permissions").
-            Some(m) if kind.name == pf::SSH_CONFIG && m & 0o022 != 0 => writable.push(p),
-            Some(_) => {}
-        }
-    }
-    let mut problems = Vec::new();
-    let mut fixes = Vec::new();
-    if !missing.is_empty() {
-        problems.push(format!("missing: `{}`", missing.join("`, `")));
-        let fix = if missing.contains(&pf::CLIENT_KEY) {
-            // The key never leaves the laptop: without it the certificate is useless.
-            format!(
-                "restore `{}` from a backup, or make a new key and certificate: `{}`",
-                pf::CLIENT_KEY,
-                ctx.setup_again()
-            )
-        } else {
-            format!("rebuild the profile: `{}`", ctx.setup_again())
-        };
-        fixes.push(fix);
-    }
-    if !loose.is_empty() {
-        let list: Vec<String> = loose
-            .iter()
-            .map(|(p, m)| format!("`{}` is {m:04o}", ctx.show(p)))
-            .collect();
-        problems.push(format!("readable by others: {}", list.join(", ")));
-        let paths: Vec<String> = loose.iter().map(|(p, _)| ctx.show(p)).collect();
-        fixes.push(format!("`chmod 600 {}`", paths.join(" ")));
-    }
-    if !writable.is_empty() {
-        let paths: Vec<String> = writable.iter().map(|p| ctx.show(p)).collect();
-        problems.push(format!(
-            "others may write `{}`, so ssh refuses it",
-            paths.join("`, `")
-        ));
-        fixes.push(format!("`chmod 600 {}`", paths.join(" ")));
-    }
+    let (mut problems, mut fixes) = Scan::of(dir, &files).problems(ctx);
     if let Some(dir_mode) = dir_mode.filter(|m| m & 0o077 != 0) {
         problems.push(format!("the folder `{shown}` is {dir_mode:04o}"));
         fixes.push(format!("`chmod 700 {shown}`"));
     }
-    if problems.is_empty() {
-        st.push(Finding::ok(
-            CheckId::Files,
-            if dir_mode.is_some() {
-                format!(
-                    "`{shown}`: {} files; secrets 0600 in a 0700 folder",
-                    files.len()
-                )
-            } else {
-                format!(
-                    "`{shown}`: {} files; who may read them is the folder's inherited ACL \
-                     (not checked on this OS)",
-                    files.len()
-                )
-            },
-        ));
-    } else {
+    if !problems.is_empty() {
         st.push(Finding::fail(
             CheckId::Files,
             problems.join("; "),
             fixes.join("; then "),
         ));
+    } else if dir_mode.is_some() {
+        st.push(Finding::ok(
+            CheckId::Files,
+            format!(
+                "`{shown}`: {} files; secrets 0600 in a 0700 folder",
+                files.len()
+            ),
+        ));
+    } else {
+        st.push(Finding::ok(
+            CheckId::Files,
+            format!(
+                "`{shown}`: {} files; who may read them is the folder's inherited ACL (not \
+                 checked on this OS)",
+                files.len()
+            ),
+        ));
+    }
+}
+
+/// The profile's files that are missing or too open.
+struct Scan {
+    missing: Vec<&'static str>,
+    /// Secrets others may read, and their modes.
+    loose: Vec<(PathBuf, u32)>,
+    /// `ssh_config` when others may write it.
+    writable: Vec<PathBuf>,
+}
+
+impl Scan {
+    fn of(dir: &Path, files: &[&'static pf::Kind]) -> Self {
+        let mut scan = Self {
+            missing: Vec::new(),
+            loose: Vec::new(),
+            writable: Vec::new(),
+        };
+        for kind in files {
+            let p = dir.join(kind.name);
+            if !p.is_file() {
+                scan.missing.push(kind.name);
+                continue;
+            }
+            match mode(&p) {
+                None => {}
+                // Secrets: no group or other bits allowed.
+                Some(m) if kind.secret && m & 0o077 != 0 => scan.loose.push((p, m)),
+                // ssh refuses a config that others may write ("Bad owner or permissions").
+                Some(m) if kind.name == pf::SSH_CONFIG && m & 0o022 != 0 => scan.writable.push(p),
+                Some(_) => {}
+            }
+        }
+        scan
+    }
+
+    /// What is wrong, and the fixes.
+    fn problems(&self, ctx: &Context) -> (Vec<String>, Vec<String>) {
+        let mut problems = Vec::new();
+        let mut fixes = Vec::new();
+        if !self.missing.is_empty() {
+            problems.push(format!("missing: `{}`", self.missing.join("`, `")));
+            let fix = if self.missing.contains(&pf::CLIENT_KEY) {
+                // The key never leaves the laptop: without it the certificate is useless.
+                format!(
+                    "restore `{}` from a backup, or make a new key and certificate: `{}`",
+                    pf::CLIENT_KEY,
+                    ctx.setup_again()
+                )
+            } else {
+                format!("rebuild the profile: `{}`", ctx.setup_again())
+            };
+            fixes.push(fix);
+        }
+        if !self.loose.is_empty() {
+            let list: Vec<String> = self
+                .loose
+                .iter()
+                .map(|(p, m)| format!("`{}` is {m:04o}", ctx.show(p)))
+                .collect();
+            problems.push(format!("readable by others: {}", list.join(", ")));
+            let paths: Vec<String> = self.loose.iter().map(|(p, _)| ctx.show(p)).collect();
+            fixes.push(format!("`chmod 600 {}`", paths.join(" ")));
+        }
+        if !self.writable.is_empty() {
+            let paths: Vec<String> = self.writable.iter().map(|p| ctx.show(p)).collect();
+            problems.push(format!(
+                "others may write `{}`, so ssh refuses it",
+                paths.join("`, `")
+            ));
+            fixes.push(format!("`chmod 600 {}`", paths.join(" ")));
+        }
+        (problems, fixes)
     }
 }
 

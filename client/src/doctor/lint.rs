@@ -13,6 +13,25 @@ use crate::doctor::keys::{JAVA, MARIADB, ORACLE_MYSQL_ONLY, RDKAFKA, Table, Valu
 use crate::doctor::{CheckId, Context, Finding, Findings, Status};
 use crate::profile::files as pf;
 
+/// The profile's files that `lint` reads, and the client that reads each: doctor's one list of
+/// them. It can later come from the profile's catalogue (`profile::files::CATALOGUE`), once an
+/// entry says which client reads its file; [`lint`] then picks the rules by that client.
+pub const PROFILE_CONFIGS: [(&str, Kind); 3] = [
+    (pf::CLIENT_PROPERTIES, Kind::Java),
+    (pf::LIBRDKAFKA_CONF, Kind::Librdkafka),
+    (pf::MY_CNF, Kind::Mysql),
+];
+
+/// The config files of the profile folder `dir` that exist, read as their clients read them.
+pub fn profile_configs(dir: &Path) -> Vec<ConfigFile> {
+    PROFILE_CONFIGS
+        .iter()
+        .map(|(name, kind)| (dir.join(name), *kind))
+        .filter(|(path, _)| path.exists())
+        .map(|(path, kind)| ConfigFile::read(&path, Some(kind)))
+        .collect()
+}
+
 /// The Java spelling of a librdkafka-only setting, and the other way round.
 fn counterpart(key: &str, kind: Kind) -> Option<&'static str> {
     const PAIRS: &[(&str, &str)] = &[
@@ -403,41 +422,7 @@ fn lint_mysql(file: &ConfigFile, base: &Path, out: &mut Vec<Issue>) {
         let (name, prefix) = mysql_name(&e.key);
         let loose = e.key.replace('_', "-").starts_with("loose-");
         let Some(known) = MARIADB.get(&name) else {
-            let bare = name.strip_prefix("loose-").unwrap_or(&name);
-            if ORACLE_MYSQL_ONLY.contains(&bare) {
-                out.push(issue(
-                    e,
-                    Status::Warn,
-                    format!(
-                        "`{}` is an Oracle MySQL 8 client option; MariaDB clients stop at it \
-                         with \"unknown variable\"",
-                        e.key
-                    ),
-                    format!(
-                        "write `loose-{bare}` so MariaDB clients skip it (Oracle's client \
-                         still reads it)"
-                    ),
-                ));
-                continue;
-            }
-            let status = if loose { Status::Warn } else { Status::Fail };
-            let fix = match did_you_mean(bare, &MARIADB) {
-                Some(k) => format!("rename `{}` to `{k}`", e.key),
-                None => format!("remove `{}`", e.key),
-            };
-            let what = match did_you_mean(bare, &MARIADB) {
-                Some(k) => format!(
-                    "unknown option `{}` in `[{group}]` (did you mean `{k}`?)",
-                    e.key
-                ),
-                None => format!("unknown option `{}` in `[{group}]`", e.key),
-            };
-            let what = if loose {
-                format!("{what}; `loose-` makes clients ignore it")
-            } else {
-                format!("{what}: the mysql client stops with \"unknown variable\"")
-            };
-            out.push(issue(e, status, what, fix));
+            out.push(unknown_mysql(e, &name, group, loose));
             continue;
         };
         let value = e.value.as_deref();
@@ -477,6 +462,43 @@ fn lint_mysql(file: &ConfigFile, base: &Path, out: &mut Vec<Issue>) {
             ));
         }
     }
+}
+
+/// An option file's key that MariaDB clients do not know (`name`, the key as they spell it).
+fn unknown_mysql(e: &Entry, name: &str, group: &str, loose: bool) -> Issue {
+    let bare = name.strip_prefix("loose-").unwrap_or(name);
+    if ORACLE_MYSQL_ONLY.contains(&bare) {
+        return issue(
+            e,
+            Status::Warn,
+            format!(
+                "`{}` is an Oracle MySQL 8 client option; MariaDB clients stop at it with \
+                 \"unknown variable\"",
+                e.key
+            ),
+            format!(
+                "write `loose-{bare}` so MariaDB clients skip it (Oracle's client still reads it)"
+            ),
+        );
+    }
+    let status = if loose { Status::Warn } else { Status::Fail };
+    let fix = match did_you_mean(bare, &MARIADB) {
+        Some(k) => format!("rename `{}` to `{k}`", e.key),
+        None => format!("remove `{}`", e.key),
+    };
+    let what = match did_you_mean(bare, &MARIADB) {
+        Some(k) => format!(
+            "unknown option `{}` in `[{group}]` (did you mean `{k}`?)",
+            e.key
+        ),
+        None => format!("unknown option `{}` in `[{group}]`", e.key),
+    };
+    let what = if loose {
+        format!("{what}; `loose-` makes clients ignore it")
+    } else {
+        format!("{what}: the mysql client stops with \"unknown variable\"")
+    };
+    issue(e, status, what, fix)
 }
 
 fn mysql_expected(ty: &Value) -> String {

@@ -274,22 +274,15 @@ impl Context {
             Some(dir) => TunnelConfig::load(&dir.join(pf::SSH_CONFIG), &tunnel_host, &inputs.home),
             None => Err("no profile".to_owned()),
         };
-        let paths: Vec<PathBuf> = if inputs.configs.is_empty() {
+        let configs = if inputs.configs.is_empty() {
             inputs
                 .profile_dir
-                .iter()
-                .flat_map(|d| {
-                    [pf::CLIENT_PROPERTIES, pf::LIBRDKAFKA_CONF, pf::MY_CNF]
-                        .iter()
-                        .map(|f| d.join(f))
-                        .filter(|p| p.exists())
-                        .collect::<Vec<_>>()
-                })
-                .collect()
+                .as_deref()
+                .map(lint::profile_configs)
+                .unwrap_or_default()
         } else {
-            inputs.configs.clone()
+            inputs.configs.iter().map(|p| ConfigFile::load(p)).collect()
         };
-        let configs = paths.iter().map(|p| ConfigFile::load(p)).collect();
         Self {
             home: inputs.home.clone(),
             dir: inputs.profile_dir.clone(),

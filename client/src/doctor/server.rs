@@ -95,6 +95,60 @@ async fn ssh(ctx: &Context, st: &mut Findings, passphrase: &dyn Passphrase) -> O
         }
     };
     let cfg = ctx.ssh_config.as_ref().ok();
+    let target = tunnel_target(ctx, profile, cfg);
+    if !reach_check(ctx, st, &target).await {
+        return None;
+    }
+    let first = Session::connect(&target, HostKeyPolicy::Strict, passphrase).await;
+    let (mut certificate, mut login_notes, mut agent) = (None, Vec::new(), None);
+    let (tunnel_key, used) = match first {
+        Ok(s) => {
+            st.push(host_key_ok(ctx, s.host_key().file()));
+            let used = s.auth().used.clone();
+            certificate.clone_from(&s.auth().certificate);
+            // Certificates skipped as expired, keys skipped as encrypted: said once, here.
+            login_notes.clone_from(&s.auth().notes);
+            agent = Some(agent_version(profile, &s).await);
+            s.close().await;
+            (Some(used.clone()), used)
+        }
+        Err(Error::AuthFailed { tried, .. }) => {
+            st.push(host_key_ok(ctx, &target.known_hosts[0]));
+            (
+                None,
+                other_key(ctx, st, profile, &target, &tried, passphrase).await?,
+            )
+        }
+        Err(e) => {
+            st.push(host_key_failure(ctx, &e));
+            for id in [CheckId::SshLogin, CheckId::SshConfigKey] {
+                st.push(Finding::skip(id, needs(CheckId::SshHostKey)));
+            }
+            return None;
+        }
+    };
+    let with_cert = certificate
+        .map(|c| format!(" with its {c}"))
+        .unwrap_or_default();
+    let mut login = Finding::ok(
+        CheckId::SshLogin,
+        format!(
+            "`{}@{}` accepts {}{with_cert}",
+            target.user,
+            target.host,
+            shown_key(ctx, &used)
+        ),
+    );
+    for n in login_notes {
+        login = login.note(n);
+    }
+    st.push(login);
+    st.push(config_key(ctx, cfg, tunnel_key.as_ref(), &used));
+    agent
+}
+
+/// The tunnel's login, as its `ssh_config` says (the profile's server where it says nothing).
+fn tunnel_target(ctx: &Context, profile: &Profile, cfg: Option<&TunnelConfig>) -> Target {
     let host = cfg
         .and_then(|c| c.host_name.clone())
         .unwrap_or_else(|| profile.server.host.clone());
@@ -102,48 +156,24 @@ async fn ssh(ctx: &Context, st: &mut Findings, passphrase: &dyn Passphrase) -> O
     let user = cfg
         .and_then(|c| c.user.clone())
         .unwrap_or_else(|| profile.server.user.clone());
-
-    // Behind jump hosts (`ProxyJump`, `--jump`), the first one is what this machine reaches.
+    // Behind jump hosts (`ProxyJump`, `--jump`).
     let jumps = crate::tunnel::login::Targets::resolve(profile, &ctx.home)
         .map(|t| t.first.jumps)
         .unwrap_or_default();
-    let server = (host, port, user);
-    let (host, port, user) = jumps.first().map_or_else(
-        || server.clone(),
-        |j| (j.host.clone(), j.port, j.user.clone()),
-    );
-    // Reachable: TCP, and an SSH banner.
-    let (h, p) = (host.clone(), port);
-    let banner = tokio::task::spawn_blocking(move || probe::ssh_banner(&h, p))
-        .await
-        .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
-    st.push(reach(ctx, (&host, port, &user), jumps.len(), banner));
-    if st.failed(CheckId::SshReach) {
-        for id in [
-            CheckId::SshHostKey,
-            CheckId::SshLogin,
-            CheckId::SshConfigKey,
-        ] {
-            st.push(Finding::skip(id, needs(CheckId::SshReach)));
-        }
-        return None;
-    }
-
     let known_hosts = cfg
         .map(|c| c.known_hosts.clone())
         .filter(|k| !k.is_empty())
         .unwrap_or_else(|| vec![profile.server.known_hosts.clone()]);
     // The login itself is the server's (through the jump hosts, if any).
-    let (host, port, user) = server;
-    let tunnel_target = Target {
+    Target {
         destination: Destination {
             user: Some(user.clone()),
             host: host.clone(),
             port: Some(port),
         },
-        host: host.clone(),
+        host,
         port,
-        user: user.clone(),
+        user,
         identity_files: tunnel_keys(cfg, &ctx.home),
         certificate_files: cfg.map(|c| c.certificate_files.clone()).unwrap_or_default(),
         pkcs11_provider: None,
@@ -154,81 +184,73 @@ async fn ssh(ctx: &Context, st: &mut Findings, passphrase: &dyn Passphrase) -> O
             KeyUsed::Agent { socket, .. } => socket.clone(),
             KeyUsed::File { .. } => None,
         },
-        known_hosts: known_hosts.clone(),
+        known_hosts,
         global_known_hosts: vec![PathBuf::from("/etc/ssh/ssh_known_hosts")],
         host_key_alias: None,
         proxy_command: None,
         proxy_jump: None,
         jumps,
         resolved_by: "ssh_config",
-    };
-
-    let first = Session::connect(&tunnel_target, HostKeyPolicy::Strict, passphrase).await;
-    let (mut certificate, mut login_notes, mut agent) = (None, Vec::new(), None);
-    let (tunnel_key, any_key) = match first {
-        Ok(s) => {
-            st.push(host_key_ok(ctx, s.host_key().file()));
-            let used = s.auth().used.clone();
-            certificate.clone_from(&s.auth().certificate);
-            // Certificates skipped as expired, keys skipped as encrypted: said once, here.
-            login_notes.clone_from(&s.auth().notes);
-            agent = Some(agent_version(profile, &s).await);
-            s.close().await;
-            (Some(used.clone()), Some(used))
-        }
-        Err(Error::AuthFailed { tried, .. }) => {
-            st.push(host_key_ok(ctx, &known_hosts[0]));
-            // Which key would work, if any: the user's own configuration and every usual key.
-            let all = everything_target(ctx, profile, &tunnel_target);
-            match Session::connect(&all, HostKeyPolicy::Strict, passphrase).await {
-                Ok(s) => {
-                    let used = s.auth().used.clone();
-                    s.close().await;
-                    (None, Some(used))
-                }
-                Err(_) => {
-                    st.push(Finding::fail(
-                        CheckId::SshLogin,
-                        format!("`{user}@{host}` accepts none of your SSH keys (tried: {tried})"),
-                        format!(
-                            "add your public key to `~{user}/.ssh/authorized_keys` on the server \
-                             (`ssh-copy-id {user}@{host}`), or load the key into ssh-agent \
-                             (`ssh-add`)"
-                        ),
-                    ));
-                    st.push(Finding::skip(
-                        CheckId::SshConfigKey,
-                        needs(CheckId::SshLogin),
-                    ));
-                    return None;
-                }
-            }
-        }
-        Err(e) => {
-            st.push(host_key_failure(ctx, &e));
-            for id in [CheckId::SshLogin, CheckId::SshConfigKey] {
-                st.push(Finding::skip(id, needs(CheckId::SshHostKey)));
-            }
-            return None;
-        }
-    };
-    let used = any_key?;
-    let with_cert = certificate
-        .map(|c| format!(" with its {c}"))
-        .unwrap_or_default();
-    let mut login = Finding::ok(
-        CheckId::SshLogin,
-        format!(
-            "`{user}@{host}` accepts {}{with_cert}",
-            shown_key(ctx, &used)
-        ),
-    );
-    for n in login_notes {
-        login = login.note(n);
     }
-    st.push(login);
-    st.push(config_key(ctx, cfg, tunnel_key.as_ref(), &used));
-    agent
+}
+
+/// `ssh.reach`: TCP, and an SSH banner, from the first jump host when there are any (what this
+/// machine reaches), else the server. Whether it passed; the SSH lines after it are skipped
+/// when not.
+async fn reach_check(ctx: &Context, st: &mut Findings, target: &Target) -> bool {
+    let (host, port, user) = target.jumps.first().map_or_else(
+        || (target.host.clone(), target.port, target.user.clone()),
+        |j| (j.host.clone(), j.port, j.user.clone()),
+    );
+    let (h, p) = (host.clone(), port);
+    let banner = tokio::task::spawn_blocking(move || probe::ssh_banner(&h, p))
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
+    let line = reach(ctx, (&host, port, &user), target.jumps.len(), banner);
+    let failed = line.status == Status::Fail;
+    st.push(line);
+    if failed {
+        for id in [
+            CheckId::SshHostKey,
+            CheckId::SshLogin,
+            CheckId::SshConfigKey,
+        ] {
+            st.push(Finding::skip(id, needs(CheckId::SshReach)));
+        }
+    }
+    !failed
+}
+
+/// The key that logs in when the tunnel's own keys (`tried`) do not: the user's own
+/// configuration and every usual key. `None`, with the `ssh.login` failure, when none does.
+async fn other_key(
+    ctx: &Context,
+    st: &mut Findings,
+    profile: &Profile,
+    target: &Target,
+    tried: &str,
+    passphrase: &dyn Passphrase,
+) -> Option<KeyUsed> {
+    let all = everything_target(ctx, profile, target);
+    if let Ok(s) = Session::connect(&all, HostKeyPolicy::Strict, passphrase).await {
+        let used = s.auth().used.clone();
+        s.close().await;
+        return Some(used);
+    }
+    let (user, host) = (&target.user, &target.host);
+    st.push(Finding::fail(
+        CheckId::SshLogin,
+        format!("`{user}@{host}` accepts none of your SSH keys (tried: {tried})"),
+        format!(
+            "add your public key to `~{user}/.ssh/authorized_keys` on the server \
+             (`ssh-copy-id {user}@{host}`), or load the key into ssh-agent (`ssh-add`)"
+        ),
+    ));
+    st.push(Finding::skip(
+        CheckId::SshConfigKey,
+        needs(CheckId::SshLogin),
+    ));
+    None
 }
 
 /// `agent.version`: the server's agent speaks this build's protocol. A laptop and an agent of
@@ -487,44 +509,7 @@ fn config_key(
         _ => check,
     };
     if tunnel_key.is_none() {
-        let (absent, present): (Vec<&PathBuf>, Vec<&PathBuf>) =
-            cfg.identity_files.iter().partition(|p| !p.exists());
-        let show = |v: &[&PathBuf]| {
-            v.iter()
-                .map(|p| format!("`IdentityFile {}`", ctx.show(p)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let named = match (absent.is_empty(), present.is_empty()) {
-            (true, true) => "no `IdentityFile` (so ssh tries `~/.ssh/id_rsa`, `~/.ssh/id_ecdsa`, \
-                 `~/.ssh/id_ed25519`), and the server refuses those"
-                .to_owned(),
-            (true, false) => format!("{}, which the server refuses", show(&present)),
-            (false, true) => format!("{}, which does not exist", show(&absent)),
-            (false, false) => format!(
-                "{} (missing) and {} (refused by the server)",
-                show(&absent),
-                show(&present)
-            ),
-        };
-        let fix = match &works_file {
-            Some(f) => format!(
-                "set `IdentityFile {}` (with `IdentitiesOnly yes`) in `{cfg_shown}`",
-                ctx.show(f)
-            ),
-            None => format!(
-                "remove the `IdentityFile` and `IdentitiesOnly` lines from `{cfg_shown}` so ssh \
-                 uses the agent's key, and keep that key loaded (`ssh-add`)"
-            ),
-        };
-        return datagrip(Finding::fail(
-            CheckId::SshConfigKey,
-            format!(
-                "`{cfg_shown}` has {named}; the key that works is {}",
-                shown_key(ctx, works)
-            ),
-            fix,
-        ));
+        return datagrip(names_the_wrong_key(ctx, cfg, works, works_file.as_deref()));
     }
     // The tunnel's own keys work; ssh also ignores a key file others can read.
     if let Some(f) = &works_file
@@ -560,6 +545,55 @@ fn config_key(
         (None, _) => format!("`{cfg_shown}` works as written"),
     };
     datagrip(Finding::ok(CheckId::SshConfigKey, found))
+}
+
+/// `ssh.config-key` when the tunnel's own keys do not log in: what its `ssh_config` names, and
+/// the key that works instead (`works`, from the file `works_file` if it is one).
+fn names_the_wrong_key(
+    ctx: &Context,
+    cfg: &TunnelConfig,
+    works: &KeyUsed,
+    works_file: Option<&Path>,
+) -> Finding {
+    let cfg_shown = ctx.show(&cfg.path);
+    let (absent, present): (Vec<&PathBuf>, Vec<&PathBuf>) =
+        cfg.identity_files.iter().partition(|p| !p.exists());
+    let show = |v: &[&PathBuf]| {
+        v.iter()
+            .map(|p| format!("`IdentityFile {}`", ctx.show(p)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let named = match (absent.is_empty(), present.is_empty()) {
+        (true, true) => "no `IdentityFile` (so ssh tries `~/.ssh/id_rsa`, `~/.ssh/id_ecdsa`, \
+             `~/.ssh/id_ed25519`), and the server refuses those"
+            .to_owned(),
+        (true, false) => format!("{}, which the server refuses", show(&present)),
+        (false, true) => format!("{}, which does not exist", show(&absent)),
+        (false, false) => format!(
+            "{} (missing) and {} (refused by the server)",
+            show(&absent),
+            show(&present)
+        ),
+    };
+    let fix = match &works_file {
+        Some(f) => format!(
+            "set `IdentityFile {}` (with `IdentitiesOnly yes`) in `{cfg_shown}`",
+            ctx.show(f)
+        ),
+        None => format!(
+            "remove the `IdentityFile` and `IdentitiesOnly` lines from `{cfg_shown}` so ssh \
+             uses the agent's key, and keep that key loaded (`ssh-add`)"
+        ),
+    };
+    Finding::fail(
+        CheckId::SshConfigKey,
+        format!(
+            "`{cfg_shown}` has {named}; the key that works is {}",
+            shown_key(ctx, works)
+        ),
+        fix,
+    )
 }
 
 #[cfg(test)]
