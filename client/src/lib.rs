@@ -2,9 +2,9 @@
 //! key made here into a certificate, a MySQL user and a ready profile in `~/.shiqi/NAME/`
 //! (Kafka and MySQL configs, a tunnel that forwards every broker, DataGrip notes).
 //!
-//! Layout (docs/design.md, "Layout"): [`cli`] (clap only) → [`commands`] (settle settings, run
-//! steps, print) → [`doctor`], [`steps`], [`tunnel`] (work, no printing) → [`agent`], [`probe`],
-//! [`ssh`], [`profile`], [`fsutil`]. X.509 is `shiqi-ca`'s business. Report text that may quote
+//! Layout (docs/design.md, "Layout"): [`cli`] (clap only) → [`commands`] (settle settings, call
+//! operations, print) → [`doctor`], [`tunnel`], [`ops`], [`steps`] (work, no printing) →
+//! [`agent`], [`probe`], [`ssh`], [`profile`], [`fsutil`]. X.509 is `shiqi-ca`'s business. Report text that may quote
 //! another machine is [`text::Escaped`], safe on a terminal by construction.
 #![forbid(unsafe_code)]
 
@@ -17,6 +17,7 @@ pub mod error;
 pub mod fsutil;
 pub mod jdbc;
 pub mod mysql_source;
+pub mod ops;
 pub mod os;
 pub mod printer;
 pub mod probe;

@@ -13,7 +13,6 @@ use crate::error::Error;
 use crate::jdbc::{Driver, Endpoint, TUNNEL_HOST, Verification};
 use crate::probe::speaks::{self, Speaks};
 use crate::profile::{Profile, files};
-use crate::steps::profile_files;
 
 /// The MySQL side of a profile.
 #[derive(Debug)]
@@ -81,7 +80,7 @@ impl Source {
     /// # Errors
     /// [`Error::ProfileRead`] when `keystore.password` is missing or empty.
     pub fn password(&self) -> Result<Secret<String>, Error> {
-        profile_files::read_password(&self.dir).ok_or_else(|| Error::ProfileRead {
+        crate::profile::files::read_password(&self.dir).ok_or_else(|| Error::ProfileRead {
             path: self.file(files::KEYSTORE_PASSWORD),
             why: "it is missing or empty".to_owned(),
         })

@@ -181,3 +181,24 @@ impl Drop for Step<'_> {
         }
     }
 }
+
+/// Operations report through the printer: each step, note and warning as above.
+impl crate::ops::Report for Printer {
+    fn step(&self, label: &str) -> Box<dyn crate::ops::Step + '_> {
+        Box::new(Printer::step(self, label))
+    }
+
+    fn note(&self, text: &str) {
+        Printer::note(self, text);
+    }
+
+    fn warn(&self, text: &str) {
+        Printer::warn(self, text);
+    }
+}
+
+impl crate::ops::Step for Step<'_> {
+    fn done(self: Box<Self>, outcome: &str) {
+        Step::done(*self, outcome);
+    }
+}

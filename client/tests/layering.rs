@@ -12,6 +12,7 @@ const LAYERS: &[&[&str]] = &[
     &["printer", "prompt"],
     &["doctor", "datagrip", "mysql_source"],
     &["tunnel"],
+    &["ops"],
     &["steps"],
     &["agent"],
     &["probe"],

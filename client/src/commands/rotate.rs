@@ -1,6 +1,6 @@
 //! `shiqi-connect rotate [NAME] [--keep-old]` and `renew [NAME | --all]`: log in to the
 //! profile's server the way the tunnel does (no questions: the host key must be known), then
-//! [`steps::rotate`](crate::steps::rotate) or [`steps::renew`](crate::steps::renew), and show
+//! [`ops::rotate`](crate::ops::rotate) or [`ops::renew`](crate::ops::renew), and show
 //! what happened.
 
 use std::path::Path;
@@ -19,8 +19,8 @@ use crate::printer::Printer;
 use crate::profile::lock::PATIENCE;
 use crate::profile::{self, Profile, Roots, tilde};
 use crate::ssh::Session;
-use crate::steps::renew::{self, RenewOutcome};
-use crate::steps::rotate::{self, OldCertificate, Rotated};
+use crate::ops::renew::{self, RenewOutcome};
+use crate::ops::rotate::{self, OldCertificate, Rotated};
 use crate::tunnel::login::Targets;
 
 /// Runs `rotate`.

@@ -12,7 +12,8 @@ use time::{Duration, OffsetDateTime};
 use crate::doctor::configs::Kind;
 use crate::doctor::{CheckId, Context, Finding, Findings, Status};
 use crate::profile::{KEYSTORE_ALIAS, files as pf};
-use crate::steps::{journal, renew};
+use crate::ops::renew;
+use crate::steps::journal;
 use crate::text::Escaped;
 
 /// Reads a profile file, or says why a check that needs it is skipped.

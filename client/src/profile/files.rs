@@ -172,6 +172,13 @@ pub const CATALOGUE: &[Kind] = &[
     },
 ];
 
+/// The password in an existing profile's `keystore.password`, if it holds one.
+pub fn read_password(dir: &std::path::Path) -> Option<shiqi_ca::Secret<String>> {
+    let text = std::fs::read_to_string(dir.join(KEYSTORE_PASSWORD)).ok()?;
+    let pw = text.trim_end_matches(['\n', '\r']);
+    (!pw.is_empty()).then(|| shiqi_ca::Secret::new(pw.to_owned()))
+}
+
 /// The kind of the file named `name`, if it is a profile file.
 pub fn kind(name: &str) -> Option<&'static Kind> {
     CATALOGUE.iter().find(|k| k.name == name)

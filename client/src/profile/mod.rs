@@ -14,6 +14,7 @@ use crate::error::Error;
 
 pub mod files;
 pub mod lock;
+pub mod plan;
 pub mod render;
 pub mod roots;
 pub mod store;

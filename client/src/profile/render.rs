@@ -1,7 +1,7 @@
 //! The text files of a profile, rendered from `render/templates/` (minijinja, embedded) and the
 //! profile itself: the one way setup, rotate, renew and the tunnel's refresh turn a profile into
 //! its files. Pure: no network, no filesystem. The forwards it renders are planned by the
-//! tunnel (`tunnel::plan`) and passed in.
+//! tunnel (`profile::plan`) and passed in.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -284,7 +284,7 @@ mod tests {
 
     use super::*;
     use crate::profile::JumpHost;
-    use crate::tunnel::plan::forwards;
+    use crate::profile::plan::forwards;
 
     fn brokers(ports: &[u16]) -> Vec<Broker> {
         ports

@@ -31,7 +31,7 @@ fn renewal_path(root: &Path, name: &ProfileName) -> PathBuf {
     lock::file(root, name, "renewal.json")
 }
 
-/// A renewal of one certificate that has not finished: what [`crate::steps::renew`] keeps
+/// A renewal of one certificate that has not finished: what [`crate::ops::renew`] keeps
 /// between attempts.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Renewal {

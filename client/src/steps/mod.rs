@@ -5,7 +5,5 @@ pub mod journal;
 pub mod keygen;
 pub mod keystore;
 pub mod profile_files;
-pub mod renew;
-pub mod rotate;
 pub mod verify;
 pub mod write;

@@ -87,10 +87,3 @@ pub fn build(i: &Inputs<'_>) -> Result<Vec<ProfileFile>, Error> {
     }
     Ok(out)
 }
-
-/// The password in an existing profile's `keystore.password`, if it holds one.
-pub fn read_password(dir: &Path) -> Option<Secret<String>> {
-    let text = std::fs::read_to_string(dir.join(files::KEYSTORE_PASSWORD)).ok()?;
-    let pw = text.trim_end_matches(['\n', '\r']);
-    (!pw.is_empty()).then(|| Secret::new(pw.to_owned()))
-}

@@ -30,7 +30,7 @@ use crate::probe::kafka::Registered;
 use crate::probe::{self, ProfileTls};
 use crate::profile::{ForwardRecord, Profile};
 use crate::ssh::Session;
-use crate::steps::renew;
+use crate::ops::renew;
 use crate::tunnel::endpoint::{self, LocalEndpoint, Role, Upstream};
 use crate::tunnel::forward::{self, Link, Shared};
 use crate::tunnel::login::Targets;
@@ -255,7 +255,7 @@ impl RenewSchedule {
     fn due(&self, cert: &crate::profile::Certificate) -> OffsetDateTime {
         let lifetime = cert.not_after - cert.not_before;
         let jitter = self.jitter.min(lifetime / 30);
-        crate::steps::renew::due_from(cert) + jitter
+        renew::due_from(cert) + jitter
     }
 }
 

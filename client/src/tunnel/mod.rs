@@ -13,7 +13,6 @@ pub mod endpoint;
 pub mod forward;
 pub mod launch;
 pub mod login;
-pub mod plan;
 pub mod ports;
 pub mod process;
 pub mod pump;

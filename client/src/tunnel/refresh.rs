@@ -4,7 +4,7 @@
 //! that returns or joins gets its forward with no file edited. `ssh_config` and `profile.json`
 //! are rewritten to match (each atomically, through `fsutil`), under the profile's lock
 //! (`profile::store`), planned from the profile as it is then. The forward list itself is
-//! `tunnel::plan::forwards`, the same as setup's.
+//! `profile::plan::forwards`, the same as setup's.
 
 use std::path::Path;
 use std::time::Duration;
@@ -14,9 +14,9 @@ use shiqi_ca::protocol::Broker;
 
 use crate::error::Error;
 use crate::fsutil;
+use crate::profile::plan;
 use crate::profile::{Endpoint, ForwardRecord, Profile, files};
 use crate::profile::{render, store};
-use crate::tunnel::plan;
 
 /// The profile as the current broker list makes it.
 #[derive(Clone, Debug)]
@@ -222,8 +222,8 @@ pub fn switch_endpoint(
         with.endpoint = endpoint;
         let plan = plan(&with, profile.brokers.clone())?;
         // The Java config holds the keystore password in direct mode; it is read from its file.
-        let password = crate::steps::profile_files::read_password(dir)
-            .unwrap_or_else(|| Secret::new(String::new()));
+        let password =
+            crate::profile::files::read_password(dir).unwrap_or_else(|| Secret::new(String::new()));
         let rendered = render::render(
             &plan.profile,
             &plan.forwards,

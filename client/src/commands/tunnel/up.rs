@@ -13,9 +13,9 @@ use crate::cli::{EndpointArgs, EndpointMode};
 use crate::error::Error;
 use crate::printer::Printer;
 use crate::profile::lock::PATIENCE;
+use crate::profile::plan::choose_endpoint;
 use crate::profile::{Endpoint, ForwardRecord, Profile};
 use crate::tunnel::login::Targets;
-use crate::tunnel::plan::choose_endpoint;
 use crate::tunnel::state::{self, State};
 use crate::tunnel::{launch, ports, process, refresh};
 
@@ -390,7 +390,7 @@ async fn renew_on_connect(
     profile: &Profile,
     printer: &Printer,
 ) -> Option<Profile> {
-    use crate::steps::renew::{self, RenewOutcome};
+    use crate::ops::renew::{self, RenewOutcome};
     if !renew::is_due(&profile.certificate, OffsetDateTime::now_utc()) {
         return None;
     }
@@ -519,7 +519,7 @@ mod tests {
     fn lists_forwards_in_columns() {
         let p = crate::profile::tests::sample();
         let (records, _) =
-            crate::tunnel::plan::forwards(&p.brokers, p.mysql.as_ref(), &p.endpoint).expect("ok");
+            crate::profile::plan::forwards(&p.brokers, p.mysql.as_ref(), &p.endpoint).expect("ok");
         insta::assert_snapshot!(forward_lines(&records), @r"
         127.0.0.1:19094 -> localhost:19094  Kafka broker 1 (advertised localhost:19094)
         127.0.0.1:29094 -> localhost:29094  Kafka broker 2 (advertised localhost:29094)

@@ -12,10 +12,10 @@ use time::OffsetDateTime;
 
 use crate::agent::{self, AgentCommand};
 use crate::error::Error;
+use crate::ops::rotate::{self, Rotated};
 use crate::profile::lock;
 use crate::profile::{Certificate, Profile};
 use crate::ssh::Session;
-use crate::steps::rotate::{self, Rotated};
 use crate::steps::{journal, keygen, verify};
 
 /// What [`renew_if_due`] did.

@@ -176,7 +176,7 @@ pub async fn finish(
         key_type: key.key_type(),
     };
     let password =
-        profile_files::read_password(dir).unwrap_or_else(shiqi_ca::Secret::random_password);
+        crate::profile::files::read_password(dir).unwrap_or_else(shiqi_ca::Secret::random_password);
     let files = profile_files::build(&profile_files::Inputs {
         dir,
         target: session.target(),

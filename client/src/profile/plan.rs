@@ -1,12 +1,12 @@
-//! The tunnel's forwards and the endpoint a profile gets, planned from what the cluster
+//! The tunnel's forwards and the endpoint a profile gets (`profile.json` keeps both), planned from what the cluster
 //! advertises: this is where a cluster that cannot work through forwards of its own (two brokers
 //! on one port) is refused, and where the local endpoint is chosen instead. Pure.
 
 use shiqi_ca::Host;
 use shiqi_ca::protocol::{Broker, MysqlFacts};
 
+use super::{Endpoint, ForwardRecord};
 use crate::error::Error;
-use crate::profile::{Endpoint, ForwardRecord};
 
 /// The tunnel's forwards. Direct: one per advertised broker (after bootstrap a Kafka client
 /// dials every broker at its advertised address, so each needs its own local port), then MySQL;
