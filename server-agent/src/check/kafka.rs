@@ -287,6 +287,34 @@ fn principal_mapping(
         ));
         return;
     }
+    await_mapping(ctx, probe, denying, findings);
+    let filters: Vec<AclFilter> = principals
+        .iter()
+        .map(|p| AclFilter {
+            principal: Some(p.clone()),
+            ..AclFilter::default()
+        })
+        .collect();
+    if let Err(e) = admin.delete_acls(&filters) {
+        findings.push(Finding::warn(
+            "kafka.cleanup",
+            format!("cannot delete the throwaway's ACLs: {e}"),
+            format!(
+                "delete them by hand: kafka-acls --remove --allow-principal User:{} …",
+                probe.name
+            ),
+        ));
+    }
+}
+
+/// Asks each broker in `denying` which of the two topics it lets the throwaway see, until each
+/// answered or [`ACL_WAIT`] passed (ACLs reach every broker a little after they are created).
+fn await_mapping(
+    ctx: &Context,
+    probe: &Throwaway,
+    denying: Vec<&Accepting>,
+    findings: &mut Vec<Finding>,
+) {
     let started = Instant::now();
     let mut pending: Vec<&Accepting> = denying;
     while !pending.is_empty() && started.elapsed() < ACL_WAIT {
@@ -335,23 +363,6 @@ fn principal_mapping(
                 probe.name
             ),
             MAPPING_FIX,
-        ));
-    }
-    let filters: Vec<AclFilter> = principals
-        .iter()
-        .map(|p| AclFilter {
-            principal: Some(p.clone()),
-            ..AclFilter::default()
-        })
-        .collect();
-    if let Err(e) = admin.delete_acls(&filters) {
-        findings.push(Finding::warn(
-            "kafka.cleanup",
-            format!("cannot delete the throwaway's ACLs: {e}"),
-            format!(
-                "delete them by hand: kafka-acls --remove --allow-principal User:{} …",
-                probe.name
-            ),
         ));
     }
 }

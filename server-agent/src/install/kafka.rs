@@ -48,43 +48,7 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
     let tls = i.args.kafka_tls_dir.clone();
     certificate(i, &tls, &sans)?;
 
-    // The brokers' super user is the agent's admin name, from the config the agent will read
-    // (the account's file: parsed into a name before it reaches a broker's config).
-    let admin_name: shiqi_ca::ProfileName =
-        match crate::config::Config::load(&i.state_dir.join("agent.toml"), false) {
-            Ok(c) => c.kafka.admin_name.parse()?,
-            Err(_) if i.dry_run() => "shiqi-admin".parse()?,
-            Err(e) => return Err(e),
-        };
-    // The account wrote it: read through a handle, never through a link it left there.
-    let fragment = match Folder::open(&tls, &tls_trust(i, kafka_owner(i)?)) {
-        Ok(dir) => dir
-            .read("server.properties", super::MAX_FILE)?
-            .map(|(bytes, _)| String::from_utf8_lossy(&bytes).into_owned())
-            .unwrap_or_default(),
-        Err(_) if i.dry_run() => String::new(),
-        Err(e) => return Err(e),
-    };
-    let mut settings: Vec<(String, String)> = fragment
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| {
-            let (k, v) = l.split_once('=')?;
-            Some((k.trim().to_owned(), v.trim().to_owned()))
-        })
-        // Only TLS settings come from `server-cert`'s file; the rest is install's own.
-        .filter(|(k, _)| k.starts_with("ssl."))
-        .collect();
-    for (k, v) in [
-        (
-            "authorizer.class.name",
-            "org.apache.kafka.metadata.authorizer.StandardAuthorizer".to_owned(),
-        ),
-        ("allow.everyone.if.no.acl.found", "false".to_owned()),
-        ("super.users", format!("User:{CERT_NAME};User:{admin_name}")),
-    ] {
-        settings.push((k.to_owned(), v));
-    }
+    let settings = broker_settings(i, &tls)?;
     let properties = tls.join("shiqi.properties");
     let mut text = format!(
         "# Written by `shiqi-ca-agent install`: the SSL listener's settings for every broker.\n\
@@ -136,6 +100,49 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
         );
     }
     Ok(())
+}
+
+/// The settings every broker gets: the TLS lines `server-cert` wrote into `tls`, then the
+/// authorizer and the super users (the brokers' own name and the agent's admin name).
+fn broker_settings(i: &Install, tls: &Path) -> Result<Vec<(String, String)>, AgentError> {
+    // The brokers' super user is the agent's admin name, from the config the agent will read
+    // (the account's file: parsed into a name before it reaches a broker's config).
+    let admin_name: shiqi_ca::ProfileName =
+        match crate::config::Config::load(&i.state_dir.join("agent.toml"), false) {
+            Ok(c) => c.kafka.admin_name.parse()?,
+            Err(_) if i.dry_run() => "shiqi-admin".parse()?,
+            Err(e) => return Err(e),
+        };
+    // The account wrote it: read through a handle, never through a link it left there.
+    let fragment = match Folder::open(tls, &tls_trust(i, kafka_owner(i)?)) {
+        Ok(dir) => dir
+            .read("server.properties", super::MAX_FILE)?
+            .map(|(bytes, _)| String::from_utf8_lossy(&bytes).into_owned())
+            .unwrap_or_default(),
+        Err(_) if i.dry_run() => String::new(),
+        Err(e) => return Err(e),
+    };
+    let mut settings: Vec<(String, String)> = fragment
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (k, v) = l.split_once('=')?;
+            Some((k.trim().to_owned(), v.trim().to_owned()))
+        })
+        // Only TLS settings come from `server-cert`'s file; the rest is install's own.
+        .filter(|(k, _)| k.starts_with("ssl."))
+        .collect();
+    for (k, v) in [
+        (
+            "authorizer.class.name",
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer".to_owned(),
+        ),
+        ("allow.everyone.if.no.acl.found", "false".to_owned()),
+        ("super.users", format!("User:{CERT_NAME};User:{admin_name}")),
+    ] {
+        settings.push((k.to_owned(), v));
+    }
+    Ok(settings)
 }
 
 /// Where both images look for the stores and their passwords (their `configure` scripts).

@@ -110,6 +110,13 @@ impl Install {
     /// Everything given is checked before the first change: a bad value stops the run with
     /// nothing changed.
     fn validate(&self) -> Result<(), AgentError> {
+        self.validate_account()?;
+        self.validate_values()?;
+        self.validate_files()
+    }
+
+    /// `--account`: a plain name, not root, and not someone else's unless adopted.
+    fn validate_account(&self) -> Result<(), AgentError> {
         let a = &self.args;
         let plain = |s: &str| {
             !s.is_empty()
@@ -143,6 +150,12 @@ impl Install {
                 ),
             });
         }
+        Ok(())
+    }
+
+    /// The values given (paths, names, addresses), in the order `validate` checks them.
+    fn validate_values(&self) -> Result<(), AgentError> {
+        let a = &self.args;
         for (flag, path) in [
             ("--state-dir", &self.state_dir),
             ("--publish-dir", &a.publish_dir),
@@ -184,6 +197,12 @@ impl Install {
                 why: format!("--kafka-owner: no account `{user}` on this machine"),
             });
         }
+        Ok(())
+    }
+
+    /// What the values name on this machine: the kept config, files and accounts.
+    fn validate_files(&self) -> Result<(), AgentError> {
+        let a = &self.args;
         // The kept agent.toml decides where the CRL goes; a different --publish-dir would
         // publish one CRL there and point MariaDB and the brokers at another.
         let kept = self.state_dir.join("agent.toml");

@@ -179,43 +179,7 @@ fn admin_account(i: &mut Install) -> Result<(), AgentError> {
             return Ok::<_, mysql_async::Error>(Admin::Kept);
         }
         if !dry {
-            let version: Option<String> = conn.query_first("SELECT VERSION()").await?;
-            let mariadb = version.as_deref().is_some_and(|v| v.contains("MariaDB"));
-            if exists {
-                conn.query_drop(format!("REVOKE ALL PRIVILEGES, GRANT OPTION FROM {who}"))
-                    .await?;
-            } else {
-                let via = if mariadb {
-                    "IDENTIFIED VIA unix_socket"
-                } else {
-                    "IDENTIFIED WITH auth_socket"
-                };
-                conn.query_drop(format!("CREATE USER {who} {via}")).await?;
-            }
-            // MariaDB before 10.5.2 has no CONNECTION ADMIN; KILL then needs SUPER.
-            let kill = if !mariadb {
-                "CONNECTION_ADMIN"
-            } else if conn
-                .query_drop(format!("GRANT CONNECTION ADMIN ON *.* TO {who}"))
-                .await
-                .is_ok()
-            {
-                "CONNECTION ADMIN"
-            } else {
-                "SUPER"
-            };
-            for grant in admin_privileges(mariadb, kill) {
-                let (privileges, target) = grant.split_once(" ON ").unwrap_or((&grant, "*.*"));
-                conn.query_drop(format!("GRANT {privileges} ON {target} TO {who}"))
-                    .await?;
-            }
-            for grant in &handed_out {
-                let (privileges, target) = grant.split_once(" ON ").unwrap_or((grant, ""));
-                conn.query_drop(format!(
-                    "GRANT {privileges} ON {target} TO {who} WITH GRANT OPTION"
-                ))
-                .await?;
-            }
+            grant_admin(&mut conn, &who, exists, &handed_out).await?;
         }
         let _ = conn.disconnect().await;
         Ok(if exists {
@@ -265,6 +229,54 @@ fn admin_account(i: &mut Install) -> Result<(), AgentError> {
                 socket.display()
             ),
         ),
+    }
+    Ok(())
+}
+
+/// Creates the agent's admin account (or takes a broader one's privileges back) and grants
+/// what the agent uses and hands out.
+async fn grant_admin(
+    conn: &mut mysql_async::Conn,
+    who: &str,
+    exists: bool,
+    handed_out: &[String],
+) -> Result<(), mysql_async::Error> {
+    let version: Option<String> = conn.query_first("SELECT VERSION()").await?;
+    let mariadb = version.as_deref().is_some_and(|v| v.contains("MariaDB"));
+    if exists {
+        conn.query_drop(format!("REVOKE ALL PRIVILEGES, GRANT OPTION FROM {who}"))
+            .await?;
+    } else {
+        let via = if mariadb {
+            "IDENTIFIED VIA unix_socket"
+        } else {
+            "IDENTIFIED WITH auth_socket"
+        };
+        conn.query_drop(format!("CREATE USER {who} {via}")).await?;
+    }
+    // MariaDB before 10.5.2 has no CONNECTION ADMIN; KILL then needs SUPER.
+    let kill = if !mariadb {
+        "CONNECTION_ADMIN"
+    } else if conn
+        .query_drop(format!("GRANT CONNECTION ADMIN ON *.* TO {who}"))
+        .await
+        .is_ok()
+    {
+        "CONNECTION ADMIN"
+    } else {
+        "SUPER"
+    };
+    for grant in admin_privileges(mariadb, kill) {
+        let (privileges, target) = grant.split_once(" ON ").unwrap_or((&grant, "*.*"));
+        conn.query_drop(format!("GRANT {privileges} ON {target} TO {who}"))
+            .await?;
+    }
+    for grant in handed_out {
+        let (privileges, target) = grant.split_once(" ON ").unwrap_or((grant, ""));
+        conn.query_drop(format!(
+            "GRANT {privileges} ON {target} TO {who} WITH GRANT OPTION"
+        ))
+        .await?;
     }
     Ok(())
 }

@@ -75,32 +75,7 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
         return Ok(());
     }
     if changed {
-        let test = std::process::Command::new(&sshd)
-            .arg("-t")
-            .arg("-f")
-            .arg(&config)
-            .output();
-        let ok = test.as_ref().is_ok_and(|o| o.status.success());
-        if !ok {
-            // Put back what was there: a config sshd refuses must not wait for its next start.
-            let (dir, name) = super::folder::split(&path)?;
-            let dir = super::folder::Folder::open(dir, &super::folder::Trust::root())?;
-            let _ = match &old {
-                Some(text) => dir.write(name, text.as_bytes(), 0o644, Some((0, 0))),
-                None => dir.remove(name),
-            };
-            let why = test.map_or_else(
-                |e| e.to_string(),
-                |o| String::from_utf8_lossy(&o.stderr).trim().to_owned(),
-            );
-            return Err(AgentError::Request {
-                why: format!(
-                    "`sshd -t` refuses the config with {}: {}; it was put back",
-                    path.display(),
-                    shiqi_ca::text::one_line(&why, 300)
-                ),
-            });
-        }
+        test_or_put_back(&sshd, &config, &path, old.as_deref())?;
     }
     let wrong =
         crate::sshd::unsafe_settings(&sshd, &config, &account, crate::sshd::LAPTOP_ADDRESS)?;
@@ -160,6 +135,43 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
                 ),
             );
         }
+    }
+    Ok(())
+}
+
+/// `sshd -t` with the drop-in just written at `path`; if sshd refuses it, what was there
+/// before (`old`, or nothing) is put back.
+fn test_or_put_back(
+    sshd: &Path,
+    config: &Path,
+    path: &Path,
+    old: Option<&str>,
+) -> Result<(), AgentError> {
+    let test = std::process::Command::new(sshd)
+        .arg("-t")
+        .arg("-f")
+        .arg(config)
+        .output();
+    let ok = test.as_ref().is_ok_and(|o| o.status.success());
+    if !ok {
+        // Put back what was there: a config sshd refuses must not wait for its next start.
+        let (dir, name) = super::folder::split(path)?;
+        let dir = super::folder::Folder::open(dir, &super::folder::Trust::root())?;
+        let _ = match old {
+            Some(text) => dir.write(name, text.as_bytes(), 0o644, Some((0, 0))),
+            None => dir.remove(name),
+        };
+        let why = test.map_or_else(
+            |e| e.to_string(),
+            |o| String::from_utf8_lossy(&o.stderr).trim().to_owned(),
+        );
+        return Err(AgentError::Request {
+            why: format!(
+                "`sshd -t` refuses the config with {}: {}; it was put back",
+                path.display(),
+                shiqi_ca::text::one_line(&why, 300)
+            ),
+        });
     }
     Ok(())
 }
