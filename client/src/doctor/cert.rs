@@ -11,8 +11,8 @@ use time::{Duration, OffsetDateTime};
 
 use crate::doctor::configs::Kind;
 use crate::doctor::{CheckId, Context, Finding, Findings, Status};
-use crate::profile::{KEYSTORE_ALIAS, files as pf};
 use crate::ops::renew;
+use crate::profile::{KEYSTORE_ALIAS, files as pf};
 use crate::steps::journal;
 use crate::text::Escaped;
 
