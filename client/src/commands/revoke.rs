@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use shiqi_ca::crl::parse_reason;
+use shiqi_ca::crl::{Reason, parse_reason};
 use shiqi_ca::protocol::RevokeResponse;
 use shiqi_ca::{ProfileName, Serial};
 
@@ -17,7 +17,7 @@ use crate::error::Error;
 use crate::printer::Printer;
 use crate::profile::{self, Profile, Roots};
 use crate::prompt::Prompter;
-use crate::ssh::config::{self, Env};
+use crate::ssh::config::{self, Env, Target};
 use crate::ssh::destination::Destination;
 
 /// Runs `revoke`.
@@ -32,48 +32,9 @@ pub async fn run(
 ) -> anyhow::Result<ExitCode> {
     let prompter = Prompter::new(global.yes);
     let roots = Roots::resolve(global.shiqi_home.as_deref())?;
-    let name: ProfileName = args.name.trim().parse().map_err(|source| Error::Ca {
-        what: "use that name",
-        source,
-    })?;
-    let reason = parse_reason(args.reason.trim()).map_err(|source| Error::Ca {
-        what: "use that revocation reason",
-        source,
-    })?;
-    let what = match args.serial.as_deref().map(str::trim) {
-        Some(s) => Revocation::Serial(s.parse::<Serial>().map_err(|source| Error::Ca {
-            what: "use that serial",
-            source,
-        })?),
-        None => Revocation::Name(name.clone()),
-    };
+    let Asked { name, reason, what } = asked(args)?;
     let agent = AgentCommand::new(&args.agent_command)?;
-    let jump = config::check_jump(args.jump.as_deref())?;
-    let local = Profile::load(&profile::dir(&roots.root, &name)).ok();
-    let (destination_text, jump) = match args
-        .server
-        .as_deref()
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-    {
-        Some(s) => (s.to_owned(), jump),
-        // The local profile's server, reached the way setup reached it.
-        None => match local {
-            Some(p) => (p.server.destination, jump.or(p.server.jump)),
-            None => (
-                prompter.server().ok_or(Error::Missing {
-                    what: "server",
-                    flag: "--server HOST",
-                    env: "SHIQI_SERVER",
-                })?,
-                jump,
-            ),
-        },
-    };
-    let destination: Destination = destination_text.parse()?;
-    let env = Env::from_process(roots.home.clone(), None).with_jump(jump.as_deref());
-    let target = config::resolve(&destination, &env)
-        .with_context(|| format!("cannot resolve `{destination_text}`"))?;
+    let (destination_text, target) = server(args, &roots, &name, &prompter)?;
 
     let step = printer.step(&format!("connect to {}", target.host));
     let session = connect(args.accept_new_host_key, &target, &prompter, printer)
@@ -108,29 +69,93 @@ pub async fn run(
         r.crl.revoked
     ));
     show(r, printer);
-    if global.json {
-        let mut text = serde_json::to_string_pretty(r).unwrap_or_default();
-        text.push('\n');
-        print_stdout(&text)?;
-    } else {
-        let mut text = String::new();
-        for c in &r.revoked {
-            text.push_str(&format!(
-                "{} {}{}\n",
-                c.serial,
-                c.reason
-                    .map_or("unspecified", shiqi_ca::crl::Reason::as_str),
-                if c.already { " (already revoked)" } else { "" }
-            ));
-        }
-        print_stdout(&text)?;
-    }
+    print_revoked(r, global.json)?;
     match revoked.incomplete {
         Some(why) => Err(anyhow::anyhow!(
             "`{name}` is revoked and in the CRL, but not everywhere: {why}"
         )),
         None => Ok(ExitCode::SUCCESS),
     }
+}
+
+/// What to revoke, as the flags say it.
+struct Asked {
+    name: ProfileName,
+    reason: Reason,
+    what: Revocation,
+}
+
+/// The name, the reason and the serial (or the whole name), each checked.
+fn asked(args: &RevokeArgs) -> Result<Asked, Error> {
+    let name: ProfileName = args.name.trim().parse().map_err(|source| Error::Ca {
+        what: "use that name",
+        source,
+    })?;
+    let reason = parse_reason(args.reason.trim()).map_err(|source| Error::Ca {
+        what: "use that revocation reason",
+        source,
+    })?;
+    let what = match args.serial.as_deref().map(str::trim) {
+        Some(s) => Revocation::Serial(s.parse::<Serial>().map_err(|source| Error::Ca {
+            what: "use that serial",
+            source,
+        })?),
+        None => Revocation::Name(name.clone()),
+    };
+    Ok(Asked { name, reason, what })
+}
+
+/// The server to ask: `--server`, else the local profile's (reached the way setup reached it),
+/// else asked on a terminal; with its destination as given.
+fn server(
+    args: &RevokeArgs,
+    roots: &Roots,
+    name: &ProfileName,
+    prompter: &Prompter,
+) -> anyhow::Result<(String, Target)> {
+    let jump = config::check_jump(args.jump.as_deref())?;
+    let local = Profile::load(&profile::dir(&roots.root, name)).ok();
+    let given = args
+        .server
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty());
+    let (destination_text, jump) = match (given, local) {
+        (Some(s), _) => (s.to_owned(), jump),
+        (None, Some(p)) => (p.server.destination, jump.or(p.server.jump)),
+        (None, None) => (
+            prompter.server().ok_or(Error::Missing {
+                what: "server",
+                flag: "--server HOST",
+                env: "SHIQI_SERVER",
+            })?,
+            jump,
+        ),
+    };
+    let destination: Destination = destination_text.parse()?;
+    let env = Env::from_process(roots.home.clone(), None).with_jump(jump.as_deref());
+    let target = config::resolve(&destination, &env)
+        .with_context(|| format!("cannot resolve `{destination_text}`"))?;
+    Ok((destination_text, target))
+}
+
+/// The answer on stdout: JSON, or one line per certificate.
+fn print_revoked(r: &RevokeResponse, json: bool) -> anyhow::Result<()> {
+    if json {
+        let mut text = serde_json::to_string_pretty(r).unwrap_or_default();
+        text.push('\n');
+        return print_stdout(&text);
+    }
+    let mut text = String::new();
+    for c in &r.revoked {
+        text.push_str(&format!(
+            "{} {}{}\n",
+            c.serial,
+            c.reason.map_or("unspecified", Reason::as_str),
+            if c.already { " (already revoked)" } else { "" }
+        ));
+    }
+    print_stdout(&text)
 }
 
 fn show(r: &RevokeResponse, printer: &Printer) {

@@ -185,65 +185,7 @@ pub async fn status(s: &Settings) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
-
-    let tls = ProfileTls::from_profile(&s.paths.dir);
-    let mut probes = tokio::task::JoinSet::new();
-    // The endpoint's ports as the running tunnel lists them (with their brokers), else as the
-    // profile records them.
-    let endpoint: Vec<ForwardRecord> = State::read(&s.paths.state)
-        .map(|st| st.endpoint)
-        .filter(|e| !e.is_empty())
-        .unwrap_or_else(|| recorded_endpoint(&profile));
-    let all = endpoint
-        .iter()
-        .map(|f| (f, Kind::Endpoint))
-        .chain(profile.forwards.iter().map(|f| {
-            let kind = match &profile.mysql {
-                Some(m) if m.port.get() == f.local_port && m.host == f.remote_host => Kind::Mysql,
-                _ => Kind::Kafka,
-            };
-            (f, kind)
-        }));
-    for (i, (f, kind)) in all.enumerate() {
-        let user = profile
-            .mysql
-            .as_ref()
-            .map(|m| m.user.to_string())
-            .unwrap_or_default();
-        let (f, tls, dir) = (f.clone(), tls.clone(), s.paths.dir.clone());
-        let local = !profile.endpoint.is_direct();
-        probes.spawn(async move {
-            let listening = probe::kafka::listening(f.local_port).await;
-            let host = f.remote_host.as_str();
-            let handshake = match (listening, kind) {
-                (false, _) => {
-                    Outcome::fail(format!("nothing listens on 127.0.0.1:{}", f.local_port))
-                }
-                (true, Kind::Kafka) => {
-                    probe::kafka::api_versions(f.local_port, host, &tls, PROBE_TIMEOUT).await
-                }
-                (true, Kind::Endpoint) => probe::kafka::endpoint(f.local_port, PROBE_TIMEOUT).await,
-                (true, Kind::Mysql) if local => {
-                    probe::mysql::login_plain(f.local_port, &user, PROBE_TIMEOUT).await
-                }
-                (true, Kind::Mysql) => {
-                    probe::mysql::login(f.local_port, host, &user, &dir, PROBE_TIMEOUT).await
-                }
-            };
-            (
-                i,
-                ForwardStatus {
-                    forward: f,
-                    kind,
-                    listening,
-                    handshake,
-                },
-            )
-        });
-    }
-    let mut forwards: Vec<(usize, ForwardStatus)> = probes.join_all().await;
-    forwards.sort_by_key(|(i, _)| *i);
-    let forwards: Vec<ForwardStatus> = forwards.into_iter().map(|(_, f)| f).collect();
+    let forwards = probe_all(s, &profile).await;
     let ok = !forwards.is_empty() && forwards.iter().all(|f| f.listening && f.handshake.ok);
     let report = StatusReport {
         profile: s.name.to_string(),
@@ -264,6 +206,74 @@ pub async fn status(s: &Settings) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Every port the tunnel should serve, tried at once as its clients would, in order: the
+/// endpoint's (as the running tunnel lists them, with their brokers, else as the profile
+/// records them), then the forwards.
+async fn probe_all(s: &Settings, profile: &Profile) -> Vec<ForwardStatus> {
+    let tls = ProfileTls::from_profile(&s.paths.dir);
+    let endpoint: Vec<ForwardRecord> = State::read(&s.paths.state)
+        .map(|st| st.endpoint)
+        .filter(|e| !e.is_empty())
+        .unwrap_or_else(|| recorded_endpoint(profile));
+    let all = endpoint
+        .iter()
+        .map(|f| (f, Kind::Endpoint))
+        .chain(profile.forwards.iter().map(|f| {
+            let kind = match &profile.mysql {
+                Some(m) if m.port.get() == f.local_port && m.host == f.remote_host => Kind::Mysql,
+                _ => Kind::Kafka,
+            };
+            (f, kind)
+        }));
+    let user = profile
+        .mysql
+        .as_ref()
+        .map(|m| m.user.to_string())
+        .unwrap_or_default();
+    let local = !profile.endpoint.is_direct();
+    let mut probes = tokio::task::JoinSet::new();
+    for (i, (f, kind)) in all.enumerate() {
+        let (f, tls, dir, user) = (f.clone(), tls.clone(), s.paths.dir.clone(), user.clone());
+        probes.spawn(async move {
+            let listening = probe::kafka::listening(f.local_port).await;
+            let handshake = match (listening, kind) {
+                (false, _) => {
+                    Outcome::fail(format!("nothing listens on 127.0.0.1:{}", f.local_port))
+                }
+                (true, kind) => handshake(&f, kind, local, &user, &tls, &dir).await,
+            };
+            let status = ForwardStatus {
+                forward: f,
+                kind,
+                listening,
+                handshake,
+            };
+            (i, status)
+        });
+    }
+    let mut forwards: Vec<(usize, ForwardStatus)> = probes.join_all().await;
+    forwards.sort_by_key(|(i, _)| *i);
+    forwards.into_iter().map(|(_, f)| f).collect()
+}
+
+/// What a listening port answers, asked as its clients ask it.
+async fn handshake(
+    f: &ForwardRecord,
+    kind: Kind,
+    local: bool,
+    user: &str,
+    tls: &ProfileTls,
+    dir: &std::path::Path,
+) -> Outcome {
+    let host = f.remote_host.as_str();
+    match kind {
+        Kind::Kafka => probe::kafka::api_versions(f.local_port, host, tls, PROBE_TIMEOUT).await,
+        Kind::Endpoint => probe::kafka::endpoint(f.local_port, PROBE_TIMEOUT).await,
+        Kind::Mysql if local => probe::mysql::login_plain(f.local_port, user, PROBE_TIMEOUT).await,
+        Kind::Mysql => probe::mysql::login(f.local_port, host, user, dir, PROBE_TIMEOUT).await,
+    }
 }
 
 /// The local endpoint's ports as `profile.json` records them (bootstrap first).
@@ -303,68 +313,7 @@ fn status_text(r: &StatusReport) -> String {
         Some(t) if t.kind == "openssh" => {
             format!("tunnel `{}`: OpenSSH (control socket answers)\n", r.profile)
         }
-        Some(t) => {
-            let mut line = format!("tunnel `{}`: shiqi-connect", r.profile);
-            if let Some(pid) = t.pid {
-                line.push_str(&format!(", pid {pid}"));
-            }
-            if let Some(p) = t.phase {
-                line.push_str(&format!(", {p}"));
-            }
-            if let Some(since) = &t.since {
-                line.push_str(&format!(" since {since}"));
-            }
-            if let Some(server) = &t.server {
-                line.push_str(&format!(", through {server}"));
-            }
-            if let Some(e) = &t.error {
-                line.push_str(&format!(" (last error: {e})"));
-            }
-            line.push('\n');
-            if let Some(b) = &t.brokers {
-                line.push_str(&format!("brokers checked {}", b.checked));
-                if let Some(e) = &b.error {
-                    line.push_str(&format!(" (no answer: {e})"));
-                }
-                line.push('\n');
-                if let Some(change) = &b.last_change {
-                    line.push_str(&format!("last change {change}\n"));
-                }
-                for n in &b.not_serving {
-                    line.push_str(&format!("note: {n}\n"));
-                }
-            }
-            if let Some(r) = &t.renewal {
-                line.push_str(&format!(
-                    "certificate valid until {}, renewed by the tunnel from {}\n",
-                    r.not_after, r.due
-                ));
-                if let Some(last) = &r.last {
-                    line.push_str(&format!("last renewal: {last}\n"));
-                }
-                if let Some(e) = &r.error {
-                    line.push_str(&format!(
-                        "renewal failing ({} attempts, retrying at {}): {e}\n",
-                        r.attempts,
-                        r.retry_at.as_deref().unwrap_or("?")
-                    ));
-                    if let Some(h) = &r.hint {
-                        line.push_str(&format!("hint: {h}\n"));
-                    }
-                }
-            }
-            if let Some(r) = &t.refused {
-                line.push_str(&format!(
-                    "refused {} connection(s) from other accounts to the local endpoint",
-                    r.count
-                ));
-                if let Some(last) = &r.last {
-                    line.push_str(&format!(" (last: {last})"));
-                }
-                line.push('\n');
-            }
-            line
-        }
+        Some(t) => running_lines(&r.profile, t),
     };
     let width = r
         .forwards
@@ -386,6 +335,71 @@ fn status_text(r: &StatusReport) -> String {
         ));
     }
     out
+}
+
+/// The lines about our own running tunnel: its process, the brokers it watches, the
+/// certificate it renews, the connections it refused.
+fn running_lines(profile: &str, t: &Running) -> String {
+    let mut line = format!("tunnel `{profile}`: shiqi-connect");
+    if let Some(pid) = t.pid {
+        line.push_str(&format!(", pid {pid}"));
+    }
+    if let Some(p) = t.phase {
+        line.push_str(&format!(", {p}"));
+    }
+    if let Some(since) = &t.since {
+        line.push_str(&format!(" since {since}"));
+    }
+    if let Some(server) = &t.server {
+        line.push_str(&format!(", through {server}"));
+    }
+    if let Some(e) = &t.error {
+        line.push_str(&format!(" (last error: {e})"));
+    }
+    line.push('\n');
+    if let Some(b) = &t.brokers {
+        line.push_str(&format!("brokers checked {}", b.checked));
+        if let Some(e) = &b.error {
+            line.push_str(&format!(" (no answer: {e})"));
+        }
+        line.push('\n');
+        if let Some(change) = &b.last_change {
+            line.push_str(&format!("last change {change}\n"));
+        }
+        for n in &b.not_serving {
+            line.push_str(&format!("note: {n}\n"));
+        }
+    }
+    if let Some(r) = &t.renewal {
+        line.push_str(&format!(
+            "certificate valid until {}, renewed by the tunnel from {}\n",
+            r.not_after, r.due
+        ));
+        if let Some(last) = &r.last {
+            line.push_str(&format!("last renewal: {last}\n"));
+        }
+        if let Some(e) = &r.error {
+            line.push_str(&format!(
+                "renewal failing ({} attempts, retrying at {}): {e}\n",
+                r.attempts,
+                r.retry_at.as_deref().unwrap_or("?")
+            ));
+            if let Some(h) = &r.hint {
+                line.push_str(&format!("hint: {h}\n"));
+            }
+        }
+    }
+    if let Some(r) = &t.refused {
+        line.push_str(&format!(
+            "refused {} connection(s) from other accounts to the local endpoint",
+            r.count
+        ));
+        if let Some(last) = &r.last {
+            line.push_str(&format!(" (last: {last})"));
+        }
+        line.push('\n');
+    }
+    line
 }
 
 #[cfg(test)]

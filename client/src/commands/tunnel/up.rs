@@ -18,6 +18,7 @@ use crate::profile::{Endpoint, ForwardRecord, Profile};
 use crate::tunnel::login::Targets;
 use crate::tunnel::state::{self, State};
 use crate::tunnel::{launch, ports, process, refresh};
+use shiqi_ca::protocol::Broker;
 
 use super::{Settings, arrow, rfc3339};
 
@@ -52,29 +53,7 @@ pub async fn up(
     let mut profile = Profile::load(&s.paths.dir)?;
     // Every refusal before anything is stopped or rewritten.
     let switch = plan_switch(&profile, endpoint)?;
-    let local = switch
-        .as_ref()
-        .map_or(!profile.endpoint.is_direct(), |(e, _)| !e.is_direct());
-    if openssh && !crate::os::OPENSSH_BACKGROUND {
-        return Err(Error::InvalidValue {
-            what: "--openssh",
-            given: "Windows' OpenSSH".to_owned(),
-            why: "it cannot fork into the background (`ssh -f`) or be stopped through a control \
-                  socket: drop --openssh (the built-in tunnel runs in the background), or run \
-                  `ssh -N -F ssh_config HOST` in a window of its own",
-        }
-        .into());
-    }
-    if openssh && local {
-        return Err(Error::InvalidValue {
-            what: "--openssh",
-            given: format!("profile `{}` uses the local endpoint", s.name),
-            why: "OpenSSH cannot speak Kafka for the clients: drop --openssh, or add \
-                  --endpoint direct (when every broker advertises localhost on a port of its \
-                  own)",
-        }
-        .into());
-    }
+    refuse_openssh(s, &profile, openssh, switch.as_ref())?;
     let openssh_running = launch::openssh_alive(&s.paths, &profile.tunnel_host);
     if openssh_running && switch.is_some() {
         anyhow::bail!(
@@ -93,76 +72,144 @@ pub async fn up(
             s.name,
             s.show(&s.paths.control_socket)
         ));
-        print_up(s, "openssh", None, true, &profile.forwards, &[], &[])?;
+        print_up(
+            s,
+            "openssh",
+            None,
+            true,
+            &profile.forwards,
+            &Changes::default(),
+        )?;
         return Ok(ExitCode::SUCCESS);
     }
     let running = process::running(&s.paths.pid, &s.root, &s.name);
-
-    // Ask the server for its brokers over a short session of our own, so the forwards match
-    // the cluster as it is now (a broker added since setup gets its forward).
-    let mut added = Vec::new();
-    let mut removed = Vec::new();
-    let mut changed = false;
-    match refresh_profile(s, &profile, openssh, printer).await {
-        Ok(Some(plan)) => {
-            added = plan.added;
-            removed = plan.removed;
-            profile = plan.profile;
-            changed = true;
-        }
-        Ok(None) => {}
-        Err(e) if running.is_some() => printer.warn(&format!(
-            "cannot ask the server for its brokers, keeping the running tunnel as it is: {}",
-            chain(&e)
-        )),
-        Err(e) => {
-            return Err(e.context(format!("cannot log in to `{}`", profile.server.destination)));
-        }
-    }
+    let (profile, changes) = refresh_or_keep(s, profile, openssh, running, printer).await?;
     if profile.forwards.is_empty() && (profile.endpoint.is_direct() || profile.brokers.is_empty()) {
         anyhow::bail!(
             "profile `{}` has nothing to forward: the server reported no Kafka brokers and no MySQL",
             s.name
         );
     }
-
-    if let Some(pid) = running {
-        // The local endpoint also takes new broker addresses and ports from the profile.
-        if !added.is_empty() || !removed.is_empty() || (changed && !profile.endpoint.is_direct()) {
-            reload(s, pid, printer).await?;
-        }
-        printer.info(&format!(
-            "the tunnel of `{}` is already running (pid {pid}); log `{}`",
-            s.name,
-            s.show(&s.paths.log)
-        ));
-        let shown = State::read(&s.paths.state).map_or_else(
-            || profile.forwards.clone(),
-            |st| [st.endpoint, st.forwards].concat(),
-        );
-        print_up(
-            s,
-            "shiqi-connect",
-            Some(pid),
-            true,
-            &shown,
-            &added,
-            &removed,
-        )?;
-        return Ok(ExitCode::SUCCESS);
+    match running {
+        Some(pid) => already_running(s, pid, &profile, &changes, printer).await,
+        None => start(s, &profile, openssh, check_every, &changes, printer).await,
     }
+}
+
+/// The forwards `up` added and removed, shown with the tunnel's.
+#[derive(Default)]
+struct Changes {
+    added: Vec<ForwardRecord>,
+    removed: Vec<ForwardRecord>,
+    /// The profile was rewritten (brokers or forwards).
+    written: bool,
+}
+
+/// `--openssh` where it cannot work: on Windows, or for a profile with the local endpoint.
+fn refuse_openssh(
+    s: &Settings,
+    profile: &Profile,
+    openssh: bool,
+    switch: Option<&(Endpoint, Option<String>)>,
+) -> Result<(), Error> {
+    let local = switch.map_or(!profile.endpoint.is_direct(), |(e, _)| !e.is_direct());
+    if openssh && !crate::os::OPENSSH_BACKGROUND {
+        return Err(Error::InvalidValue {
+            what: "--openssh",
+            given: "Windows' OpenSSH".to_owned(),
+            why: "it cannot fork into the background (`ssh -f`) or be stopped through a control \
+                  socket: drop --openssh (the built-in tunnel runs in the background), or run \
+                  `ssh -N -F ssh_config HOST` in a window of its own",
+        });
+    }
+    if openssh && local {
+        return Err(Error::InvalidValue {
+            what: "--openssh",
+            given: format!("profile `{}` uses the local endpoint", s.name),
+            why: "OpenSSH cannot speak Kafka for the clients: drop --openssh, or add \
+                  --endpoint direct (when every broker advertises localhost on a port of its \
+                  own)",
+        });
+    }
+    Ok(())
+}
+
+/// Asks the server for its brokers over a short session of our own, so the forwards match the
+/// cluster as it is now (a broker added since setup gets its forward). A running tunnel is
+/// kept as it is when the server cannot be asked.
+async fn refresh_or_keep(
+    s: &Settings,
+    profile: Profile,
+    openssh: bool,
+    running: Option<u32>,
+    printer: &Printer,
+) -> anyhow::Result<(Profile, Changes)> {
+    match refresh_profile(s, &profile, openssh, printer).await {
+        Ok(Some(plan)) => Ok((
+            plan.profile,
+            Changes {
+                added: plan.added,
+                removed: plan.removed,
+                written: true,
+            },
+        )),
+        Ok(None) => Ok((profile, Changes::default())),
+        Err(e) if running.is_some() => {
+            printer.warn(&format!(
+                "cannot ask the server for its brokers, keeping the running tunnel as it is: {}",
+                chain(&e)
+            ));
+            Ok((profile, Changes::default()))
+        }
+        Err(e) => Err(e.context(format!("cannot log in to `{}`", profile.server.destination))),
+    }
+}
+
+/// A tunnel already runs: it re-reads a changed profile, and `up` shows its forwards.
+async fn already_running(
+    s: &Settings,
+    pid: u32,
+    profile: &Profile,
+    changes: &Changes,
+    printer: &Printer,
+) -> anyhow::Result<ExitCode> {
+    // The local endpoint also takes new broker addresses and ports from the profile.
+    let moved = !changes.added.is_empty() || !changes.removed.is_empty();
+    if moved || (changes.written && !profile.endpoint.is_direct()) {
+        reload(s, pid, printer).await?;
+    }
+    printer.info(&format!(
+        "the tunnel of `{}` is already running (pid {pid}); log `{}`",
+        s.name,
+        s.show(&s.paths.log)
+    ));
+    let shown = State::read(&s.paths.state).map_or_else(
+        || profile.forwards.clone(),
+        |st| [st.endpoint, st.forwards].concat(),
+    );
+    print_up(s, "shiqi-connect", Some(pid), true, &shown, changes)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Starts the tunnel (the built-in one, or OpenSSH), its ports checked first.
+async fn start(
+    s: &Settings,
+    profile: &Profile,
+    openssh: bool,
+    check_every: u64,
+    changes: &Changes,
+    printer: &Printer,
+) -> anyhow::Result<ExitCode> {
     // A stale pid file (the process is gone, or the pid now belongs to something else).
     state::remove(&s.paths.pid);
-
     // Checked here for a quick, clear refusal; the background process checks again by binding.
     for f in &profile.forwards {
         ports::check_free(f.local_port).with_context(|| format!("cannot forward {}", f.purpose))?;
     }
-    for (port, what) in endpoint_ports(&profile) {
+    for (port, what) in endpoint_ports(profile) {
         ports::check_free(port)
             .with_context(|| format!("cannot listen for {what} (move it with --endpoint-port)"))?;
     }
-
     if openssh {
         let step = printer.step("start OpenSSH");
         launch::start_openssh(&s.paths, &profile.tunnel_host)?;
@@ -171,15 +218,7 @@ pub async fn up(
             s.show(&s.paths.ssh_config),
             profile.tunnel_host
         ));
-        print_up(
-            s,
-            "openssh",
-            None,
-            false,
-            &profile.forwards,
-            &added,
-            &removed,
-        )?;
+        print_up(s, "openssh", None, false, &profile.forwards, changes)?;
         return Ok(ExitCode::SUCCESS);
     }
     let step = printer.step("start the tunnel");
@@ -191,15 +230,7 @@ pub async fn up(
         s.show(&s.paths.log)
     ));
     let shown = [st.endpoint, st.forwards].concat();
-    print_up(
-        s,
-        "shiqi-connect",
-        Some(st.pid),
-        false,
-        &shown,
-        &added,
-        &removed,
-    )?;
+    print_up(s, "shiqi-connect", Some(st.pid), false, &shown, changes)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -318,20 +349,7 @@ async fn refresh_profile(
     let profile = renewed.as_ref().unwrap_or(profile);
 
     let step = printer.step("ask the server for its brokers");
-    let agent = AgentCommand::new(&profile.server.agent_command)?;
-    let listed = agent::brokers(&session, &agent).await;
-    if let Ok(brokers) = &listed {
-        let missing = crate::steps::verify::not_serving(&session, &s.paths.dir, brokers).await;
-        for line in &missing {
-            printer.warn(line);
-        }
-        if openssh && !missing.is_empty() {
-            printer.warn(
-                "OpenSSH's forwards cannot change while it runs: run `shiqi-connect tunnel up` \
-                 without --openssh to have a returning broker's forward added by itself",
-            );
-        }
-    }
+    let listed = ask_brokers(&session, s, profile, openssh, printer).await;
     session.close().await;
     let brokers = match listed {
         Ok(b) => b,
@@ -355,9 +373,52 @@ async fn refresh_profile(
             return Ok(None);
         }
     };
-    // Planned against profile.json as it is under the profile's lock: the tunnel's renewal
-    // may have replaced the certificate since `profile` was read.
     let alias = targets.first.host_key_alias.as_deref();
+    let (plan, written) = apply_brokers(s, alias, brokers, printer)?;
+    let count = plan.profile.brokers.len();
+    if !written {
+        step.done(&format!("{count} brokers, unchanged"));
+        return Ok(None);
+    }
+    step.done(&format!(
+        "{count} brokers{}; `ssh_config` and `profile.json` rewritten",
+        plan.forward_changes()
+    ));
+    Ok(Some(plan))
+}
+
+/// The agent's broker list, with a warning for each broker that does not serve.
+async fn ask_brokers(
+    session: &crate::ssh::Session,
+    s: &Settings,
+    profile: &Profile,
+    openssh: bool,
+    printer: &Printer,
+) -> Result<Vec<Broker>, Error> {
+    let agent = AgentCommand::new(&profile.server.agent_command)?;
+    let brokers = agent::brokers(session, &agent).await?;
+    let missing = crate::steps::verify::not_serving(session, &s.paths.dir, &brokers).await;
+    for line in &missing {
+        printer.warn(line);
+    }
+    if openssh && !missing.is_empty() {
+        printer.warn(
+            "OpenSSH's forwards cannot change while it runs: run `shiqi-connect tunnel up` \
+             without --openssh to have a returning broker's forward added by itself",
+        );
+    }
+    Ok(brokers)
+}
+
+/// Plans the forwards for `brokers` against profile.json as it is under the profile's lock
+/// (the tunnel's renewal may have replaced the certificate since it was read) and rewrites the
+/// profile when they changed (`true`).
+fn apply_brokers(
+    s: &Settings,
+    alias: Option<&str>,
+    brokers: Vec<Broker>,
+    printer: &Printer,
+) -> anyhow::Result<(refresh::Plan, bool)> {
     let (plan, written) = refresh::apply(&s.paths.dir, alias, PATIENCE, |fresh| {
         refresh::plan(fresh, brokers)
     })
@@ -365,21 +426,7 @@ async fn refresh_profile(
     for w in &plan.warnings {
         printer.warn(w);
     }
-    if !written {
-        step.done(&format!(
-            "{} brokers, unchanged",
-            plan.profile.brokers.len()
-        ));
-        return Ok(None);
-    }
-    let mut what = format!(
-        "{} brokers{}",
-        plan.profile.brokers.len(),
-        plan.forward_changes()
-    );
-    what.push_str("; `ssh_config` and `profile.json` rewritten");
-    step.done(&what);
-    Ok(Some(plan))
+    Ok((plan, written))
 }
 
 /// Renews the certificate when it is due; a failure is a warning (the tunnel itself only needs
@@ -469,8 +516,7 @@ fn print_up(
     pid: Option<u32>,
     already_running: bool,
     forwards: &[ForwardRecord],
-    added: &[ForwardRecord],
-    removed: &[ForwardRecord],
+    changes: &Changes,
 ) -> anyhow::Result<()> {
     let out = if s.json {
         let report = UpReport {
@@ -479,8 +525,8 @@ fn print_up(
             pid,
             already_running,
             forwards,
-            added,
-            removed,
+            added: &changes.added,
+            removed: &changes.removed,
             log: (kind == "shiqi-connect").then(|| s.paths.log.display().to_string()),
         };
         let mut j = serde_json::to_string_pretty(&report).unwrap_or_default();
