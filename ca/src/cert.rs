@@ -252,15 +252,6 @@ fn openssl_short_name(oid: &str) -> Option<&'static str> {
     })
 }
 
-/// The modulus size in bits of an RSA SubjectPublicKeyInfo, or `None` for other keys.
-pub(crate) fn rsa_bits(spki_der: &[u8]) -> Option<usize> {
-    let (_, spki) = x509_parser::x509::SubjectPublicKeyInfo::from_der(spki_der).ok()?;
-    match spki.parsed().ok()? {
-        x509_parser::public_key::PublicKey::RSA(rsa) => Some(rsa.key_size()),
-        _ => None,
-    }
-}
-
 /// The DER contents of every PEM block with the given label (`CERTIFICATE`, …).
 pub fn pem_blocks(text: &str, label: &str) -> Result<Vec<Vec<u8>>, Error> {
     let blocks = pem::parse_many(text).map_err(|e| Error::CertParse {

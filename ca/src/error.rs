@@ -85,12 +85,14 @@ pub enum Error {
     UnknownKeyType {
         /// The value as given.
         given: String,
+        /// The names that are known (`KeyType::NAMES`).
+        known: &'static str,
     },
     /// The crypto backend could not generate a key.
     #[error("cannot generate a {key_type} key")]
     KeyGeneration {
-        /// The algorithm asked for.
-        key_type: crate::key::KeyType,
+        /// The algorithm asked for, by name.
+        key_type: &'static str,
         /// The backend's error.
         #[source]
         source: rcgen::Error,
@@ -201,8 +203,9 @@ pub enum Error {
     /// No certificate with this serial was ever issued by this CA.
     #[error("no certificate with serial `{serial}` in the inventory")]
     UnknownSerial {
-        /// The serial asked for.
-        serial: crate::name::Serial,
+        /// The serial asked for (its hex: this module names no type of the modules that
+        /// return it, so they can all use it).
+        serial: String,
     },
     /// The name was revoked with `revoke --name` and an admin has not unblocked it since.
     #[error(
@@ -273,10 +276,7 @@ impl Error {
                 "names start with a lowercase letter and use only a-z, 0-9, `_` and `-` (at most 32)"
                     .to_owned(),
             ),
-            Self::UnknownKeyType { .. } => Some(format!(
-                "use one of: {}",
-                crate::key::KeyType::NAMES
-            )),
+            Self::UnknownKeyType { known, .. } => Some(format!("use one of: {known}")),
             Self::CsrRefused { reason } => reason.hint(),
             Self::KeyMismatch => Some(
                 "the profile mixes files from two issuances; run `shiqi-connect rotate` to make a fresh pair"
@@ -309,7 +309,7 @@ pub enum CsrRefusal {
         /// What the CSR carries.
         found: String,
         /// The name it was sent for.
-        expected: crate::name::ProfileName,
+        expected: String,
     },
     /// A key algorithm or size the policy does not accept.
     Key(String),

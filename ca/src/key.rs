@@ -61,22 +61,30 @@ impl FromStr for KeyType {
             _ => {
                 return Err(Error::UnknownKeyType {
                     given: s.chars().take(32).collect(),
+                    known: Self::NAMES,
                 });
             }
         })
     }
 }
 
-impl fmt::Display for KeyType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl KeyType {
+    /// Its name as `--key-type` takes it (`p256`).
+    pub fn as_str(self) -> &'static str {
+        match self {
             Self::EcdsaP256 => "p256",
             Self::EcdsaP384 => "p384",
             Self::Ed25519 => "ed25519",
             Self::Rsa2048 => "rsa2048",
             Self::Rsa3072 => "rsa3072",
             Self::Rsa4096 => "rsa4096",
-        })
+        }
+    }
+}
+
+impl fmt::Display for KeyType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -96,7 +104,10 @@ impl PrivateKey {
             KeyType::Rsa4096 => KeyPair::generate_rsa_for(alg, RsaKeySize::_4096),
             _ => KeyPair::generate_for(alg),
         }
-        .map_err(|source| Error::KeyGeneration { key_type, source })?;
+        .map_err(|source| Error::KeyGeneration {
+            key_type: key_type.as_str(),
+            source,
+        })?;
         Ok(Self { pair, key_type })
     }
 
@@ -157,7 +168,7 @@ fn key_type_of(pair: &KeyPair) -> Result<KeyType, Error> {
         || alg == &rcgen::PKCS_RSA_SHA512
     {
         let spki = rcgen::PublicKeyData::subject_public_key_info(pair);
-        Ok(match crate::cert::rsa_bits(&spki).unwrap_or(0) {
+        Ok(match rsa_bits(&spki).unwrap_or(0) {
             0..=2048 => KeyType::Rsa2048,
             2049..=3072 => KeyType::Rsa3072,
             _ => KeyType::Rsa4096,
@@ -166,6 +177,16 @@ fn key_type_of(pair: &KeyPair) -> Result<KeyType, Error> {
         Err(Error::UnsupportedKey {
             what: format!("{alg:?}"),
         })
+    }
+}
+
+/// The modulus size in bits of an RSA SubjectPublicKeyInfo, or `None` for other keys.
+pub(crate) fn rsa_bits(spki_der: &[u8]) -> Option<usize> {
+    use x509_parser::prelude::FromDer as _;
+    let (_, spki) = x509_parser::x509::SubjectPublicKeyInfo::from_der(spki_der).ok()?;
+    match spki.parsed().ok()? {
+        x509_parser::public_key::PublicKey::RSA(rsa) => Some(rsa.key_size()),
+        _ => None,
     }
 }
 

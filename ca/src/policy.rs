@@ -92,14 +92,14 @@ pub fn check_csr(pem_text: &[u8], name: &ProfileName) -> Result<CheckedCsr, Erro
         _ => {
             return Err(refuse(CsrRefusal::Subject {
                 found: info.subject.to_string(),
-                expected: name.clone(),
+                expected: name.to_string(),
             }));
         }
     };
     if cn != name.as_str() {
         return Err(refuse(CsrRefusal::Subject {
             found: format!("CN={cn}"),
-            expected: name.clone(),
+            expected: name.to_string(),
         }));
     }
 

@@ -2,7 +2,7 @@
 //! use its own row and the rows below it, never a row above. A new upward `crate::…` path fails
 //! here, naming the file, so the table and the imports cannot drift apart again.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Top to bottom, as design.md's table lists them; a row's modules may use each other.
@@ -40,10 +40,21 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// A file's code before its tests (`#[cfg(test)]`, or `#[cfg(all(test, …))]` for tests of one
+/// operating system).
+fn non_test(text: &str) -> &str {
+    let end = ["#[cfg(test)]", "#[cfg(all(test"]
+        .iter()
+        .filter_map(|marker| text.find(marker))
+        .min()
+        .unwrap_or(text.len());
+    &text[..end]
+}
+
 /// The top-level modules a file's non-test code names as `crate::X`. Tests sit at the end of
 /// each file behind `#[cfg(test)]` and may reach anywhere; comments (doc links) do not count.
 fn uses(text: &str) -> BTreeSet<String> {
-    let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+    let code = non_test(text);
     let mut found = BTreeSet::new();
     for line in code.lines() {
         let line = line.split("//").next().unwrap_or_default();
@@ -179,8 +190,8 @@ fn profile_json_writers(relative: &Path, text: &str) -> Vec<String> {
     if relative.starts_with("profile") || test_support {
         return Vec::new();
     }
-    let code = text.split("#[cfg(test)]").next().unwrap_or_default();
-    code.lines()
+    non_test(text)
+        .lines()
         .enumerate()
         .map(|(n, line)| (n, line.split("//").next().unwrap_or_default()))
         .filter(|(_, line)| line.contains("PROFILE_JSON") || line.contains("\"profile.json\""))
@@ -218,4 +229,81 @@ fn profile_json_is_written_only_by_the_profile_store() {
         1
     );
     assert!(profile_json_writers(Path::new("profile/store.rs"), planted).is_empty());
+}
+
+/// A cycle through `node`, if the graph has one reachable from it.
+fn cycle(
+    graph: &BTreeMap<String, BTreeSet<String>>,
+    node: &str,
+    path: &mut Vec<String>,
+    done: &mut BTreeSet<String>,
+) -> Option<Vec<String>> {
+    if let Some(at) = path.iter().position(|n| n == node) {
+        let mut found = path[at..].to_vec();
+        found.push(node.to_owned());
+        return Some(found);
+    }
+    if done.contains(node) {
+        return None;
+    }
+    path.push(node.to_owned());
+    for next in graph.get(node).into_iter().flatten() {
+        if let Some(c) = cycle(graph, next, path, done) {
+            return Some(c);
+        }
+    }
+    path.pop();
+    done.insert(node.to_owned());
+    None
+}
+
+/// The first module cycle of the crate whose sources are in `src`, by top-level module (a
+/// module's files and submodules are one node; the crate roots, which name every module, are
+/// left out).
+fn module_cycle(src: &Path) -> Option<Vec<String>> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in &files {
+        let relative = file.strip_prefix(src).unwrap_or(file);
+        let top = relative
+            .components()
+            .next()
+            .and_then(|c| c.as_os_str().to_str())
+            .unwrap_or_default()
+            .trim_end_matches(".rs")
+            .to_owned();
+        if top == "main" || top == "lib" {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        let entry = graph.entry(top.clone()).or_default();
+        entry.extend(uses(&text).into_iter().filter(|m| *m != top));
+    }
+    let mut done = BTreeSet::new();
+    graph
+        .keys()
+        .find_map(|node| cycle(&graph, node, &mut Vec::new(), &mut done))
+}
+
+/// No crate of the workspace has modules that use each other in a circle (within a layer of
+/// the table above too): each crate's modules can be read bottom to top.
+#[test]
+fn no_crate_has_a_module_cycle() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut cycles = Vec::new();
+    for (folder, _) in CRATES {
+        if let Some(c) = module_cycle(&root.join(folder).join("src")) {
+            cycles.push(format!("{folder}: {}", c.join(" → ")));
+        }
+    }
+    assert!(cycles.is_empty(), "module cycles:\n{}", cycles.join("\n"));
+    let graph = BTreeMap::from([
+        ("a".to_owned(), BTreeSet::from(["b".to_owned()])),
+        ("b".to_owned(), BTreeSet::from(["a".to_owned()])),
+    ]);
+    assert_eq!(
+        cycle(&graph, "a", &mut Vec::new(), &mut BTreeSet::new()),
+        Some(vec!["a".to_owned(), "b".to_owned(), "a".to_owned()])
+    );
 }

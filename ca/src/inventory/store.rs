@@ -239,7 +239,7 @@ impl Inventory {
         )
         .map_err(query("record the new certificate"))?;
         let record = select_serial(&tx, &serial)?.ok_or_else(|| Error::UnknownSerial {
-            serial: serial.clone(),
+            serial: serial.to_string(),
         })?;
         tx.commit().map_err(query("commit the new certificate"))?;
         Ok(record)
@@ -435,7 +435,7 @@ impl Inventory {
         let tx = self.write_tx("begin revoking")?;
         let Some(record) = select_serial(&tx, serial)? else {
             return Err(Error::UnknownSerial {
-                serial: serial.clone(),
+                serial: serial.to_string(),
             });
         };
         if record.status == Status::Revoked {
@@ -448,7 +448,7 @@ impl Inventory {
         )
         .map_err(query("record the revocation"))?;
         let record = select_serial(&tx, serial)?.ok_or_else(|| Error::UnknownSerial {
-            serial: serial.clone(),
+            serial: serial.to_string(),
         })?;
         tx.commit().map_err(query("commit the revocation"))?;
         Ok(record)
@@ -986,7 +986,7 @@ mod tests {
 
         let unknown = Serial::random();
         match inv.revoke(&unknown, None, first) {
-            Err(Error::UnknownSerial { serial }) => assert_eq!(serial, unknown),
+            Err(Error::UnknownSerial { serial }) => assert_eq!(serial, unknown.to_string()),
             other => panic!("expected UnknownSerial, got {other:?}"),
         }
         Ok(())

@@ -146,10 +146,15 @@ fn new_pipe_name() -> std::io::Result<String> {
     let pid = std::process::id();
     let name = format!("{}{:016x}{:016x}", pipe_prefix(pid), random(), random());
     let record = pipe_record(pid)?;
-    if let Some(dir) = record.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    crate::fsutil::write_private(&record, name.as_bytes()).map_err(std::io::Error::other)?;
+    let dir = record.parent().unwrap_or(std::path::Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    // Whole or not at all, as `fsutil` writes (which sits above the OS seam): a tempfile in the
+    // same folder (private, like every tempfile), renamed over the record.
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".shiqi-tmp-")
+        .tempfile_in(dir)?;
+    std::io::Write::write_all(&mut tmp, name.as_bytes())?;
+    tmp.persist(&record).map_err(|e| e.error)?;
     Ok(name)
 }
 

@@ -23,7 +23,7 @@ impl Roots {
     /// # Errors
     /// [`Error::NoHome`].
     pub fn resolve(shiqi_home: Option<&Path>) -> Result<Self, Error> {
-        let home = crate::os::account::home()?;
+        let home = crate::os::account::home().ok_or(Error::NoHome)?;
         let root = shiqi_home.map_or_else(|| home.join(".shiqi"), Path::to_path_buf);
         let root = std::path::absolute(&root).unwrap_or(root);
         Ok(Self { root, home })

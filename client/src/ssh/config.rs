@@ -232,7 +232,7 @@ fn resolve_one(dest: &Destination, env: &Env) -> Result<Target, Error> {
 /// # Errors
 /// [`Error::NoHome`], or [`Error::SshConfig`] when `ssh -G` fails.
 pub async fn host_key_settings(dest: &Destination) -> Result<HostKeySettings, Error> {
-    let env = Env::from_process(crate::os::account::home()?, None);
+    let env = Env::from_process(crate::os::account::home().ok_or(Error::NoHome)?, None);
     let Some(ssh) = &env.ssh else {
         return Ok(HostKeySettings::default());
     };

@@ -184,7 +184,7 @@ fn targets(
                 inventory
                     .by_serial(serial)?
                     .ok_or_else(|| shiqi_ca::Error::UnknownSerial {
-                        serial: serial.clone(),
+                        serial: serial.to_string(),
                     })?;
             return Ok((record.name.clone(), record.kind, vec![record]));
         }
