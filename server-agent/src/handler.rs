@@ -1,7 +1,8 @@
 //! What the agent knows of one subcommand, in one place: the [`Handler`] its arguments
 //! implement, beside them in `commands/NAME.rs`. The policy ([`crate::access`]), the audit line
 //! of a refusal, the name lock and the dispatch read these facts instead of each matching on
-//! every command, so a new request is its module and one line in `commands::Command`.
+//! every command, so a new request is its module and its variant (and arm) in
+//! [`crate::commands::Command`].
 
 use shiqi_ca::ProfileName;
 use shiqi_ca::protocol;
