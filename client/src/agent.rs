@@ -16,7 +16,7 @@ use shiqi_ca::protocol::{
 };
 use shiqi_ca::{ProfileName, Serial};
 
-use crate::error::Error;
+use crate::error::{AgentError, Error, InputError};
 use crate::ssh::{Output, Session};
 use shiqi_ca::protocol::RequestKind;
 
@@ -38,11 +38,11 @@ impl AgentCommand {
     pub fn new(s: &str) -> Result<Self, Error> {
         let s = s.trim();
         if s.is_empty() || s.chars().any(char::is_control) {
-            return Err(Error::InvalidValue {
+            return Err(Error::Input(InputError::InvalidValue {
                 what: "agent command",
                 given: s.chars().take(100).collect(),
                 why: "it must be one non-empty line",
-            });
+            }));
         }
         Ok(Self(s.to_owned()))
     }
@@ -94,9 +94,9 @@ pub struct Provisioned {
 /// creates the MySQL user in one request, and checks what comes back.
 ///
 /// # Errors
-/// [`Error::AgentNotInstalled`], [`Error::AgentTooOld`], [`Error::AgentRefused`] (nothing was
-/// issued), [`Error::AgentUnfinished`] (a certificate was issued, a later step failed),
-/// [`Error::AgentReply`], [`Error::ProtocolVersion`], [`Error::CertMismatch`], or an SSH error.
+/// [`AgentError::NotInstalled`], [`AgentError::TooOld`], [`AgentError::Refused`] (nothing was
+/// issued), [`AgentError::Unfinished`] (a certificate was issued, a later step failed),
+/// [`AgentError::Reply`], [`AgentError::ProtocolVersion`], [`AgentError::CertMismatch`], or an SSH error.
 #[tracing::instrument(skip_all, fields(profile = %name))]
 pub async fn provision(
     session: &Session,
@@ -119,19 +119,21 @@ pub async fn provision(
         && let Ok(partial) = shiqi_ca::protocol::decode::<ProvisionResponse>(&out.stdout)
     {
         let (message, agent_hint) = read_stderr(&String::from_utf8_lossy(&out.stderr));
-        return Err(Error::AgentUnfinished {
+        return Err(Error::Agent(AgentError::Unfinished {
             serial: partial.certificate.serial.to_hex(),
             message: message.unwrap_or_default(),
             agent_hint,
-        });
+        }));
     }
     let stdout = successful(RequestKind::Provision, agent, out)?;
     let response: ProvisionResponse = parse_reply(RequestKind::Provision, &stdout)?;
     let signed = check_sign_response(RequestKind::Provision, response.certificate, name, key)?;
-    let field = |field: &str, why: String| Error::AgentField {
-        op: RequestKind::Provision,
-        field: field.to_owned(),
-        why,
+    let field = |field: &str, why: String| {
+        Error::Agent(AgentError::Field {
+            op: RequestKind::Provision,
+            field: field.to_owned(),
+            why,
+        })
     };
     if let Some(m) = &response.mysql
         && &m.user != name
@@ -162,8 +164,8 @@ pub async fn provision(
 /// and records the rotation in its audit log.
 ///
 /// # Errors
-/// [`Error::AgentNotInstalled`], [`Error::AgentRefused`], [`Error::AgentReply`],
-/// [`Error::ProtocolVersion`], [`Error::CertMismatch`], or an SSH error.
+/// [`AgentError::NotInstalled`], [`AgentError::Refused`], [`AgentError::Reply`],
+/// [`AgentError::ProtocolVersion`], [`AgentError::CertMismatch`], or an SSH error.
 #[tracing::instrument(skip_all, fields(profile = %name, replaces = %old))]
 pub async fn sign_replacing(
     session: &Session,
@@ -260,7 +262,7 @@ pub async fn revoke(
 /// Asks the agent for every broker's advertised address (it asks the cluster).
 ///
 /// # Errors
-/// As [`sign_replacing`], e.g. [`Error::AgentRefused`] when Kafka is down.
+/// As [`sign_replacing`], e.g. [`AgentError::Refused`] when Kafka is down.
 #[tracing::instrument(skip_all)]
 pub async fn brokers(session: &Session, agent: &AgentCommand) -> Result<Vec<Broker>, Error> {
     let out = session
@@ -274,10 +276,10 @@ pub async fn brokers(session: &Session, agent: &AgentCommand) -> Result<Vec<Brok
     let stdout = successful(RequestKind::Brokers, agent, out)?;
     let reply: BrokersResponse = parse_reply(RequestKind::Brokers, &stdout)?;
     if reply.version != PROTOCOL_VERSION {
-        return Err(Error::ProtocolVersion {
+        return Err(Error::Agent(AgentError::ProtocolVersion {
             found: reply.version,
             expected: PROTOCOL_VERSION,
-        });
+        }));
     }
     tracing::debug!(brokers = reply.kafka.brokers.len(), "broker list");
     Ok(reply.kafka.brokers)
@@ -289,7 +291,7 @@ const VERSION_TIMEOUT: Duration = Duration::from_secs(20);
 /// Asks the agent for its build and the protocol it speaks, whatever that protocol is.
 ///
 /// # Errors
-/// [`Error::AgentTooOld`] for an agent that predates `version`, [`Error::AgentReply`] for a
+/// [`AgentError::TooOld`] for an agent that predates `version`, [`AgentError::Reply`] for a
 /// reply that does not parse, or as [`brokers`].
 #[tracing::instrument(skip_all)]
 pub async fn version(session: &Session, agent: &AgentCommand) -> Result<VersionResponse, Error> {
@@ -302,9 +304,11 @@ pub async fn version(session: &Session, agent: &AgentCommand) -> Result<VersionR
         )
         .await?;
     let stdout = successful(RequestKind::Version, agent, out)?;
-    shiqi_ca::protocol::decode_version(&stdout).map_err(|e| Error::AgentReply {
-        op: RequestKind::Version,
-        why: e.to_string(),
+    shiqi_ca::protocol::decode_version(&stdout).map_err(|e| {
+        Error::Agent(AgentError::Reply {
+            op: RequestKind::Version,
+            why: e.to_string(),
+        })
     })
 }
 
@@ -313,15 +317,15 @@ fn successful(op: RequestKind, agent: &AgentCommand, out: Output) -> Result<Vec<
     match out.status {
         Some(0) => Ok(out.stdout),
         // POSIX shells exit 127 for "command not found" and 126 for "not executable".
-        Some(127) => Err(Error::AgentNotInstalled {
+        Some(127) => Err(Error::Agent(AgentError::NotInstalled {
             command: agent.as_str().to_owned(),
-        }),
-        None if out.signal.is_none() => Err(Error::AgentVanished { op }),
+        })),
+        None if out.signal.is_none() => Err(Error::Agent(AgentError::Vanished { op })),
         status => {
             let stderr = String::from_utf8_lossy(&out.stderr);
             // clap's words, whether the agent ran from a shell or through `serve`.
             if stderr.contains(&format!("unrecognized subcommand '{}'", op.subcommand())) {
-                return Err(Error::AgentTooOld { op });
+                return Err(Error::Agent(AgentError::TooOld { op }));
             }
             let (message, agent_hint) = read_stderr(&stderr);
             let message = match (message, &out.signal, status) {
@@ -332,12 +336,12 @@ fn successful(op: RequestKind, agent: &AgentCommand, out: Output) -> Result<Vec<
                     s.unwrap_or_default()
                 ),
             };
-            Err(Error::AgentRefused {
+            Err(Error::Agent(AgentError::Refused {
                 op,
                 status: status.unwrap_or(255),
                 message,
                 agent_hint,
-            })
+            }))
         }
     }
 }
@@ -364,15 +368,17 @@ fn read_stderr(stderr: &str) -> (Option<String>, Option<String>) {
 /// type, or one error naming the field.
 fn parse_reply<T: serde::de::DeserializeOwned>(op: RequestKind, stdout: &[u8]) -> Result<T, Error> {
     shiqi_ca::protocol::decode(stdout).map_err(|e| match e {
-        shiqi_ca::Error::Reply { field, why } if field == "." => Error::AgentReply { op, why },
-        shiqi_ca::Error::Reply { field, why } => Error::AgentField { op, field, why },
-        shiqi_ca::Error::ReplyVersion { found, expected } => {
-            Error::ProtocolVersion { found, expected }
+        shiqi_ca::Error::Reply { field, why } if field == "." => {
+            Error::Agent(AgentError::Reply { op, why })
         }
-        other => Error::AgentReply {
+        shiqi_ca::Error::Reply { field, why } => Error::Agent(AgentError::Field { op, field, why }),
+        shiqi_ca::Error::ReplyVersion { found, expected } => {
+            Error::Agent(AgentError::ProtocolVersion { found, expected })
+        }
+        other => Error::Agent(AgentError::Reply {
             op,
             why: other.to_string(),
-        },
+        }),
     })
 }
 
@@ -382,12 +388,12 @@ fn check_sign_response(
     name: &ProfileName,
     key: &PrivateKey,
 ) -> Result<Signed, Error> {
-    let mismatch = |why: String| Error::CertMismatch { why };
+    let mismatch = |why: String| Error::Agent(AgentError::CertMismatch { why });
     if response.version != PROTOCOL_VERSION {
-        return Err(Error::ProtocolVersion {
+        return Err(Error::Agent(AgentError::ProtocolVersion {
             found: response.version,
             expected: PROTOCOL_VERSION,
-        });
+        }));
     }
     if &response.name != name {
         return Err(mismatch(format!(
@@ -399,11 +405,11 @@ fn check_sign_response(
     if let Some(m) = &response.facts.mysql
         && &m.user != name
     {
-        return Err(Error::AgentField {
+        return Err(Error::Agent(AgentError::Field {
             op,
             field: "facts.mysql.user".to_owned(),
             why: format!("`{}` is not the requested name `{name}`", m.user),
-        });
+        }));
     }
     let ca_err = |what| move |source| Error::Ca { what, source };
     let cert = Cert::from_pem(response.certificate_pem.as_str())
@@ -503,7 +509,10 @@ mod tests {
         assert_eq!(e.hint().as_deref(), Some("use CN=saige"));
 
         let e = successful(RequestKind::Sign, &a, out(None, "")).expect_err("gone");
-        assert!(matches!(e, Error::AgentVanished { .. }), "{e}");
+        assert!(
+            matches!(e, Error::Agent(AgentError::Vanished { .. })),
+            "{e}"
+        );
 
         // An agent from before `provision`, run from a shell and through `serve`.
         for stderr in [
@@ -511,7 +520,7 @@ mod tests {
             "error: cannot parse the request: unrecognized subcommand 'provision'\n",
         ] {
             let e = successful(RequestKind::Provision, &a, out(Some(2), stderr)).expect_err("old");
-            assert!(matches!(e, Error::AgentTooOld { .. }), "{e}");
+            assert!(matches!(e, Error::Agent(AgentError::TooOld { .. })), "{e}");
             assert!(e.hint().is_some_and(|h| h.contains("same version")), "{e}");
         }
 
@@ -529,10 +538,10 @@ mod tests {
             .expect_err("version");
         assert!(matches!(
             e,
-            Error::ProtocolVersion {
+            Error::Agent(AgentError::ProtocolVersion {
                 found: 7,
                 expected: 1
-            }
+            })
         ));
         let e =
             parse_reply::<MysqlUserResponse>(RequestKind::Provision, b"Welcome to the server!\n{")

@@ -18,7 +18,7 @@ use std::path::Path;
 
 use shiqi_ca::{ProfileName, Secret};
 
-use crate::error::Error;
+use crate::error::{DataGripError, Error};
 
 /// Which Java driver the URL is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -117,7 +117,7 @@ pub struct Endpoint<'a> {
 /// The URL for `driver`.
 ///
 /// # Errors
-/// [`Error::UrlValue`] when a path or the password cannot be written in that driver's URL.
+/// [`DataGripError::UrlValue`] when a path or the password cannot be written in that driver's URL.
 pub fn url(
     driver: Driver,
     verify: Verification,
@@ -164,7 +164,7 @@ fn mariadb(verify: Verification, e: &Endpoint<'_>) -> Result<Secret<String>, Err
     // Verbatim values: the driver splits the query at `&` and does not decode `%XX`.
     let verbatim = |field: &'static str, value: String| {
         if value.contains('&') || value.chars().any(char::is_control) {
-            return Err(Error::UrlValue {
+            return Err(Error::DataGrip(DataGripError::UrlValue {
                 driver: Driver::Mariadb.title(),
                 field,
                 // The password is never shown.
@@ -173,7 +173,7 @@ fn mariadb(verify: Verification, e: &Endpoint<'_>) -> Result<Secret<String>, Err
                 } else {
                     shiqi_ca::text::one_line(&value, 80)
                 },
-            });
+            }));
         }
         Ok(format!("{field}={value}"))
     };

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use shiqi_ca::cert::Cert;
 use shiqi_ca::{ProfileName, Secret};
 
-use crate::error::Error;
+use crate::error::{DataGripError, Error, ProfileError};
 use crate::jdbc::{Driver, Endpoint, TUNNEL_HOST, Verification};
 use crate::probe::speaks::{self, Speaks};
 use crate::profile::{Profile, files};
@@ -47,12 +47,12 @@ impl Source {
     /// The profile's MySQL: its forward in `profile.json`.
     ///
     /// # Errors
-    /// [`Error::NoMysql`] when the server had no MySQL at setup.
+    /// [`DataGripError::NoMysql`] when the server had no MySQL at setup.
     pub fn of(profile: &Profile, dir: &Path) -> Result<Self, Error> {
         let Some(m) = &profile.mysql else {
-            return Err(Error::NoMysql {
+            return Err(Error::DataGrip(DataGripError::NoMysql {
                 name: profile.name.to_string(),
-            });
+            }));
         };
         // The forward setup recorded for it; the same port as on the server otherwise
         // (that is how setup picks it).
@@ -78,11 +78,13 @@ impl Source {
     /// The PKCS#12 password.
     ///
     /// # Errors
-    /// [`Error::ProfileRead`] when `keystore.password` is missing or empty.
+    /// [`ProfileError::Read`] when `keystore.password` is missing or empty.
     pub fn password(&self) -> Result<Secret<String>, Error> {
-        crate::profile::files::read_password(&self.dir).ok_or_else(|| Error::ProfileRead {
-            path: self.file(files::KEYSTORE_PASSWORD),
-            why: "it is missing or empty".to_owned(),
+        crate::profile::files::read_password(&self.dir).ok_or_else(|| {
+            Error::Profile(ProfileError::Read {
+                path: self.file(files::KEYSTORE_PASSWORD),
+                why: "it is missing or empty".to_owned(),
+            })
         })
     }
 
@@ -260,7 +262,10 @@ mod tests {
         assert_eq!(Source::of(&p, Path::new("/p")).expect("mysql").port, 13306);
         p.mysql = None;
         let e = Source::of(&p, Path::new("/p")).expect_err("no mysql");
-        assert!(matches!(e, Error::NoMysql { .. }), "{e}");
+        assert!(
+            matches!(e, Error::DataGrip(DataGripError::NoMysql { .. })),
+            "{e}"
+        );
     }
 
     #[test]

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use russh::keys::ssh_key::PublicKey;
 use shiqi_connect::Error;
+use shiqi_connect::error::SshError;
 use shiqi_connect::fsutil::write_private;
 use shiqi_connect::ssh::hostfile::{self, Marker, Verdict};
 use shiqi_connect::ssh::known_hosts::{self, HostKeyConfig, HostKeyOutcome, HostKeyPolicy};
@@ -301,8 +302,8 @@ async fn openssh(port: u16, known_hosts: &Path, revoked: Option<&Path>, alias: &
 fn ours_on_revoked(file: &Path, key: &PublicKey) -> Took {
     match revoked::check(file, "corpus", key) {
         Ok(()) => Took::Key,
-        Err(Error::HostKeyRevokedByFile { .. }) => Took::Revoked,
-        Err(Error::RevokedHostKeysUnusable { .. }) => Took::Unusable,
+        Err(Error::Ssh(SshError::HostKeyRevokedByFile { .. })) => Took::Revoked,
+        Err(Error::Ssh(SshError::RevokedHostKeysUnusable { .. })) => Took::Unusable,
         Err(e) => panic!("unexpected error: {e}"),
     }
 }
@@ -468,7 +469,7 @@ async fn revoked_host_keys_agree_with_openssh() {
     ] {
         let err = known_hosts::check(host, 22, &key, &config, &policy).unwrap_err();
         assert!(
-            matches!(&err, Error::HostKeyRevokedByFile { file, .. } if file == revoking),
+            matches!(&err, Error::Ssh(SshError::HostKeyRevokedByFile { file, .. }) if file == revoking),
             "{err}"
         );
         assert!(err.to_string().contains("REVOKED"), "{err}");

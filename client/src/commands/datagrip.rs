@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::cli::{DatagripArgs, GlobalArgs};
 use crate::commands::{MysqlClient, print_stdout};
 use crate::datagrip::{self, DataSource, Tls, launch, project};
-use crate::error::Error;
+use crate::error::{DataGripError, Error};
 use crate::mysql_source::Paths;
 use crate::printer::Printer;
 
@@ -73,11 +73,11 @@ pub fn run(
     // Settled before writing: `--open` without a launcher changes nothing.
     let launcher = if args.open {
         let path = std::env::var_os("PATH");
-        Some(
-            launch::find(path.as_deref()).ok_or_else(|| Error::NoDataGrip {
+        Some(launch::find(path.as_deref()).ok_or_else(|| {
+            Error::DataGrip(DataGripError::NoLauncher {
                 project: dir.clone(),
-            })?,
-        )
+            })
+        })?)
     } else {
         None
     };

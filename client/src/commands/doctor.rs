@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::cli::{DoctorArgs, GlobalArgs};
 use crate::doctor::{self, CheckId, Finding, Inputs, Status};
-use crate::error::Error;
+use crate::error::{Error, InputError};
 use crate::printer::{ColorChoice, Printer};
 use crate::profile::{Roots, tilde};
 use crate::prompt::Prompter;
@@ -47,23 +47,24 @@ impl Settings {
         for c in &args.configs {
             let p = std::path::absolute(c).unwrap_or_else(|_| c.clone());
             if !p.is_file() {
-                return Err(Error::InvalidValue {
+                return Err(Error::Input(InputError::InvalidValue {
                     what: "`--config` file",
                     given: p.display().to_string(),
                     why: "no such file",
-                });
+                }));
             }
             configs.push(p);
         }
         let mut bootstrap = Vec::new();
         for b in &args.bootstrap {
             // Parsed as the agent's answers are: a host name or IP and a port, nothing else.
-            let parsed: shiqi_ca::Bootstrap =
-                b.trim().parse().map_err(|_| Error::InvalidValue {
+            let parsed: shiqi_ca::Bootstrap = b.trim().parse().map_err(|_| {
+                Error::Input(InputError::InvalidValue {
                     what: "`--bootstrap` address",
                     given: b.chars().take(100).collect(),
                     why: "expected HOST:PORT (a DNS name or an IP address, and a port)",
-                })?;
+                })
+            })?;
             bootstrap.push(
                 parsed
                     .addresses()

@@ -15,7 +15,7 @@ pub mod tunnel;
 use std::process::ExitCode;
 
 use crate::cli::{Cli, Command, GlobalArgs, MysqlClientArgs};
-use crate::error::Error;
+use crate::error::{Error, InputError, SshError};
 use crate::jdbc::{Driver, Verification};
 use crate::mysql_source::{self, Source, Why};
 use crate::printer::Printer;
@@ -81,12 +81,12 @@ impl MysqlClient {
         let profile = Profile::load(&dir)?;
         let source = Source::of(&profile, &dir)?;
         if source.local && args.verify.is_some() {
-            return Err(Error::InvalidValue {
+            return Err(Error::Input(InputError::InvalidValue {
                 what: "--verify",
                 given: args.verify.map(|v| v.to_string()).unwrap_or_default(),
                 why: "the profile uses the tunnel's local endpoint, which checks the server's \
                       certificate itself and leaves the client no TLS to verify; drop the flag",
-            }
+            })
             .into());
         }
         let seen = if args.driver.is_some() && (args.verify.is_some() || source.local) {
@@ -165,20 +165,20 @@ pub(crate) async fn connect(
         HostKeyPolicy::Strict
     };
     match Session::connect(target, policy, prompter).await {
-        Err(Error::HostKeyUnknown {
+        Err(Error::Ssh(SshError::HostKeyUnknown {
             host,
             algorithm,
             fingerprint,
             known_hosts,
-        }) if prompter.is_interactive() => {
+        })) if prompter.is_interactive() => {
             let trusted = prompter.trust_host_key(&host, &algorithm, &fingerprint, &known_hosts);
             if !trusted {
-                return Err(Error::HostKeyUnknown {
+                return Err(Error::Ssh(SshError::HostKeyUnknown {
                     host,
                     algorithm,
                     fingerprint,
                     known_hosts,
-                });
+                }));
             }
             printer.note(&format!(
                 "trusting {algorithm} key {fingerprint} for `{host}`"

@@ -13,7 +13,7 @@ use crate::agent::{self, AgentCommand, Revocation};
 use crate::cli::{GlobalArgs, RevokeArgs};
 use crate::commands::connect;
 use crate::commands::print_stdout;
-use crate::error::Error;
+use crate::error::{Error, InputError};
 use crate::printer::Printer;
 use crate::profile::{self, Profile, Roots};
 use crate::prompt::Prompter;
@@ -124,11 +124,11 @@ fn server(
         (Some(s), _) => (s.to_owned(), jump),
         (None, Some(p)) => (p.server.destination, jump.or(p.server.jump)),
         (None, None) => (
-            prompter.server().ok_or(Error::Missing {
+            prompter.server().ok_or(Error::Input(InputError::Missing {
                 what: "server",
                 flag: "--server HOST",
                 env: "SHIQI_SERVER",
-            })?,
+            }))?,
             jump,
         ),
     };

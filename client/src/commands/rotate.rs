@@ -14,13 +14,13 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::cli::{GlobalArgs, RenewArgs, RotateArgs};
 use crate::commands::print_stdout;
-use crate::error::Error;
+use crate::error::{Error, ProfileError};
+use crate::ops::renew::{self, RenewOutcome};
+use crate::ops::rotate::{self, OldCertificate, Rotated};
 use crate::printer::Printer;
 use crate::profile::lock::PATIENCE;
 use crate::profile::{self, Profile, Roots, tilde};
 use crate::ssh::Session;
-use crate::ops::renew::{self, RenewOutcome};
-use crate::ops::rotate::{self, OldCertificate, Rotated};
 use crate::tunnel::login::Targets;
 
 /// Runs `rotate`.
@@ -83,7 +83,7 @@ pub async fn run_renew(
     let names = if args.all {
         let all = roots.profiles();
         if all.is_empty() {
-            return Err(Error::NoProfiles { root: roots.root }.into());
+            return Err(Error::Profile(ProfileError::NoProfiles { root: roots.root }).into());
         }
         all
     } else {

@@ -12,7 +12,7 @@ use shiqi_ca::keystore::P12Format;
 
 use crate::agent::AgentCommand;
 use crate::cli::{GlobalArgs, SetupArgs};
-use crate::error::Error;
+use crate::error::{Error, InputError};
 pub use crate::ops::setup::Settings;
 use crate::printer::Printer;
 use crate::profile::{Profile, Roots, files, tilde};
@@ -51,20 +51,20 @@ pub fn resolve(
         .filter(|s| !s.is_empty())
     {
         Some(s) => s.to_owned(),
-        None => prompter.server().ok_or(Error::Missing {
+        None => prompter.server().ok_or(Error::Input(InputError::Missing {
             what: "server",
             flag: "--server HOST",
             env: "SHIQI_SERVER",
-        })?,
+        }))?,
     };
     let destination = destination_text.parse()?;
     if args.key_type == KeyType::Rsa4096 {
         // The issue offers five types; RSA-4096 is slow everywhere and buys nothing here.
-        return Err(Error::InvalidValue {
+        return Err(Error::Input(InputError::InvalidValue {
             what: "key type",
             given: args.key_type.to_string(),
             why: "use p256, p384, ed25519, rsa2048 or rsa3072",
-        });
+        }));
     }
     let tunnel_host = args.tunnel_host.trim().to_owned();
     if tunnel_host.is_empty()
@@ -73,11 +73,11 @@ pub fn resolve(
             .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
         || tunnel_host.starts_with('-')
     {
-        return Err(Error::InvalidValue {
+        return Err(Error::Input(InputError::InvalidValue {
             what: "tunnel host name",
             given: tunnel_host.chars().take(64).collect(),
             why: "an ssh `Host` name here uses only letters, digits, `.`, `_` and `-`",
-        });
+        }));
     }
     Ok(Settings {
         name,
@@ -331,7 +331,10 @@ mod tests {
             panic!("not setup");
         };
         let e = resolve(args, &cli.global, &Prompter::never()).expect_err("exists");
-        assert!(matches!(e, Error::ProfileExists { .. }), "{e}");
+        assert!(
+            matches!(e, Error::Profile(crate::error::ProfileError::Exists { .. })),
+            "{e}"
+        );
         assert_eq!(
             e.hint().as_deref(),
             Some(

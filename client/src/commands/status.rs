@@ -10,8 +10,8 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::cli::GlobalArgs;
 use crate::commands::print_stdout;
-use crate::profile::{self, Profile, Roots};
 use crate::ops::renew;
+use crate::profile::{self, Profile, Roots};
 use crate::tunnel::{Paths, process, state::State};
 
 /// One profile's line.

@@ -5,7 +5,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::error::Error;
+use crate::error::{DataGripError, Error};
 
 /// The launcher names looked for on PATH, in order: Toolbox's script (`datagrip`;
 /// `datagrip.cmd` on Windows), the Windows installer's `datagrip64.exe`, the tarball's
@@ -32,7 +32,7 @@ pub fn find(path: Option<&OsStr>) -> Option<PathBuf> {
 /// Starts `launcher DIR` detached from our terminal (the IDE outlives this command).
 ///
 /// # Errors
-/// [`Error::Launch`] when it cannot be started.
+/// [`DataGripError::Launch`] when it cannot be started.
 pub fn open(launcher: &Path, project: &Path) -> Result<u32, Error> {
     Command::new(launcher)
         .arg(project)
@@ -41,9 +41,11 @@ pub fn open(launcher: &Path, project: &Path) -> Result<u32, Error> {
         .stderr(Stdio::null())
         .spawn()
         .map(|child| child.id())
-        .map_err(|source| Error::Launch {
-            program: launcher.to_path_buf(),
-            source,
+        .map_err(|source| {
+            Error::DataGrip(DataGripError::Launch {
+                program: launcher.to_path_buf(),
+                source,
+            })
         })
 }
 

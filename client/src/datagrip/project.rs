@@ -12,7 +12,7 @@ use quick_xml::{Reader, Writer};
 
 use super::DataSource;
 use super::xml::{self, Node, newline};
-use crate::error::Error;
+use crate::error::{DataGripError, Error};
 use crate::fsutil;
 
 /// The shared file's component.
@@ -49,7 +49,7 @@ pub struct Written {
 /// per-user file goes first, so DataGrip never lists the source without its SSL settings.
 ///
 /// # Errors
-/// [`Error::DataGripFile`] when a file exists but cannot be merged into; [`Error::Io`] when a
+/// [`DataGripError::File`] when a file exists but cannot be merged into; [`Error::Io`] when a
 /// folder or file cannot be written.
 pub fn write(dir: &Path, ds: &DataSource) -> Result<Written, Error> {
     let idea = dir.join(".idea");
@@ -78,9 +78,11 @@ fn merged(
         Some(text) if text.trim().is_empty() => fresh(component, ours).map(|s| (s, false)),
         Some(text) => merge(text, component, ours, uuid),
     };
-    result.map_err(|why| Error::DataGripFile {
-        path: path.to_path_buf(),
-        why,
+    result.map_err(|why| {
+        Error::DataGrip(DataGripError::File {
+            path: path.to_path_buf(),
+            why,
+        })
     })
 }
 
@@ -394,7 +396,10 @@ mod tests {
         std::fs::create_dir(&idea).expect("mkdir");
         fsutil::write_private(&idea.join("dataSources.local.xml"), b"<project>").expect("seed");
         let e = write(broken.path(), &ds).expect_err("broken local file");
-        assert!(matches!(e, Error::DataGripFile { .. }), "{e}");
+        assert!(
+            matches!(e, Error::DataGrip(DataGripError::File { .. })),
+            "{e}"
+        );
         // The shared file was not written either.
         assert!(!idea.join("dataSources.xml").exists());
     }

@@ -13,7 +13,7 @@ use shiqi_ca::protocol::PROTOCOL_VERSION;
 use crate::agent::AgentCommand;
 use crate::doctor::tunnel_config::TunnelConfig;
 use crate::doctor::{CheckId, Context, Finding, Findings, Status, needs};
-use crate::error::Error;
+use crate::error::{AgentError, Error, SshError};
 use crate::probe::speaks as probe;
 use crate::profile::KeyUsed;
 use crate::profile::Profile;
@@ -112,7 +112,7 @@ async fn ssh(ctx: &Context, st: &mut Findings, passphrase: &dyn Passphrase) -> O
             s.close().await;
             (Some(used.clone()), used)
         }
-        Err(Error::AuthFailed { tried, .. }) => {
+        Err(Error::Ssh(SshError::AuthFailed { tried, .. })) => {
             st.push(host_key_ok(ctx, &target.known_hosts[0]));
             (
                 None,
@@ -311,7 +311,7 @@ fn version_finding(answer: Result<shiqi_ca::protocol::VersionResponse, Error>) -
             ),
             update_agent,
         ),
-        Err(Error::AgentTooOld { .. }) => Finding::fail(
+        Err(Error::Agent(AgentError::TooOld { .. })) => Finding::fail(
             id,
             "the server's agent predates `version`: it is older than this shiqi-connect",
             update_agent,
@@ -396,12 +396,12 @@ fn host_key_ok(ctx: &Context, file: &Path) -> Finding {
 
 fn host_key_failure(ctx: &Context, e: &Error) -> Finding {
     match e {
-        Error::HostKeyUnknown {
+        Error::Ssh(SshError::HostKeyUnknown {
             host,
             algorithm,
             fingerprint,
             known_hosts,
-        } => Finding::fail(
+        }) => Finding::fail(
             CheckId::SshHostKey,
             format!(
                 "the host key of `{host}` ({algorithm} {fingerprint}) is not in `{}`, which the \
@@ -418,9 +418,9 @@ fn host_key_failure(ctx: &Context, e: &Error) -> Finding {
                 ctx.show(known_hosts)
             ),
         ),
-        Error::HostKeyChanged {
+        Error::Ssh(SshError::HostKeyChanged {
             known_hosts, line, ..
-        } => Finding::fail(
+        }) => Finding::fail(
             CheckId::SshHostKey,
             e.to_string(),
             format!(
@@ -634,9 +634,9 @@ mod tests {
                 .as_ref()
                 .is_some_and(|f| f.contains("shiqi-ca-agent") && f.contains("on the server"))
         );
-        let too_old = version_finding(Err(Error::AgentTooOld {
+        let too_old = version_finding(Err(Error::Agent(AgentError::TooOld {
             op: RequestKind::Version,
-        }));
+        })));
         assert_eq!(too_old.status, Status::Fail);
         assert!(
             too_old.found.contains("predates `version`"),

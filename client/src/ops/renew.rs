@@ -11,7 +11,7 @@ use shiqi_ca::{KeyId, ProfileName};
 use time::OffsetDateTime;
 
 use crate::agent::{self, AgentCommand};
-use crate::error::Error;
+use crate::error::{AgentError, Error, ProfileError};
 use crate::ops::rotate::{self, Rotated};
 use crate::profile::lock;
 use crate::profile::{Certificate, Profile};
@@ -66,9 +66,9 @@ pub const MAX_SIGNED: u32 = 2;
 /// The old certificate is revoked once the new one has logged in.
 ///
 /// # Errors
-/// As [`rotate::finish`]; [`Error::RenewalWaits`] when nothing was signed because the servers
-/// do not answer with the current certificate; [`Error::RenewalStopped`] after
-/// [`MAX_SIGNED`]; [`Error::ProfileBusy`] when another run holds the profile.
+/// As [`rotate::finish`]; [`ProfileError::RenewalWaits`] when nothing was signed because the servers
+/// do not answer with the current certificate; [`ProfileError::RenewalStopped`] after
+/// [`MAX_SIGNED`]; [`ProfileError::Busy`] when another run holds the profile.
 pub async fn renew_if_due(
     session: &Session,
     dir: &Path,
@@ -125,10 +125,10 @@ async fn renew_locked(
         }
         None => {
             if record.signed >= MAX_SIGNED {
-                return Err(Error::RenewalStopped {
+                return Err(Error::Profile(ProfileError::RenewalStopped {
                     name: name.to_string(),
                     signed: record.signed,
-                });
+                }));
             }
             let fresh = keygen::keygen(name, profile.certificate.key_type)?;
             lock.add(&fresh.key.key_id())?;
@@ -148,7 +148,7 @@ async fn renew_locked(
             let signed = match signed {
                 Ok(s) => s,
                 Err(e) => {
-                    if matches!(e, Error::AgentRefused { .. }) {
+                    if matches!(e, Error::Agent(AgentError::Refused { .. })) {
                         // Refused: nothing was signed for this key (see `journal::signing_refused`).
                         record.signed -= 1;
                         lock.set_renewal(&record)?;
@@ -181,7 +181,7 @@ async fn renew_locked(
         Ok(_) => lock.clear_renewal()?,
         // A service refused it while it accepts the current one: this certificate is done
         // (revoked by `finish`, or by the settle that follows: its key is journaled).
-        Err(Error::NewCertRefused { .. }) => {
+        Err(Error::Profile(ProfileError::NewCertRefused { .. })) => {
             record.pending = None;
             lock.set_renewal(&record)?;
         }
@@ -203,16 +203,18 @@ fn kept(name: &ProfileName, p: &journal::Pending) -> Option<(PrivateKey, agent::
 /// and at least one answers.
 ///
 /// # Errors
-/// [`Error::RenewalWaits`], naming the first refusal, or saying none answered.
+/// [`ProfileError::RenewalWaits`], naming the first refusal, or saying none answered.
 async fn answers_with_current(
     session: &Session,
     dir: &Path,
     profile: &Profile,
 ) -> Result<(), Error> {
     let logins = verify::logins(session, dir, profile).await;
-    judge_current(&logins).map_err(|why| Error::RenewalWaits {
-        name: profile.name.to_string(),
-        why,
+    judge_current(&logins).map_err(|why| {
+        Error::Profile(ProfileError::RenewalWaits {
+            name: profile.name.to_string(),
+            why,
+        })
     })
 }
 

@@ -26,7 +26,7 @@ use shiqi_ca::key::PrivateKey;
 use shiqi_ca::protocol::RevokeResponse;
 
 use crate::agent::{self, AgentCommand, Revocation, Signed};
-use crate::error::Error;
+use crate::error::{Error, ProfileError};
 use crate::profile::lock;
 use crate::profile::{Certificate, Profile};
 use crate::ssh::Session;
@@ -71,10 +71,10 @@ pub enum OldCertificate {
 /// wrong serial as `keyCompromise` (issue 42).
 ///
 /// # Errors
-/// A key, signing or SSH error (nothing changed); [`Error::NewCertRefused`] when a service
+/// A key, signing or SSH error (nothing changed); [`ProfileError::NewCertRefused`] when a service
 /// refused the new certificate (the old profile is untouched, the new certificate revoked);
 /// [`Error::Io`] when the new profile cannot be put in place (the old one is untouched);
-/// [`Error::ProfileBusy`] when another run held the profile for [`lock::PATIENCE`].
+/// [`ProfileError::Busy`] when another run held the profile for [`lock::PATIENCE`].
 #[tracing::instrument(skip_all, fields(profile = %name))]
 pub async fn rotate(
     session: &Session,
@@ -149,7 +149,7 @@ pub enum Proof {
 /// under the lock the caller holds).
 ///
 /// # Errors
-/// As [`rotate`]; with [`Proof::Required`], [`Error::RenewalWaits`] when no service answered.
+/// As [`rotate`]; with [`Proof::Required`], [`ProfileError::RenewalWaits`] when no service answered.
 #[expect(
     clippy::too_many_arguments,
     reason = "one call site each in rotate and renew; a struct would only rename them"
@@ -200,24 +200,24 @@ pub async fn finish(
         )
         .await
         .is_ok();
-        return Err(Error::NewCertRefused {
+        return Err(Error::Profile(ProfileError::NewCertRefused {
             service: refused.service.clone(),
             why: refused.check.detail.to_string(),
             serial: new.certificate.serial.to_string(),
             revoked_new,
-        });
+        }));
     }
     let proved = logins.is_empty() || logins.iter().any(|l| l.check.ok);
     if !proved && proof == Proof::Required {
         drop(staged);
-        return Err(Error::RenewalWaits {
+        return Err(Error::Profile(ProfileError::RenewalWaits {
             name: name.to_string(),
             why: format!(
                 "no broker and no MySQL server could be reached to try the new certificate \
                  (serial {}, kept for the next attempt)",
                 new.certificate.serial
             ),
-        });
+        }));
     }
     staged.replace()?;
 

@@ -13,7 +13,7 @@ use time::OffsetDateTime;
 
 use super::Report;
 use crate::agent::{self, AgentCommand};
-use crate::error::Error;
+use crate::error::{AgentError, Error};
 use crate::profile::plan;
 use crate::profile::{self, Endpoint, ForwardRecord, Profile, tilde};
 use crate::ssh::Session;
@@ -260,10 +260,12 @@ fn accounts(
     report: &dyn Report,
 ) -> anyhow::Result<Option<MysqlFacts>> {
     let facts = &granted.signed.response.facts;
-    let incomplete = |field: &str| Error::AgentField {
-        op: shiqi_ca::protocol::RequestKind::Provision,
-        field: field.to_owned(),
-        why: "missing, though the server's facts name that service".to_owned(),
+    let incomplete = |field: &str| {
+        Error::Agent(AgentError::Field {
+            op: shiqi_ca::protocol::RequestKind::Provision,
+            field: field.to_owned(),
+            why: "missing, though the server's facts name that service".to_owned(),
+        })
     };
     match (&facts.kafka, &granted.kafka) {
         (Some(kafka), Some(acls)) => report

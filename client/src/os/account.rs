@@ -72,7 +72,7 @@ pub fn own_sid() -> Option<String> {
 /// home from the user database (`getpwuid_r`); on Windows `%USERPROFILE%`, else the profile
 /// folder (Win32-OpenSSH ignores `HOME`, which Git Bash and Cygwin set to paths of their own).
 ///
-/// `None` when neither gives one (callers say `Error::NoHome`: this layer knows no error type).
+/// `None` when neither gives one (callers say `InputError::NoHome`: this layer knows no error type).
 #[expect(clippy::disallowed_methods, reason = "this is the one home lookup")]
 pub fn home() -> Option<PathBuf> {
     let from_env = if cfg!(windows) {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use shiqi_ca::ProfileName;
 
-use crate::error::Error;
+use crate::error::{Error, ProfileError};
 use crate::fsutil;
 
 /// The folder of lock and journal files under the profiles' root.
@@ -50,7 +50,7 @@ pub fn file(root: &Path, name: &ProfileName, suffix: &str) -> PathBuf {
 /// fail only because they raced the tunnel.
 ///
 /// # Errors
-/// As [`lock`], [`Error::ProfileBusy`] once `patience` has passed.
+/// As [`lock`], [`ProfileError::Busy`] once `patience` has passed.
 pub async fn lock_waiting(
     root: &Path,
     name: &ProfileName,
@@ -59,7 +59,7 @@ pub async fn lock_waiting(
     let deadline = Instant::now() + patience;
     loop {
         match lock(root, name) {
-            Err(Error::ProfileBusy { .. }) if Instant::now() < deadline => {
+            Err(Error::Profile(ProfileError::Busy { .. })) if Instant::now() < deadline => {
                 tokio::time::sleep(RETRY).await;
             }
             other => return other,
@@ -80,7 +80,7 @@ pub fn lock_blocking(
     let deadline = Instant::now() + patience;
     loop {
         match lock(root, name) {
-            Err(Error::ProfileBusy { .. }) if Instant::now() < deadline => {
+            Err(Error::Profile(ProfileError::Busy { .. })) if Instant::now() < deadline => {
                 std::thread::sleep(RETRY);
             }
             other => return other,
@@ -91,7 +91,7 @@ pub fn lock_blocking(
 /// Takes the name's lock (refusing if another run holds it) and sweeps its stale staging folders.
 ///
 /// # Errors
-/// [`Error::ProfileBusy`] when another run holds the lock; [`Error::Io`] on file errors.
+/// [`ProfileError::Busy`] when another run holds the lock; [`Error::Io`] on file errors.
 pub fn lock(root: &Path, name: &ProfileName) -> Result<NameLock, Error> {
     let locks = root.join(LOCKS);
     fsutil::create_private_dir(root)?;
@@ -115,9 +115,9 @@ pub fn lock(root: &Path, name: &ProfileName) -> Result<NameLock, Error> {
     match held.try_lock() {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => {
-            return Err(Error::ProfileBusy {
+            return Err(Error::Profile(ProfileError::Busy {
                 name: name.to_string(),
-            });
+            }));
         }
         Err(std::fs::TryLockError::Error(e)) => return Err(io("lock")(e)),
     }

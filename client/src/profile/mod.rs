@@ -10,7 +10,7 @@ use shiqi_ca::protocol::{Broker, MysqlFacts};
 use shiqi_ca::{Host, Port, ProfileName, Serial};
 use time::OffsetDateTime;
 
-use crate::error::Error;
+use crate::error::{Error, ProfileError};
 
 pub mod files;
 pub mod lock;
@@ -266,12 +266,14 @@ impl Profile {
     /// Reads `profile.json` from a profile folder.
     ///
     /// # Errors
-    /// [`Error::ProfileRead`] when it is missing, malformed, or from a newer version.
+    /// [`ProfileError::Read`] when it is missing, malformed, or from a newer version.
     pub fn load(dir: &Path) -> Result<Self, Error> {
         let path = dir.join(files::PROFILE_JSON);
-        let bad = |why: String| Error::ProfileRead {
-            path: path.clone(),
-            why,
+        let bad = |why: String| {
+            Error::Profile(ProfileError::Read {
+                path: path.clone(),
+                why,
+            })
         };
         let text = std::fs::read_to_string(&path).map_err(|e| bad(e.to_string()))?;
         let value: serde_json::Value =

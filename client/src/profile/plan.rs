@@ -6,7 +6,7 @@ use shiqi_ca::Host;
 use shiqi_ca::protocol::{Broker, MysqlFacts};
 
 use super::{Endpoint, ForwardRecord};
-use crate::error::Error;
+use crate::error::{Error, InputError, ProfileError};
 
 /// The tunnel's forwards. Direct: one per advertised broker (after bootstrap a Kafka client
 /// dials every broker at its advertised address, so each needs its own local port), then MySQL;
@@ -15,7 +15,7 @@ use crate::error::Error;
 /// serves (its clients need no SSL settings).
 ///
 /// # Errors
-/// [`Error::DuplicatePort`] when two brokers (or a broker and MySQL) share a port.
+/// [`ProfileError::DuplicatePort`] when two brokers (or a broker and MySQL) share a port.
 // Seed: kafka-day-journal — a one-port tunnel hangs on brokers 2 and 3.
 pub fn forwards(
     brokers: &[Broker],
@@ -28,13 +28,13 @@ pub fn forwards(
     let mut warnings = Vec::new();
     let mut claim = |f: ForwardRecord, who: String| -> Result<(), Error> {
         if let Some((_, first, first_host)) = claimed.iter().find(|c| c.0 == f.local_port) {
-            return Err(Error::DuplicatePort {
+            return Err(Error::Profile(ProfileError::DuplicatePort {
                 port: f.local_port,
                 first: first.clone(),
                 first_host: first_host.to_string(),
                 second: who,
                 second_host: f.remote_host.to_string(),
-            });
+            }));
         }
         claimed.push((f.local_port, who, f.remote_host.clone()));
         out.push(f);
@@ -103,19 +103,19 @@ pub fn choose_endpoint(
         Endpoint::Direct => Endpoint::DEFAULT_PORT,
     });
     if bootstrap == 0 || bootstrap > Endpoint::MAX_PORT {
-        return Err(Error::InvalidValue {
+        return Err(Error::Input(InputError::InvalidValue {
             what: "endpoint port",
             given: bootstrap.to_string(),
             why: "use a port from 1 to 65000 (the brokers get the ones just above it)",
-        });
+        }));
     }
     let avoid: Vec<u16> = mysql.iter().map(|m| m.port.get()).collect();
     if avoid.contains(&bootstrap) {
-        return Err(Error::InvalidValue {
+        return Err(Error::Input(InputError::InvalidValue {
             what: "endpoint port",
             given: bootstrap.to_string(),
             why: "the tunnel forwards MySQL on that port; pick another",
-        });
+        }));
     }
     let make_local = || current.local(bootstrap, brokers, &avoid);
     match local {
@@ -196,7 +196,10 @@ mod tests {
         );
         let e = forwards(&brokers(&[3306]), Some(&mysql()), &Endpoint::Direct)
             .expect_err("mysql clash");
-        assert!(matches!(e, Error::DuplicatePort { port: 3306, .. }));
+        assert!(matches!(
+            e,
+            Error::Profile(ProfileError::DuplicatePort { port: 3306, .. })
+        ));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use minijinja::value::Serde;
 use shiqi_ca::Secret;
 
 use super::{Endpoint, ForwardRecord, KeyUsed, Profile, files};
-use crate::error::Error;
+use crate::error::{Error, ProfileError};
 
 /// The rendered text files of the catalogue ([`files::CATALOGUE`]) the profile has: Kafka's only
 /// with brokers, `my.cnf` only with MySQL.
@@ -51,10 +51,12 @@ enum Shape {
 
 /// Refuses a value that could end a line, open a quote or start a comment in a config file.
 fn checked<'a>(field: &'static str, value: &'a str, shape: Shape) -> Result<&'a str, Error> {
-    let bad = |why: &'static str| Error::UnsafeValue {
-        field,
-        value: shiqi_ca::text::one_line(value, 80),
-        why,
+    let bad = |why: &'static str| {
+        Error::Profile(ProfileError::UnsafeValue {
+            field,
+            value: shiqi_ca::text::one_line(value, 80),
+            why,
+        })
     };
     if value.chars().any(char::is_control) {
         return Err(bad(
@@ -147,8 +149,8 @@ fn check_input(
 /// ([`files::CATALOGUE`]) the profile has.
 ///
 /// # Errors
-/// [`Error::UnsafeValue`] when a string the laptop supplied could break a config file's syntax;
-/// [`Error::Template`] only on a template bug.
+/// [`ProfileError::UnsafeValue`] when a string the laptop supplied could break a config file's syntax;
+/// [`ProfileError::Template`] only on a template bug.
 pub fn render(
     p: &Profile,
     forwards: &[ForwardRecord],
@@ -258,7 +260,7 @@ pub fn render(
     let one = |template: &'static str| {
         env.get_template(template)
             .and_then(|t| t.render(&ctx))
-            .map_err(|source| Error::Template { template, source })
+            .map_err(|source| Error::Profile(ProfileError::Template { template, source }))
     };
     // The catalogue's rendered files, each when the profile has it.
     let mut out = BTreeMap::new();
@@ -383,7 +385,7 @@ mod tests {
                 set(&mut i, payload);
                 let e = i.render().map(|_| ()).expect_err(payload);
                 assert!(
-                    matches!(e, Error::UnsafeValue { field: got, .. } if got == *field),
+                    matches!(e, Error::Profile(ProfileError::UnsafeValue { field: got, .. }) if got == *field),
                     "{field} with {payload:?}: {e}"
                 );
                 assert!(!e.to_string().chars().any(char::is_control), "{e}");

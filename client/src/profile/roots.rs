@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use shiqi_ca::ProfileName;
 
-use crate::error::Error;
+use crate::error::{Error, InputError, ProfileError};
 use crate::profile::{dir, files};
 
 /// The profile folder root and `$HOME`, settled once per command.
@@ -21,9 +21,9 @@ impl Roots {
     /// From `--home` (env `SHIQI_HOME`), if given, and the user's home folder.
     ///
     /// # Errors
-    /// [`Error::NoHome`].
+    /// [`InputError::NoHome`].
     pub fn resolve(shiqi_home: Option<&Path>) -> Result<Self, Error> {
-        let home = crate::os::account::home().ok_or(Error::NoHome)?;
+        let home = crate::os::account::home().ok_or(Error::Input(InputError::NoHome))?;
         let root = shiqi_home.map_or_else(|| home.join(".shiqi"), Path::to_path_buf);
         let root = std::path::absolute(&root).unwrap_or(root);
         Ok(Self { root, home })
@@ -58,7 +58,7 @@ impl Roots {
     /// the subcommand asking (`tunnel up`, `doctor`, …), for the hint when the choice is open.
     ///
     /// # Errors
-    /// [`Error::NoProfiles`], [`Error::WhichProfile`], [`Error::NoSuchProfile`] or an invalid
+    /// [`ProfileError::NoProfiles`], [`ProfileError::WhichProfile`], [`ProfileError::NoSuchProfile`] or an invalid
     /// name.
     pub fn pick(&self, name: Option<&str>, command: &'static str) -> Result<ProfileName, Error> {
         if let Some(given) = name.map(str::trim).filter(|n| !n.is_empty()) {
@@ -67,24 +67,24 @@ impl Roots {
                 source,
             })?;
             if !self.has(&name) {
-                return Err(Error::NoSuchProfile {
+                return Err(Error::Profile(ProfileError::NoSuchProfile {
                     path: self.dir(&name),
                     name: name.to_string(),
-                });
+                }));
             }
             return Ok(name);
         }
         let mut names = self.profiles();
         match names.len() {
-            0 => Err(Error::NoProfiles {
+            0 => Err(Error::Profile(ProfileError::NoProfiles {
                 root: self.root.clone(),
-            }),
+            })),
             1 => Ok(names.remove(0)),
-            _ => Err(Error::WhichProfile {
+            _ => Err(Error::Profile(ProfileError::WhichProfile {
                 root: self.root.clone(),
                 names: names.iter().map(ToString::to_string).collect(),
                 command,
-            }),
+            })),
         }
     }
 
@@ -128,7 +128,10 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         let r = roots(tmp.path());
         let e = r.pick(None, "tunnel up").expect_err("none");
-        assert!(matches!(e, Error::NoProfiles { .. }), "{e}");
+        assert!(
+            matches!(e, Error::Profile(ProfileError::NoProfiles { .. })),
+            "{e}"
+        );
         assert!(
             roots(&tmp.path().join("missing"))
                 .pick(None, "tunnel up")
@@ -160,7 +163,10 @@ mod tests {
             Some("name it, e.g. `shiqi-connect tunnel up bob`")
         );
         let e = r.pick(Some("carol"), "tunnel up").expect_err("missing");
-        assert!(matches!(e, Error::NoSuchProfile { .. }), "{e}");
+        assert!(
+            matches!(e, Error::Profile(ProfileError::NoSuchProfile { .. })),
+            "{e}"
+        );
         assert!(r.pick(Some("../etc"), "tunnel up").is_err());
     }
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 use shiqi_ca::ProfileName;
 
 use super::{Profile, files, lock};
-use crate::error::Error;
+use crate::error::{Error, ProfileError};
 
 /// Applies `change` to the profile in `dir` under its lock, waiting up to `patience` for
 /// another run that holds it (zero: try once, for the tunnel, which tries again later).
@@ -24,8 +24,8 @@ use crate::error::Error;
 /// `profile.json` is written after it, and only when the profile changed.
 ///
 /// # Errors
-/// [`Error::ProfileBusy`] when another run held the lock for `patience`;
-/// [`Error::ProfileRead`] when `profile.json` cannot be read; `change`'s error (nothing more is
+/// [`ProfileError::Busy`] when another run held the lock for `patience`;
+/// [`ProfileError::Read`] when `profile.json` cannot be read; `change`'s error (nothing more is
 /// written); [`Error::Io`] when `profile.json` cannot be written.
 pub fn update<T>(
     dir: &Path,
@@ -46,9 +46,11 @@ pub fn update<T>(
 
 /// The profile's name: its folder's (`profile::dir` is `ROOT/NAME`).
 fn name_of(dir: &Path) -> Result<ProfileName, Error> {
-    let bad = |why: &str| Error::ProfileRead {
-        path: dir.join(files::PROFILE_JSON),
-        why: why.to_owned(),
+    let bad = |why: &str| {
+        Error::Profile(ProfileError::Read {
+            path: dir.join(files::PROFILE_JSON),
+            why: why.to_owned(),
+        })
     };
     dir.file_name()
         .and_then(|n| n.to_str())
@@ -120,13 +122,16 @@ mod tests {
             profile.brokers.clear();
             Ok(())
         });
-        assert!(matches!(busy, Err(Error::ProfileBusy { .. })), "{busy:?}");
+        assert!(
+            matches!(busy, Err(Error::Profile(ProfileError::Busy { .. }))),
+            "{busy:?}"
+        );
         drop(held);
         let failed: Result<(), Error> = update(&dir, Duration::ZERO, |profile| {
             profile.brokers.clear();
-            Err(Error::ProfileBusy {
+            Err(Error::Profile(ProfileError::Busy {
                 name: "any".to_owned(),
-            })
+            }))
         });
         assert!(failed.is_err());
         assert_eq!(Profile::load(&dir).expect("load"), p);

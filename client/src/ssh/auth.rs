@@ -16,7 +16,7 @@ use russh::keys::ssh_key::public::KeyData;
 use russh::keys::{Certificate, HashAlg, PrivateKeyWithHashAlg, PublicKey};
 use shiqi_ca::Secret;
 
-use crate::error::Error;
+use crate::error::{Error, SshError};
 use crate::profile::KeyUsed;
 use crate::ssh::config::Target;
 use crate::ssh::known_hosts::fingerprint;
@@ -152,7 +152,7 @@ fn unix_time(secs: u64) -> String {
 /// Authenticates `handle` as `target.user`.
 ///
 /// # Errors
-/// [`Error::AuthFailed`] when no key is accepted; [`Error::Ssh`] when the connection breaks.
+/// [`SshError::AuthFailed`] when no key is accepted; [`SshError::Protocol`] when the connection breaks.
 pub async fn authenticate<H: Handler>(
     handle: &mut Handle<H>,
     target: &Target,
@@ -164,10 +164,12 @@ pub async fn authenticate<H: Handler>(
     let mut offered: Vec<KeyData> = Vec::new();
     // The first key file offered: the refusal's hint names its `.pub` for the admin.
     let mut key_file: Option<PathBuf> = None;
-    let ssh_err = |source| Error::Ssh {
-        host: target.host.clone(),
-        what: "authenticating",
-        source,
+    let ssh_err = |source| {
+        Error::Ssh(SshError::Protocol {
+            host: target.host.clone(),
+            what: "authenticating",
+            source: Box::new(source),
+        })
     };
 
     if let Some(provider) = &target.pkcs11_provider {
@@ -266,10 +268,10 @@ pub async fn authenticate<H: Handler>(
         }
     }
 
-    Err(Error::AuthFailed {
+    Err(Error::Ssh(SshError::AuthFailed {
         user: target.user.clone(),
         host: target.host.clone(),
-        key_file,
+        key_file: key_file.map(PathBuf::into_boxed_path),
         name: None,
         tried: match (tried.is_empty(), notes.is_empty()) {
             (true, true) => {
@@ -279,7 +281,7 @@ pub async fn authenticate<H: Handler>(
             (false, true) => tried.join(", "),
             (false, false) => format!("{}; {}", tried.join(", "), notes.join("; ")),
         },
-    })
+    }))
 }
 
 enum AgentTrouble {

@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::error::Error;
+use crate::error::{Error, InputError, SshError};
 use crate::fsutil;
 use crate::ssh::destination::Destination;
 use crate::ssh::known_hosts::HostKeyConfig;
@@ -133,7 +133,7 @@ impl Env {
 /// `--jump` checked hop by hop before anything connects: `None` for none.
 ///
 /// # Errors
-/// [`Error::InvalidDestination`] naming the hop that does not parse.
+/// [`InputError::InvalidDestination`] naming the hop that does not parse.
 pub fn check_jump(jump: Option<&str>) -> Result<Option<String>, Error> {
     let Some(jump) = jump.map(str::trim).filter(|j| !j.is_empty()) else {
         return Ok(None);
@@ -183,13 +183,13 @@ fn resolve_jumps(
         let mut hop = resolve_one(&hop_dest, &hop_env)?;
         if i == 0 {
             if let Some(command) = &hop.proxy_command {
-                return Err(Error::SshConfig {
+                return Err(Error::Ssh(SshError::Config {
                     destination: hop_dest.to_string(),
                     why: format!(
                         "`ProxyCommand {command}` is not supported (it runs a command); use \
                          `ProxyJump` instead"
                     ),
-                });
+                }));
             }
             if let Some(inner) = hop.proxy_jump.clone() {
                 hops.extend(resolve_jumps(&hop_dest, &inner, env, depth + 1)?);
@@ -199,10 +199,10 @@ fn resolve_jumps(
         hop.proxy_jump = None;
         hops.push(hop);
         if hops.len() + depth > MAX_JUMPS {
-            return Err(Error::SshConfig {
+            return Err(Error::Ssh(SshError::Config {
                 destination: dest.to_string(),
                 why: format!("`ProxyJump` goes through more than {MAX_JUMPS} hosts (a loop?)"),
-            });
+            }));
         }
     }
     Ok(hops)
@@ -230,9 +230,12 @@ fn resolve_one(dest: &Destination, env: &Env) -> Result<Target, Error> {
 /// Without ssh (see [`Env::from_process`]) neither applies, as in the russh-config fallback.
 ///
 /// # Errors
-/// [`Error::NoHome`], or [`Error::SshConfig`] when `ssh -G` fails.
+/// [`InputError::NoHome`], or [`SshError::Config`] when `ssh -G` fails.
 pub async fn host_key_settings(dest: &Destination) -> Result<HostKeySettings, Error> {
-    let env = Env::from_process(crate::os::account::home().ok_or(Error::NoHome)?, None);
+    let env = Env::from_process(
+        crate::os::account::home().ok_or(Error::Input(InputError::NoHome))?,
+        None,
+    );
     let Some(ssh) = &env.ssh else {
         return Ok(HostKeySettings::default());
     };
@@ -258,16 +261,18 @@ fn ssh_g(ssh: &Path, dest: &Destination) -> Command {
 
 /// The text `ssh -G` printed, or its complaint.
 fn ssh_g_output(dest: &Destination, out: std::io::Result<Output>) -> Result<String, Error> {
-    let out = out.map_err(|e| Error::SshConfig {
-        destination: dest.to_string(),
-        why: e.to_string(),
+    let out = out.map_err(|e| {
+        Error::Ssh(SshError::Config {
+            destination: dest.to_string(),
+            why: e.to_string(),
+        })
     })?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
-        return Err(Error::SshConfig {
+        return Err(Error::Ssh(SshError::Config {
             destination: dest.to_string(),
             why: first_line(&err).unwrap_or("no output").to_owned(),
-        });
+        }));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -498,9 +503,11 @@ fn resolve_with_russh_config(dest: &Destination, env: &Env) -> Result<Target, Er
     let path = env.home.join(".ssh/config");
     let text = fsutil::read_optional(&path)?.unwrap_or_default();
     let cfg = russh_config::parse(&simplify_for_russh_config(&text, &env.home), &dest.host)
-        .map_err(|e| Error::SshConfig {
-            destination: dest.to_string(),
-            why: format!("cannot parse `{}`: {e}", path.display()),
+        .map_err(|e| {
+            Error::Ssh(SshError::Config {
+                destination: dest.to_string(),
+                why: format!("cannot parse `{}`: {e}", path.display()),
+            })
         })?;
     let hc = &cfg.host_config;
     let host = hc.hostname.clone().unwrap_or_else(|| dest.host.clone());

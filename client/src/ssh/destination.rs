@@ -3,7 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::error::Error;
+use crate::error::{Error, InputError};
 
 /// What the user typed after `--server`: `user@host`, `ssh://user@host:port` or a Host alias.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,9 +39,11 @@ impl FromStr for Destination {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<Self, Error> {
-        let bad = |why: &'static str| Error::InvalidDestination {
-            given: s.chars().take(100).collect(),
-            why,
+        let bad = |why: &'static str| {
+            Error::Input(InputError::InvalidDestination {
+                given: s.chars().take(100).collect(),
+                why,
+            })
         };
         if s.is_empty() {
             return Err(bad("it is empty"));

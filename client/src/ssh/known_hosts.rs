@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use russh::keys::ssh_key::{HashAlg, PublicKey};
 
-use crate::error::Error;
+use crate::error::{Error, SshError};
 use crate::ssh::hostfile::{self, Verdict};
 use crate::ssh::revoked;
 
@@ -85,9 +85,9 @@ fn read(file: &Path) -> Result<String, Error> {
 /// `@cert-authority` line is refused (this client does not check host certificates).
 ///
 /// # Errors
-/// [`Error::HostKeyRevokedByFile`], [`Error::RevokedHostKeysUnusable`],
-/// [`Error::HostKeyRevoked`], [`Error::HostKeyChanged`], [`Error::HostCertAuthority`], or
-/// [`Error::HostKeyUnknown`] when no file knows it and the policy does not accept it.
+/// [`SshError::HostKeyRevokedByFile`], [`SshError::RevokedHostKeysUnusable`],
+/// [`SshError::HostKeyRevoked`], [`SshError::HostKeyChanged`], [`SshError::HostCertAuthority`], or
+/// [`SshError::HostKeyUnknown`] when no file knows it and the policy does not accept it.
 pub fn check(
     host: &str,
     port: u16,
@@ -111,12 +111,12 @@ pub fn check(
         .iter()
         .find(|(_, v)| matches!(v, Verdict::Revoked { .. }))
     {
-        return Err(Error::HostKeyRevoked {
+        return Err(Error::Ssh(SshError::HostKeyRevoked {
             host: name,
             fingerprint: fp,
             known_hosts: (*file).clone(),
             line: *line,
-        });
+        }));
     }
     if let Some((file, _)) = verdicts
         .iter()
@@ -128,23 +128,23 @@ pub fn check(
         .iter()
         .find(|(_, v)| matches!(v, Verdict::Changed { .. }))
     {
-        return Err(Error::HostKeyChanged {
+        return Err(Error::Ssh(SshError::HostKeyChanged {
             host: name,
             algorithm,
             fingerprint: fp,
             known_hosts: (*file).clone(),
             line: *line,
-        });
+        }));
     }
     if let Some((file, Verdict::CertAuthority { line })) = verdicts
         .iter()
         .find(|(_, v)| matches!(v, Verdict::CertAuthority { .. }))
     {
-        return Err(Error::HostCertAuthority {
+        return Err(Error::Ssh(SshError::HostCertAuthority {
             host: name,
             known_hosts: (*file).clone(),
             line: *line,
-        });
+        }));
     }
     let learn_into = user_files
         .first()
@@ -156,12 +156,12 @@ pub fn check(
         HostKeyPolicy::AcceptKey(confirmed) => *confirmed == fp,
     };
     if !accept {
-        return Err(Error::HostKeyUnknown {
+        return Err(Error::Ssh(SshError::HostKeyUnknown {
             host: name,
             algorithm,
             fingerprint: fp,
             known_hosts: learn_into,
-        });
+        }));
     }
     if let Some(dir) = learn_into.parent()
         && !dir.as_os_str().is_empty()
@@ -184,9 +184,11 @@ fn append_entry(path: &Path, name: &str, key: &PublicKey, hash: bool) -> Result<
         path: path.to_path_buf(),
         source,
     };
-    let openssh = key.to_openssh().map_err(|e| Error::KnownHosts {
-        path: path.to_path_buf(),
-        source: e.into(),
+    let openssh = key.to_openssh().map_err(|e| {
+        Error::Ssh(SshError::KnownHosts {
+            path: path.to_path_buf(),
+            source: e.into(),
+        })
     })?;
     let name = if hash {
         hashed(name).ok_or_else(|| {
@@ -277,7 +279,9 @@ mod tests {
         let a = key(KEY_A);
 
         let err = check("h", 2222, &a, &user(&files), &HostKeyPolicy::Strict).expect_err("unknown");
-        assert!(matches!(err, Error::HostKeyUnknown { ref host, .. } if host == "[h]:2222"));
+        assert!(
+            matches!(err, Error::Ssh(SshError::HostKeyUnknown { ref host, .. }) if host == "[h]:2222")
+        );
 
         // A different confirmed fingerprint does not let another key in.
         let other = HostKeyPolicy::AcceptKey(fingerprint(&key(KEY_B)));
@@ -305,7 +309,7 @@ mod tests {
         )
         .expect_err("changed");
         assert!(
-            matches!(err, Error::HostKeyChanged { line: 1, .. }),
+            matches!(err, Error::Ssh(SshError::HostKeyChanged { line: 1, .. })),
             "{err}"
         );
         assert!(
@@ -330,7 +334,7 @@ mod tests {
         )
         .expect_err("changed");
         assert!(
-            matches!(err, Error::HostKeyChanged { line: 4, .. }),
+            matches!(err, Error::Ssh(SshError::HostKeyChanged { line: 4, .. })),
             "{err}"
         );
         // Appending to a file without a final newline starts a new line.
@@ -381,19 +385,22 @@ mod tests {
         // Missing: ssh refuses every host, known or not.
         let err = check("h", 22, &a, &config, &HostKeyPolicy::Strict).expect_err("missing");
         assert!(
-            matches!(err, Error::RevokedHostKeysUnusable { .. }),
+            matches!(err, Error::Ssh(SshError::RevokedHostKeysUnusable { .. })),
             "{err}"
         );
         let list = format!("# revoked\nssh-ed25519 {KEY_A} old key\n");
         crate::fsutil::write_private(&revoked, list.as_bytes()).expect("write");
         let err = check("h", 22, &a, &config, &HostKeyPolicy::AcceptNew).expect_err("revoked");
         assert!(
-            matches!(err, Error::HostKeyRevokedByFile { line: Some(2), ref host, .. } if host == "h"),
+            matches!(err, Error::Ssh(SshError::HostKeyRevokedByFile { line: Some(2), ref host, .. }) if host == "h"),
             "{err}"
         );
         // Not learned either.
         let err = check("new", 22, &a, &config, &HostKeyPolicy::AcceptNew).expect_err("revoked");
-        assert!(matches!(err, Error::HostKeyRevokedByFile { .. }), "{err}");
+        assert!(
+            matches!(err, Error::Ssh(SshError::HostKeyRevokedByFile { .. })),
+            "{err}"
+        );
         assert!(
             !std::fs::read_to_string(&files[0])
                 .expect("read")

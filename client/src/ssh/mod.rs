@@ -18,7 +18,7 @@ use russh::ChannelMsg;
 use russh::client::{self, Handle};
 use russh::keys::PublicKeyOrCertificate;
 
-use crate::error::Error;
+use crate::error::{Error, SshError};
 use auth::{AuthOutcome, Passphrase};
 use config::{HostKeySettings, Target};
 use known_hosts::{HostKeyOutcome, HostKeyPolicy};
@@ -108,9 +108,9 @@ impl Session {
     /// Connects, checks the host key under `policy`, and authenticates.
     ///
     /// # Errors
-    /// [`Error::HostKeyUnknown`] (the caller may ask and retry with
-    /// [`HostKeyPolicy::AcceptKey`]), [`Error::HostKeyChanged`], a revoked host key (see
-    /// [`known_hosts::check`]), [`Error::Connect`], [`Error::AuthFailed`], [`Error::Timeout`].
+    /// [`SshError::HostKeyUnknown`] (the caller may ask and retry with
+    /// [`HostKeyPolicy::AcceptKey`]), [`SshError::HostKeyChanged`], a revoked host key (see
+    /// [`known_hosts::check`]), [`SshError::Connect`], [`SshError::AuthFailed`], [`SshError::Timeout`].
     #[tracing::instrument(skip_all, fields(host = %target.host, port = target.port, user = %target.user))]
     pub async fn connect(
         target: &Target,
@@ -118,13 +118,13 @@ impl Session {
         passphrase: &dyn Passphrase,
     ) -> Result<Self, Error> {
         if let Some(command) = &target.proxy_command {
-            return Err(Error::SshConfig {
+            return Err(Error::Ssh(SshError::Config {
                 destination: target.destination.to_string(),
                 why: format!(
                     "`ProxyCommand {command}` is not supported (it runs a command); use \
                      `ProxyJump` or `--jump` instead"
                 ),
-            });
+            }));
         }
         // Through each jump host in turn: an SSH connection of its own (host key checked, key
         // authenticated), and the next one inside its `direct-tcpip` channel, as `ssh -J` does.
@@ -175,7 +175,7 @@ impl Session {
     /// `max_output` bytes of each of stdout and stderr, for at most `timeout`.
     ///
     /// # Errors
-    /// [`Error::Ssh`] when the channel breaks, [`Error::Timeout`] when it takes too long.
+    /// [`SshError::Protocol`] when the channel breaks, [`SshError::Timeout`] when it takes too long.
     pub async fn exec(
         &self,
         command: &str,
@@ -183,10 +183,12 @@ impl Session {
         max_output: usize,
         timeout: Duration,
     ) -> Result<Output, Error> {
-        let ssh_err = |what, source| Error::Ssh {
-            host: self.target.host.clone(),
-            what,
-            source,
+        let ssh_err = |what, source| {
+            Error::Ssh(SshError::Protocol {
+                host: self.target.host.clone(),
+                what,
+                source: Box::new(source),
+            })
         };
         let run = async {
             let mut ch = self
@@ -222,12 +224,12 @@ impl Session {
             }
             Ok(out)
         };
-        tokio::time::timeout(timeout, run)
-            .await
-            .map_err(|_| Error::Timeout {
+        tokio::time::timeout(timeout, run).await.map_err(|_| {
+            Error::Ssh(SshError::Timeout {
                 what: "waiting for the remote command",
                 secs: timeout.as_secs(),
-            })?
+            })
+        })?
     }
 
     /// Says goodbye to the server, then to each jump host.
@@ -308,35 +310,37 @@ async fn open(
     };
     let res = tokio::time::timeout(CONNECT_TIMEOUT, connecting)
         .await
-        .map_err(|_| Error::Timeout {
-            what: "connecting to the SSH server",
-            secs: CONNECT_TIMEOUT.as_secs(),
+        .map_err(|_| {
+            Error::Ssh(SshError::Timeout {
+                what: "connecting to the SSH server",
+                secs: CONNECT_TIMEOUT.as_secs(),
+            })
         })?;
     let taken = verdict.lock().ok().and_then(|mut v| v.take());
     let (mut handle, host_key) = match (res, taken) {
         (Ok(h), Some(Ok(outcome))) => (h, outcome),
         (_, Some(Err(e))) => return Err(e),
         (Err(russh::Error::IO(source)), _) => {
-            return Err(Error::Connect {
+            return Err(Error::Ssh(SshError::Connect {
                 host: target.host.clone(),
                 port: target.port,
                 source,
-            });
+            }));
         }
         (Err(source), _) => {
-            return Err(Error::Ssh {
+            return Err(Error::Ssh(SshError::Protocol {
                 host: target.host.clone(),
                 what: "connecting",
-                source,
-            });
+                source: Box::new(source),
+            }));
         }
         (Ok(_), None) => {
             // russh calls check_server_key before handing out a handle; keep the invariant.
-            return Err(Error::Ssh {
+            return Err(Error::Ssh(SshError::Protocol {
                 host: target.host.clone(),
                 what: "checking the host key",
-                source: russh::Error::UnknownKey,
-            });
+                source: Box::new(russh::Error::UnknownKey),
+            }));
         }
     };
     let auth = auth::authenticate(&mut handle, target, passphrase).await?;

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 
 use russh::keys::ssh_key::{Certificate, PublicKey};
 
-use crate::error::Error;
+use crate::error::{Error, SshError};
 use crate::fsutil;
 use crate::ssh::config::find_in_path;
 use crate::ssh::known_hosts::fingerprint;
@@ -21,12 +21,14 @@ const KRL_MAGIC: &[u8] = b"SSHKRL\n\0";
 /// lists it, or when the file cannot be read or judged.
 ///
 /// # Errors
-/// [`Error::HostKeyRevokedByFile`], or [`Error::RevokedHostKeysUnusable`] naming what is wrong.
+/// [`SshError::HostKeyRevokedByFile`], or [`SshError::RevokedHostKeysUnusable`] naming what is wrong.
 pub fn check(file: &Path, host: &str, key: &PublicKey) -> Result<(), Error> {
-    let unusable = |why: String| Error::RevokedHostKeysUnusable {
-        host: host.to_owned(),
-        file: file.to_path_buf(),
-        why,
+    let unusable = |why: String| {
+        Error::Ssh(SshError::RevokedHostKeysUnusable {
+            host: host.to_owned(),
+            file: file.to_path_buf(),
+            why,
+        })
     };
     let bytes = std::fs::read(file).map_err(|e| {
         // ssh -G shows such a path only from OpenSSH before 9.4, which opens it as written.
@@ -54,12 +56,12 @@ pub fn check(file: &Path, host: &str, key: &PublicKey) -> Result<(), Error> {
             }
         }
     };
-    Err(Error::HostKeyRevokedByFile {
+    Err(Error::Ssh(SshError::HostKeyRevokedByFile {
         host: host.to_owned(),
         fingerprint: fingerprint(key),
         file: file.to_path_buf(),
         line,
-    })
+    }))
 }
 
 /// The 1-based line of a plain list that holds `key` (or a certificate for it), read as
@@ -216,7 +218,7 @@ mod tests {
         let file = dir.path().join("revoked");
         let err = check(&file, "h", &key(KEY_A)).expect_err("missing");
         assert!(
-            matches!(&err, Error::RevokedHostKeysUnusable { file: f, .. } if *f == file),
+            matches!(&err, Error::Ssh(SshError::RevokedHostKeysUnusable { file: f, .. }) if *f == file),
             "{err}"
         );
         assert!(err.to_string().contains("revoked"), "{err}");
@@ -225,7 +227,10 @@ mod tests {
         fsutil::write_private(&file, format!("{KEY_A}\n").as_bytes()).expect("write");
         let err = check(&file, "h", &key(KEY_A)).expect_err("revoked");
         assert!(
-            matches!(err, Error::HostKeyRevokedByFile { line: Some(1), .. }),
+            matches!(
+                err,
+                Error::Ssh(SshError::HostKeyRevokedByFile { line: Some(1), .. })
+            ),
             "{err}"
         );
         assert!(check(&file, "h", &key(KEY_B)).is_ok());

@@ -22,7 +22,7 @@ use shiqi_ca::crl::Reason;
 use shiqi_ca::{KeyId, ProfileName};
 
 use crate::agent::{self, AgentCommand, Revocation};
-use crate::error::Error;
+use crate::error::{AgentError, Error};
 use crate::fsutil;
 use crate::profile::lock::{self, NameLock};
 use crate::ssh::Session;
@@ -174,16 +174,16 @@ impl NameLock {
 
 /// Whether `error` is the agent's refusal to sign: it records a certificate in the same
 /// transaction that makes it, so a refusal means none was issued for the journaled key. (A
-/// `provision` that fails after signing says so with [`Error::AgentUnfinished`] instead.)
+/// `provision` that fails after signing says so with [`AgentError::Unfinished`] instead.)
 pub fn signing_refused(error: &anyhow::Error) -> bool {
     use shiqi_ca::protocol::RequestKind;
     error.chain().any(|e| {
         matches!(
             e.downcast_ref::<Error>(),
-            Some(Error::AgentRefused {
+            Some(Error::Agent(AgentError::Refused {
                 op: RequestKind::Sign | RequestKind::Provision,
                 ..
-            })
+            }))
         )
     })
 }

@@ -38,7 +38,7 @@ pub struct Inputs<'a> {
 /// Builds every file of the profile.
 ///
 /// # Errors
-/// [`Error::Ca`] when a keystore cannot be built, [`Error::Template`] on a template bug.
+/// [`Error::Ca`] when a keystore cannot be built, [`ProfileError::Template`](crate::error::ProfileError::Template) on a template bug.
 pub fn build(i: &Inputs<'_>) -> Result<Vec<ProfileFile>, Error> {
     let p = i.profile;
     let stores = keystore::stores(

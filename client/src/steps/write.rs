@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use shiqi_ca::ProfileName;
 
-use crate::error::Error;
+use crate::error::{Error, ProfileError};
 use crate::fsutil;
 
 /// One file of a profile: its name in the folder and its bytes.
@@ -36,14 +36,14 @@ pub enum Installed {
 /// Checks, before any work, that `name` may be written under `root`.
 ///
 /// # Errors
-/// [`Error::ProfileExists`] when it exists and `force` is off.
+/// [`ProfileError::Exists`] when it exists and `force` is off.
 pub fn check_free(root: &Path, name: &ProfileName, force: bool) -> Result<(), Error> {
     let dir = crate::profile::dir(root, name);
     if !force && dir.symlink_metadata().is_ok() {
-        return Err(Error::ProfileExists {
+        return Err(Error::Profile(ProfileError::Exists {
             name: name.to_string(),
             path: dir,
-        });
+        }));
     }
     Ok(())
 }
@@ -51,7 +51,7 @@ pub fn check_free(root: &Path, name: &ProfileName, force: bool) -> Result<(), Er
 /// Writes `files` as profile `name` under `root` (created 0700 if missing).
 ///
 /// # Errors
-/// [`Error::ProfileExists`] without `force`; [`Error::Io`] on any file-system failure, after
+/// [`ProfileError::Exists`] without `force`; [`Error::Io`] on any file-system failure, after
 /// which the staging folder is gone and the previous profile (if any) is untouched.
 #[tracing::instrument(skip_all, fields(profile = %name))]
 pub fn install(
@@ -305,7 +305,7 @@ mod tests {
         assert_eq!(listing(&dir), ["client.key", "profile.json"]);
 
         let e = install(&root, &name, &files("two"), false).expect_err("exists");
-        assert!(matches!(e, Error::ProfileExists { .. }));
+        assert!(matches!(e, Error::Profile(ProfileError::Exists { .. })));
         assert_eq!(
             fs::read_to_string(dir.join("client.key")).expect("read"),
             "one"

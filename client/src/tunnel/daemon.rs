@@ -24,13 +24,13 @@ use time::OffsetDateTime;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
-use crate::error::Error;
+use crate::error::{Error, ProfileError, TunnelError};
+use crate::ops::renew;
 use crate::os::control::{Listener, Request};
 use crate::probe::kafka::Registered;
 use crate::probe::{self, ProfileTls};
 use crate::profile::{ForwardRecord, Profile};
 use crate::ssh::Session;
-use crate::ops::renew;
 use crate::tunnel::endpoint::{self, LocalEndpoint, Role, Upstream};
 use crate::tunnel::forward::{self, Link, Shared};
 use crate::tunnel::login::Targets;
@@ -75,16 +75,16 @@ pub struct Options {
 /// Runs the tunnel until SIGTERM or SIGINT.
 ///
 /// # Errors
-/// Only while starting: the profile cannot be read, a port is taken ([`Error::PortInUse`]), or
+/// Only while starting: the profile cannot be read, a port is taken ([`TunnelError::PortInUse`]), or
 /// the first login fails. Once up, failures are logged and retried, never returned.
 pub async fn run(opts: &Options) -> Result<(), Error> {
     let paths = Paths::new(&opts.root, &opts.name);
     let me = std::process::id();
     if let Some(pid) = process::running(&paths.pid, &opts.root, &opts.name).filter(|p| *p != me) {
-        return Err(Error::TunnelRunning {
+        return Err(Error::Tunnel(TunnelError::Running {
             name: opts.name.to_string(),
             pid,
-        });
+        }));
     }
     let profile = Profile::load(&paths.dir)?;
     let targets = Targets::resolve(&profile, &opts.home)?;
@@ -602,7 +602,7 @@ impl Daemon {
                 self.renew.backoff = self.renew.first_backoff;
             }
             Ok(renew::RenewOutcome::NotDue { .. }) => {}
-            Err(Error::ProfileBusy { .. }) => {
+            Err(Error::Profile(ProfileError::Busy { .. })) => {
                 // A `rotate` or `renew` run by hand has the profile: not a failure.
                 tracing::info!("the profile is busy (a rotation by hand?); renewing later");
                 return;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use shiqi_ca::ProfileName;
 
-use crate::error::Error;
+use crate::error::{Error, TunnelError};
 use crate::tunnel::state::{self, Phase, State};
 use crate::tunnel::{Paths, process};
 
@@ -23,7 +23,7 @@ const LOG_ROTATE_BYTES: u64 = 1024 * 1024;
 /// Starts `shiqi-connect tunnel run NAME` detached, and waits until it listens or fails.
 ///
 /// # Errors
-/// [`Error::TunnelFailed`] with the background process's own one-line error and hint (a taken
+/// [`TunnelError::Failed`] with the background process's own one-line error and hint (a taken
 /// port, a refused login), or [`Error::Io`] when it cannot be started.
 pub async fn start_daemon(
     paths: &Paths,
@@ -67,10 +67,12 @@ pub async fn start_daemon(
         source,
     })?;
     let pid = child.id();
-    let failed = |why: String, hint: Option<String>| Error::TunnelFailed {
-        why,
-        hint,
-        log: paths.log.clone(),
+    let failed = |why: String, hint: Option<String>| {
+        Error::Tunnel(TunnelError::Failed {
+            why,
+            hint,
+            log: paths.log.clone(),
+        })
     };
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
@@ -145,7 +147,7 @@ fn last_error(log: &Path) -> Option<(String, Option<String>)> {
 /// (`ExitOnForwardFailure yes` in the file).
 ///
 /// # Errors
-/// [`Error::OpenSsh`] with the last line ssh logged.
+/// [`TunnelError::OpenSsh`] with the last line ssh logged.
 pub fn start_openssh(paths: &Paths, tunnel_host: &str) -> Result<(), Error> {
     let log = open_log(&paths.log)?;
     let mut args: Vec<String> = vec!["-fN".into()];
@@ -164,13 +166,15 @@ pub fn start_openssh(paths: &Paths, tunnel_host: &str) -> Result<(), Error> {
         .stdout(Stdio::null())
         .stderr(log)
         .status()
-        .map_err(|e| Error::OpenSsh {
-            command: command.clone(),
-            why: e.to_string(),
+        .map_err(|e| {
+            Error::Tunnel(TunnelError::OpenSsh {
+                command: command.clone(),
+                why: e.to_string(),
+            })
         })?;
     if !status.success() {
         let why = last_line(&paths.log).unwrap_or_else(|| format!("it exited with {status}"));
-        return Err(Error::OpenSsh { command, why });
+        return Err(Error::Tunnel(TunnelError::OpenSsh { command, why }));
     }
     Ok(())
 }
@@ -208,7 +212,7 @@ pub fn openssh_alive(paths: &Paths, tunnel_host: &str) -> bool {
 /// `ssh -F ssh_config -O exit HOST`: tells the OpenSSH master to close its forwards and exit.
 ///
 /// # Errors
-/// [`Error::OpenSsh`] with what ssh said.
+/// [`TunnelError::OpenSsh`] with what ssh said.
 pub fn stop_openssh(paths: &Paths, tunnel_host: &str) -> Result<(), Error> {
     let command = format!(
         "ssh -F {} -O exit {tunnel_host}",
@@ -220,13 +224,15 @@ pub fn stop_openssh(paths: &Paths, tunnel_host: &str) -> Result<(), Error> {
         .args(["-O", "exit", tunnel_host])
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| Error::OpenSsh {
-            command: command.clone(),
-            why: e.to_string(),
+        .map_err(|e| {
+            Error::Tunnel(TunnelError::OpenSsh {
+                command: command.clone(),
+                why: e.to_string(),
+            })
         })?;
     if !out.status.success() {
         let why = String::from_utf8_lossy(&out.stderr).trim().to_owned();
-        return Err(Error::OpenSsh { command, why });
+        return Err(Error::Tunnel(TunnelError::OpenSsh { command, why }));
     }
     Ok(())
 }

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::Error;
+use crate::error::{Error, SshError};
 use crate::profile::KeyUsed;
 use crate::profile::Profile;
 use crate::ssh::Session;
@@ -52,7 +52,7 @@ impl Targets {
             Session::connect(&self.first, HostKeyPolicy::Strict, &NoPassphrase).await,
             &self.fallback,
         ) {
-            (Err(e @ Error::AuthFailed { .. }), Some(all)) => {
+            (Err(e @ Error::Ssh(SshError::AuthFailed { .. })), Some(all)) => {
                 tracing::info!(error = %e, "the recorded key was refused; trying the others");
                 Session::connect(all, HostKeyPolicy::Strict, &NoPassphrase).await
             }

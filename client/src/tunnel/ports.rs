@@ -5,7 +5,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 
 use tokio::net::{TcpListener, TcpSocket};
 
-use crate::error::Error;
+use crate::error::{Error, TunnelError};
 use crate::os::port_owner::{self, Holder};
 
 /// `127.0.0.1:port`.
@@ -18,7 +18,7 @@ pub fn loopback(port: u16) -> SocketAddr {
 /// it while anything listens there.
 ///
 /// # Errors
-/// [`Error::PortInUse`] naming the holder when it can; [`Error::Listen`] otherwise.
+/// [`TunnelError::PortInUse`] naming the holder when it can; [`TunnelError::Listen`] otherwise.
 pub fn bind(port: u16) -> Result<TcpListener, Error> {
     let listen = |socket: TcpSocket| {
         socket.set_reuseaddr(crate::os::LISTEN_REUSEADDR)?;
@@ -27,11 +27,13 @@ pub fn bind(port: u16) -> Result<TcpListener, Error> {
     };
     match TcpSocket::new_v4().and_then(listen) {
         Ok(l) => Ok(l),
-        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Err(Error::PortInUse {
-            port,
-            owner: owner_of(port),
-        }),
-        Err(source) => Err(Error::Listen { port, source }),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            Err(Error::Tunnel(TunnelError::PortInUse {
+                port,
+                owner: owner_of(port),
+            }))
+        }
+        Err(source) => Err(Error::Tunnel(TunnelError::Listen { port, source })),
     }
 }
 
@@ -57,14 +59,14 @@ pub fn is_taken(port: u16) -> bool {
 /// catches a port lent to an outgoing connection, where nothing listens).
 ///
 /// # Errors
-/// [`Error::PortInUse`] naming the holder when it can.
+/// [`TunnelError::PortInUse`] naming the holder when it can.
 pub fn check_free(port: u16) -> Result<(), Error> {
     let lent = || matches!(try_bind(port), Err(e) if e.kind() == std::io::ErrorKind::AddrInUse);
     if is_taken(port) || lent() {
-        return Err(Error::PortInUse {
+        return Err(Error::Tunnel(TunnelError::PortInUse {
             port,
             owner: owner_of(port),
-        });
+        }));
     }
     Ok(())
 }
@@ -90,7 +92,7 @@ mod tests {
         let port = first.local_addr().expect("addr").port();
         assert!(is_taken(port));
         let e = bind(port).expect_err("taken");
-        let Error::PortInUse { port: p, owner } = &e else {
+        let Error::Tunnel(TunnelError::PortInUse { port: p, owner }) = &e else {
             panic!("{e}");
         };
         assert_eq!(*p, port);
@@ -123,7 +125,7 @@ mod tests {
         assert!(!is_taken(port), "nothing listens there");
 
         let e = bind(port).expect_err("lent to the connection");
-        let Error::PortInUse { owner, .. } = &e else {
+        let Error::Tunnel(TunnelError::PortInUse { owner, .. }) = &e else {
             panic!("{e}");
         };
         match owner {

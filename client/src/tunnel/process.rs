@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use shiqi_ca::ProfileName;
 
-use crate::error::Error;
+use crate::error::{Error, TunnelError};
 use crate::fsutil;
 use crate::os::control::{self, Request};
 
@@ -65,9 +65,9 @@ pub fn running(pid_file: &Path, root: &Path, name: &ProfileName) -> Option<u32> 
 /// Sends `request` to `pid` ([`crate::os::control::send`]: a signal on Unix).
 ///
 /// # Errors
-/// [`Error::Signal`] when it cannot be sent (gone, or not ours to signal).
+/// [`TunnelError::Signal`] when it cannot be sent (gone, or not ours to signal).
 pub fn send(pid: u32, request: Request) -> Result<(), Error> {
-    control::send(pid, request).map_err(|source| Error::Signal { pid, source })
+    control::send(pid, request).map_err(|source| Error::Tunnel(TunnelError::Signal { pid, source }))
 }
 
 /// Waits until `pid` is gone; `false` when it is still there after `timeout`.
@@ -86,7 +86,7 @@ pub async fn wait_gone(pid: u32, timeout: Duration) -> bool {
 /// exit, then SIGKILL. Returns whether it had to be killed.
 ///
 /// # Errors
-/// [`Error::Signal`] when it cannot be signalled; [`Error::TunnelStuck`] when even SIGKILL does
+/// [`TunnelError::Signal`] when it cannot be signalled; [`TunnelError::Stuck`] when even SIGKILL does
 /// not end it.
 pub async fn stop(pid: u32, grace: Duration) -> Result<bool, Error> {
     send(pid, Request::Stop)?;
@@ -97,14 +97,14 @@ pub async fn stop(pid: u32, grace: Duration) -> Result<bool, Error> {
         pid,
         "the tunnel process ignored the request to stop; killing it"
     );
-    control::kill(pid).map_err(|source| Error::Signal { pid, source })?;
+    control::kill(pid).map_err(|source| Error::Tunnel(TunnelError::Signal { pid, source }))?;
     if wait_gone(pid, Duration::from_secs(5)).await {
         return Ok(true);
     }
-    Err(Error::TunnelStuck {
+    Err(Error::Tunnel(TunnelError::Stuck {
         pid,
         secs: grace.as_secs() + 5,
-    })
+    }))
 }
 
 #[cfg(test)]

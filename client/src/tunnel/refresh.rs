@@ -103,7 +103,7 @@ pub fn plan_keeping(old: &Profile, brokers: Vec<Broker>) -> Result<Plan, Error> 
 /// Plans the profile for `brokers` (pure).
 ///
 /// # Errors
-/// [`Error::DuplicatePort`] when the cluster now has two brokers on one port.
+/// [`ProfileError::DuplicatePort`](crate::error::ProfileError::DuplicatePort) when the cluster now has two brokers on one port.
 pub fn plan(old: &Profile, mut brokers: Vec<Broker>) -> Result<Plan, Error> {
     brokers.sort_by_key(|b| b.id);
     let (forwards, warnings) = plan::forwards(&brokers, old.mysql.as_ref(), &old.endpoint)?;
@@ -143,7 +143,7 @@ pub fn plan(old: &Profile, mut brokers: Vec<Broker>) -> Result<Plan, Error> {
 /// and whether it was written.
 ///
 /// # Errors
-/// As [`store::update`] and `make`; [`Error::Template`] on a template bug; [`Error::Io`] when a
+/// As [`store::update`] and `make`; [`ProfileError::Template`](crate::error::ProfileError::Template) on a template bug; [`Error::Io`] when a
 /// file cannot be written (each file is replaced atomically, so a reader sees the old one or
 /// the new one).
 pub fn apply(
@@ -170,8 +170,8 @@ pub fn apply(
 /// look at the cluster.
 ///
 /// # Errors
-/// [`Error::ProfileBusy`] while a rotation holds the lock (the caller tries again later);
-/// [`Error::ProfileRead`] or [`Error::Io`].
+/// [`ProfileError::Busy`](crate::error::ProfileError::Busy) while a rotation holds the lock (the caller tries again later);
+/// [`ProfileError::Read`](crate::error::ProfileError::Read) or [`Error::Io`].
 pub fn write_endpoint(
     dir: &Path,
     endpoint: Endpoint,
@@ -360,7 +360,13 @@ mod tests {
         let endpoint = Endpoint::Direct.local(9092, &p.brokers, &[]);
         let held = crate::profile::lock::lock(root.path(), &p.name).expect("lock");
         let busy = write_endpoint(&dir, endpoint.clone(), p.brokers.clone());
-        assert!(matches!(busy, Err(Error::ProfileBusy { .. })), "{busy:?}");
+        assert!(
+            matches!(
+                busy,
+                Err(Error::Profile(crate::error::ProfileError::Busy { .. }))
+            ),
+            "{busy:?}"
+        );
         assert_eq!(
             Profile::load(&dir).expect("load").endpoint,
             Endpoint::Direct

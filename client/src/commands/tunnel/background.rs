@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use time::OffsetDateTime;
 
-use crate::error::Error;
+use crate::error::{Error, TunnelError};
 use crate::tunnel::daemon::{self, one_line};
 use crate::tunnel::process;
 use crate::tunnel::state::{self, Phase, State};
@@ -26,7 +26,7 @@ pub(super) async fn run_daemon(
     match daemon::run(&opts).await {
         Ok(()) => Ok(ExitCode::SUCCESS),
         // Another process runs this tunnel: its files are not ours to touch.
-        Err(e @ Error::TunnelRunning { .. }) => Err(e.into()),
+        Err(e @ Error::Tunnel(TunnelError::Running { .. })) => Err(e.into()),
         Err(e) => {
             let me = std::process::id();
             if process::running(&s.paths.pid, &s.root, &s.name).is_some_and(|p| p != me) {

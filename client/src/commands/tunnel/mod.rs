@@ -38,7 +38,7 @@ impl Settings {
     /// the verb for the hint when several profiles could be meant.
     ///
     /// # Errors
-    /// As [`Roots::pick`], or [`Error::NoHome`].
+    /// As [`Roots::pick`], or [`InputError::NoHome`](crate::error::InputError::NoHome).
     pub fn resolve(
         name: Option<&str>,
         command: &'static str,

@@ -10,7 +10,7 @@ use time::OffsetDateTime;
 
 use crate::agent::{self, AgentCommand};
 use crate::cli::{EndpointArgs, EndpointMode};
-use crate::error::Error;
+use crate::error::{AgentError, Error, InputError, TunnelError};
 use crate::printer::Printer;
 use crate::profile::lock::PATIENCE;
 use crate::profile::plan::choose_endpoint;
@@ -114,22 +114,22 @@ fn refuse_openssh(
 ) -> Result<(), Error> {
     let local = switch.map_or(!profile.endpoint.is_direct(), |(e, _)| !e.is_direct());
     if openssh && !crate::os::OPENSSH_BACKGROUND {
-        return Err(Error::InvalidValue {
+        return Err(Error::Input(InputError::InvalidValue {
             what: "--openssh",
             given: "Windows' OpenSSH".to_owned(),
             why: "it cannot fork into the background (`ssh -f`) or be stopped through a control \
                   socket: drop --openssh (the built-in tunnel runs in the background), or run \
                   `ssh -N -F ssh_config HOST` in a window of its own",
-        });
+        }));
     }
     if openssh && local {
-        return Err(Error::InvalidValue {
+        return Err(Error::Input(InputError::InvalidValue {
             what: "--openssh",
             given: format!("profile `{}` uses the local endpoint", s.name),
             why: "OpenSSH cannot speak Kafka for the clients: drop --openssh, or add \
                   --endpoint direct (when every broker advertises localhost on a port of its \
                   own)",
-        });
+        }));
     }
     Ok(())
 }
@@ -356,9 +356,9 @@ async fn refresh_profile(
         // An answer that does not parse is not a cluster that is down: the server said
         // something hostile or broken, so no tunnel starts on its word or on old facts.
         Err(
-            e @ (Error::AgentField { .. }
-            | Error::AgentReply { .. }
-            | Error::ProtocolVersion { .. }),
+            e @ (Error::Agent(AgentError::Field { .. })
+            | Error::Agent(AgentError::Reply { .. })
+            | Error::Agent(AgentError::ProtocolVersion { .. })),
         ) => {
             return Err(anyhow::Error::new(e).context("refusing the server's broker list"));
         }
@@ -482,18 +482,18 @@ async fn reload(s: &Settings, pid: u32, printer: &Printer) -> anyhow::Result<()>
     loop {
         if let Some(st) = State::read(&s.paths.state).filter(|st| st.generation > before) {
             if let Some(first) = st.problems.first() {
-                return Err(Error::TunnelFailed {
+                return Err(Error::Tunnel(TunnelError::Failed {
                     why: first.clone(),
                     hint: None,
                     log: s.paths.log.clone(),
-                }
+                })
                 .into());
             }
             step.done(&format!("{} forwards", st.forwards.len()));
             return Ok(());
         }
         if Instant::now() >= deadline || !process::alive(pid) {
-            return Err(Error::TunnelFailed {
+            return Err(Error::Tunnel(TunnelError::Failed {
                 why: format!(
                     "the running tunnel (pid {pid}) did not pick up the new brokers within {}s",
                     RELOAD_TIMEOUT.as_secs()
@@ -503,7 +503,7 @@ async fn reload(s: &Settings, pid: u32, printer: &Printer) -> anyhow::Result<()>
                     s.name
                 )),
                 log: s.paths.log.clone(),
-            }
+            })
             .into());
         }
         tokio::time::sleep(Duration::from_millis(50)).await;

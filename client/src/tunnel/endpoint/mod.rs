@@ -88,7 +88,7 @@ impl LocalEndpoint {
     /// nothing).
     ///
     /// # Errors
-    /// [`Error::PortInUse`] when a port is taken: the commonest failure, found before login.
+    /// [`TunnelError::PortInUse`](crate::error::TunnelError::PortInUse) when a port is taken: the commonest failure, found before login.
     pub fn bind(endpoint: &Endpoint) -> Result<Option<Vec<(Role, TcpListener)>>, Error> {
         let Endpoint::Local {
             bootstrap_port,
