@@ -130,13 +130,14 @@ fn the_scan_sees_paths_and_skips_tests_and_comments() {
 }
 
 /// The workspace's crates, each with the crates of ours it may depend on (docs/design.md's
-/// crate table): the CA library and the templates at the bottom, the two binaries above them,
-/// the laptop never linking the server's agent.
+/// crate table): the CA library, the templates and the Kafka wire at the bottom, the two
+/// binaries above them, the laptop never linking the server's agent.
 const CRATES: &[(&str, &[&str])] = &[
     ("ca", &[]),
     ("render", &[]),
-    ("server-agent", &["shiqi-ca", "shiqi-render"]),
-    ("client", &["shiqi-ca", "shiqi-render"]),
+    ("kafka", &[]),
+    ("server-agent", &["shiqi-ca", "shiqi-render", "shiqi-kafka"]),
+    ("client", &["shiqi-ca", "shiqi-render", "shiqi-kafka"]),
 ];
 
 /// The `shiqi-*` names a manifest's dependency tables mention.

@@ -1,8 +1,8 @@
 //! Kafka for the agent: its admin connection (TLS with the agent's admin identity, rustls, the
 //! workspace's one crypto stack), the cluster's metadata, and the ACL requests `kafka-user` and
 //! `revoke` send (CreateAcls, DescribeAcls, DeleteAcls). The messages are `kafka-protocol`'s,
-//! generated from Kafka's own message definitions; this module frames them, one request per
-//! connection. No C library and no `unsafe`.
+//! generated from Kafka's own message definitions, framed by `shiqi_kafka` (the laptop's probes
+//! and local endpoint use it too), one request per connection. No C library and no `unsafe`.
 //!
 //! A request goes to the first bootstrap server that answers, except `DescribeAcls` sent to one
 //! broker (its advertised address): each broker authorizes from its own copy of the metadata,
@@ -11,21 +11,23 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Buf as _, BufMut as _, BytesMut};
+use bytes::{Buf as _, BytesMut};
 use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
 use kafka_protocol::messages::{
-    CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest, MetadataRequest, RequestHeader,
-    ResponseHeader,
+    CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest, MetadataRequest,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use kafka_protocol::protocol::{Request, StrBytes};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
 use shiqi_ca::cert::Cert;
 use shiqi_ca::issue::Ca;
 use shiqi_ca::key::PrivateKey;
 use shiqi_ca::protocol::{Broker, KafkaFacts};
 use shiqi_ca::{Bootstrap, Error, Host, Port};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use shiqi_kafka::frame::{self, ExchangeError};
+use shiqi_kafka::message::{self, AnswerError, ClientId};
+use shiqi_kafka::version;
+use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpStream;
 
 use crate::acl::{AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType};
@@ -33,12 +35,10 @@ use crate::error::AgentError;
 use crate::state::Context;
 
 /// Versions every Kafka from 2.4 to 4.x serves (4.0 dropped the older ones, KIP-896).
-pub(crate) const METADATA_VERSION: i16 = 9;
-const ACLS_VERSION: i16 = 2;
-/// Our client id (brokers log it).
-const CLIENT_ID: &str = "shiqi-ca-agent";
+pub(crate) const METADATA_VERSION: i16 = version::ADMIN_METADATA;
+const ACLS_VERSION: i16 = version::ACLS;
 /// Larger frames are not an answer to these requests.
-const MAX_FRAME: usize = 16 << 20;
+const MAX_FRAME: usize = frame::MAX_ADMIN_ANSWER;
 
 /// The agent's admin connection to the cluster: the TLS identity and where to reach it. Nothing
 /// is sent until a request; each request opens its own connection.
@@ -379,29 +379,19 @@ pub async fn ask<R: Request>(
                     AskError::Refused(format!("TLS handshake failed: {e}"))
                 }
             })?;
-        let frame = encode(&request, version)
+        let framed = encode(&request, version)
             .map_err(|e| AskError::Protocol(format!("cannot encode: {e}")))?;
-        tls.write_all(&frame)
+        let body = frame::exchange(&mut tls, &framed, MAX_FRAME)
             .await
-            .map_err(|e| AskError::Refused(format!("sending failed: {e}")))?;
-        let mut len = [0u8; 4];
-        tls.read_exact(&mut len).await.map_err(|e| {
-            AskError::Refused(format!(
-                "the broker closed the connection ({e}); it may refuse the certificate"
-            ))
-        })?;
-        let len = usize::try_from(i32::from_be_bytes(len)).unwrap_or(usize::MAX);
-        if !(4..=MAX_FRAME).contains(&len) {
-            return Err(AskError::Protocol(format!(
-                "the reply is not Kafka's (length {len})"
-            )));
-        }
-        let mut body = vec![0u8; len];
-        tls.read_exact(&mut body)
-            .await
-            .map_err(|e| AskError::Protocol(format!("the reply was cut off: {e}")))?;
+            .map_err(|e| match e {
+                ExchangeError::Send(_) => AskError::Refused(e.to_string()),
+                ExchangeError::Closed(_) => {
+                    AskError::Refused(format!("{e}; it may refuse the certificate"))
+                }
+                _ => AskError::Protocol(e.to_string()),
+            })?;
         let _ = tls.shutdown().await;
-        decode::<R>(&body, version).map_err(AskError::Protocol)
+        decode::<R>(body, version).map_err(AskError::Protocol)
     };
     tokio::time::timeout(timeout, run)
         .await
@@ -414,33 +404,19 @@ const CORRELATION: i32 = 1;
 const ANY: i8 = 1;
 
 /// `request` framed: length, request header, body.
-fn encode<R: Request>(request: &R, version: i16) -> anyhow::Result<BytesMut> {
-    let header = RequestHeader::default()
-        .with_request_api_key(R::KEY)
-        .with_request_api_version(version)
-        .with_correlation_id(CORRELATION)
-        .with_client_id(Some(StrBytes::from_static_str(CLIENT_ID)));
-    let mut buf = BytesMut::new();
-    buf.put_i32(0);
-    header.encode(&mut buf, R::header_version(version))?;
-    request.encode(&mut buf, version)?;
-    let len = i32::try_from(buf.len() - 4)?;
-    buf[..4].copy_from_slice(&len.to_be_bytes());
-    Ok(buf)
+fn encode<R: Request>(request: &R, version: i16) -> Result<BytesMut, message::EncodeError> {
+    message::request(request, version, CORRELATION, ClientId::Agent)
 }
 
 /// A response body (after the length) for `R` at `version`, which must answer our request.
-fn decode<R: Request>(body: &[u8], version: i16) -> Result<R::Response, String> {
-    let mut buf = bytes::Bytes::copy_from_slice(body);
-    let header = ResponseHeader::decode(&mut buf, R::Response::header_version(version))
-        .map_err(|e| format!("a malformed reply: {e}"))?;
-    if header.correlation_id != CORRELATION {
-        return Err("the reply is not an answer to our request".to_owned());
-    }
-    let reply =
-        R::Response::decode(&mut buf, version).map_err(|e| format!("a malformed reply: {e}"))?;
-    if buf.has_remaining() {
-        tracing::debug!(left = buf.remaining(), "bytes after the reply");
+fn decode<R: Request>(mut body: bytes::Bytes, version: i16) -> Result<R::Response, String> {
+    let reply = message::answer::<R>(&mut body, version, CORRELATION).map_err(|e| match e {
+        AnswerError::Correlation { .. } => "the reply is not an answer to our request".to_owned(),
+        AnswerError::Malformed(why) => format!("a malformed reply: {why}"),
+        _ => e.to_string(),
+    })?;
+    if body.has_remaining() {
+        tracing::debug!(left = body.remaining(), "bytes after the reply");
     }
     Ok(reply)
 }
@@ -554,7 +530,9 @@ pub fn brokers(admin: &Admin<'_>) -> Result<KafkaFacts, AgentError> {
 
 #[cfg(test)]
 mod tests {
-    use kafka_protocol::messages::DescribeAclsResponse;
+    use bytes::Bytes;
+    use kafka_protocol::messages::{DescribeAclsResponse, ResponseHeader};
+    use kafka_protocol::protocol::{Encodable as _, HeaderVersion as _};
 
     use super::*;
 
@@ -568,9 +546,9 @@ mod tests {
         // API key 29 (DescribeAcls), version 2, our correlation id, then the client id.
         assert_eq!(&frame[4..12], &[0, 29, 0, 2, 0, 0, 0, 1]);
         assert_eq!(&frame[12..14], &[0, 14]);
-        assert_eq!(&frame[14..28], CLIENT_ID.as_bytes());
+        assert_eq!(&frame[14..28], b"shiqi-ca-agent");
 
-        let answer = |correlation: i32| -> anyhow::Result<Vec<u8>> {
+        let answer = |correlation: i32| -> anyhow::Result<Bytes> {
             let mut b = BytesMut::new();
             ResponseHeader::default()
                 .with_correlation_id(correlation)
@@ -578,9 +556,9 @@ mod tests {
             DescribeAclsResponse::default()
                 .with_error_code(31)
                 .encode(&mut b, ACLS_VERSION)?;
-            Ok(b.to_vec())
+            Ok(b.freeze())
         };
-        let reply = decode::<DescribeAclsRequest>(&answer(CORRELATION)?, ACLS_VERSION)
+        let reply = decode::<DescribeAclsRequest>(answer(CORRELATION)?, ACLS_VERSION)
             .map_err(anyhow::Error::msg)?;
         let e = refused("DescribeAcls", reply.error_code, None).expect_err("code 31");
         assert!(
@@ -588,11 +566,18 @@ mod tests {
             "{e}"
         );
         assert!(e.hint().is_some_and(|h| h.contains("super.users")));
-        assert!(decode::<DescribeAclsRequest>(&answer(7)?, ACLS_VERSION).is_err());
+        assert_eq!(
+            decode::<DescribeAclsRequest>(answer(7)?, ACLS_VERSION)
+                .err()
+                .as_deref(),
+            Some("the reply is not an answer to our request")
+        );
         // Cut anywhere: an error, never a panic.
         let whole = answer(CORRELATION)?;
         for cut in 0..whole.len() {
-            assert!(decode::<DescribeAclsRequest>(&whole[..cut], ACLS_VERSION).is_err());
+            let why = decode::<DescribeAclsRequest>(whole.slice(..cut), ACLS_VERSION)
+                .expect_err("cut short");
+            assert!(why.starts_with("a malformed reply: "), "{why}");
         }
         Ok(())
     }

@@ -12,7 +12,8 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use rustls::pki_types::ServerName;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use shiqi_kafka::frame::{self, ExchangeError};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::probe::Outcome;
@@ -334,31 +335,13 @@ async fn request_response<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
     request: &[u8],
 ) -> Result<Vec<u8>, String> {
-    stream
-        .write_all(request)
-        .await
-        .map_err(|e| format!("sending failed: {e}"))?;
-    stream
-        .flush()
-        .await
-        .map_err(|e| format!("sending failed: {e}"))?;
-    let mut len = [0u8; 4];
-    stream.read_exact(&mut len).await.map_err(|e| {
-        format!(
-            "the broker closed the connection ({e}); it refused the client certificate or is \
-             not Kafka"
-        )
-    })?;
-    let len = usize::try_from(i32::from_be_bytes(len)).unwrap_or(0);
-    if !(4..=kafka_wire::MAX_FRAME).contains(&len) {
-        return Err(format!("the reply is not Kafka's (length {len})"));
+    match frame::exchange(stream, request, kafka_wire::MAX_FRAME).await {
+        Ok(body) => Ok(body.to_vec()),
+        Err(e @ ExchangeError::Closed(_)) => Err(format!(
+            "{e}; it refused the client certificate or is not Kafka"
+        )),
+        Err(e) => Err(e.to_string()),
     }
-    let mut body = vec![0u8; len];
-    stream
-        .read_exact(&mut body)
-        .await
-        .map_err(|e| format!("the reply was cut off: {e}"))?;
-    Ok(body)
 }
 
 #[cfg(test)]
@@ -367,6 +350,8 @@ async fn request_response<S: AsyncRead + AsyncWrite + Unpin>(
     reason = "#[tokio::test] builds its own runtime"
 )]
 mod tests {
+    use tokio::io::AsyncReadExt as _;
+
     use super::*;
 
     const TIMEOUT: Duration = Duration::from_secs(5);

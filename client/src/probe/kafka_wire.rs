@@ -1,61 +1,39 @@
-//! The few Kafka protocol messages the laptop's probes send, through `kafka-protocol` (the
-//! one Kafka wire home, which the local endpoint's rewrite uses too): `ApiVersions` v0 (every
-//! broker answers it, before any authorization), `Metadata` v4 for no topics (the brokers the
-//! cluster advertises; needs no ACL) and `DescribeCluster` v2 with fenced brokers (every
-//! registered broker, serving or not; KIP-1073, Kafka 4.0+; needs no ACL either). No I/O here.
+//! The few Kafka protocol messages the laptop's probes send, and what they read in the answers:
+//! `ApiVersions` v0 (every broker answers it, before any authorization), `Metadata` v4 for no
+//! topics (the brokers the cluster advertises; needs no ACL) and `DescribeCluster` v2 with fenced
+//! brokers (every registered broker, serving or not; KIP-1073, Kafka 4.0+; needs no ACL either).
+//! Framing, the correlation check, our client id and the versions are `shiqi_kafka`'s, the one
+//! Kafka wire home the local endpoint and the agent use too. No I/O here.
 //!
 //! The probes read any server a config names (`doctor --bootstrap`): the vendored crate refuses
 //! an array count beyond the bytes left before allocating (vendor/kafka-protocol/PATCHED.md),
 //! and a frame over [`MAX_FRAME`] is not read at all.
 
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, DescribeClusterRequest,
-    DescribeClusterResponse, MetadataRequest, MetadataResponse, RequestHeader, ResponseHeader,
-};
-use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use bytes::Bytes;
+use kafka_protocol::messages::{ApiVersionsRequest, DescribeClusterRequest, MetadataRequest};
+use kafka_protocol::protocol::Request;
+use shiqi_kafka::{ClientId, frame, message, version};
 
-/// `Metadata` v4: the oldest Kafka 4 still serves (KIP-896), served since 1.0.
-const METADATA_VERSION: i16 = 4;
-/// `DescribeCluster` v2 adds `IncludeFencedBrokers`.
-const DESCRIBE_CLUSTER_VERSION: i16 = 2;
 /// `DescribeCluster`'s `EndpointType`: the brokers' listeners (not the controllers').
 const ENDPOINT_BROKERS: i8 = 1;
 /// The broker's reply when it wants another ApiVersions version; still a Kafka answer.
 const UNSUPPORTED_VERSION: i16 = 35;
-/// Our client id in requests (brokers log it).
-pub const CLIENT_ID: &str = "shiqi-connect";
 /// Frames larger than this are not an answer to these requests.
-pub const MAX_FRAME: usize = 1 << 20;
+pub const MAX_FRAME: usize = frame::MAX_PROBE_ANSWER;
 
 /// A length-prefixed request: `body` at `version` behind its header.
-fn request<M: Encodable + HeaderVersion>(
-    key: ApiKey,
-    version: i16,
-    correlation: i32,
-    body: &M,
-) -> Vec<u8> {
-    let header = RequestHeader::default()
-        .with_request_api_key(key as i16)
-        .with_request_api_version(version)
-        .with_correlation_id(correlation)
-        .with_client_id(Some(StrBytes::from_static_str(CLIENT_ID)));
-    let mut frame = BytesMut::new();
-    frame.extend_from_slice(&[0; 4]);
-    // These fixed requests always encode: every field is within its type's range.
-    let _ = header
-        .encode(&mut frame, M::header_version(version))
-        .and_then(|()| body.encode(&mut frame, version));
-    let len = u32::try_from(frame.len() - 4).unwrap_or_default();
-    frame[..4].copy_from_slice(&len.to_be_bytes());
-    frame.to_vec()
+fn request<R: Request>(version: i16, correlation: i32, body: &R) -> Vec<u8> {
+    // These fixed requests always encode (every field is within its type's range, pinned by
+    // the tests below); an empty request would read as a closed connection, never be sent torn.
+    message::request(body, version, correlation, ClientId::Connect)
+        .map(|frame| frame.to_vec())
+        .unwrap_or_default()
 }
 
 /// `ApiVersions` v0.
 pub fn api_versions_request(correlation: i32) -> Vec<u8> {
     request(
-        ApiKey::ApiVersions,
-        0,
+        version::API_VERSIONS,
         correlation,
         &ApiVersionsRequest::default(),
     )
@@ -67,7 +45,7 @@ pub fn metadata_request(correlation: i32) -> Vec<u8> {
     let body = MetadataRequest::default()
         .with_topics(Some(Vec::new()))
         .with_allow_auto_topic_creation(false);
-    request(ApiKey::Metadata, METADATA_VERSION, correlation, &body)
+    request(version::PROBE_METADATA, correlation, &body)
 }
 
 /// `DescribeCluster` v2 asking for fenced brokers too.
@@ -76,12 +54,7 @@ pub fn describe_cluster_request(correlation: i32) -> Vec<u8> {
         .with_include_cluster_authorized_operations(false)
         .with_endpoint_type(ENDPOINT_BROKERS)
         .with_include_fenced_brokers(true);
-    request(
-        ApiKey::DescribeCluster,
-        DESCRIBE_CLUSTER_VERSION,
-        correlation,
-        &body,
-    )
+    request(version::DESCRIBE_CLUSTER, correlation, &body)
 }
 
 /// One broker registered with the cluster, as `DescribeCluster` lists it.
@@ -100,24 +73,12 @@ pub struct RegisteredBroker {
 
 /// Decodes an answer body (after the length) to a request of ours: its header must repeat
 /// `correlation`.
-fn answer<M: Decodable + HeaderVersion>(
-    body: &[u8],
-    correlation: i32,
-    version: i16,
-) -> Result<M, String> {
+fn answer<R: Request>(body: &[u8], correlation: i32, version: i16) -> Result<R::Response, String> {
     if body.len() > MAX_FRAME {
         return Err(format!("a {}-byte answer", body.len()));
     }
     let mut buf = Bytes::copy_from_slice(body);
-    let header = ResponseHeader::decode(&mut buf, M::header_version(version))
-        .map_err(|e| format!("a malformed answer: {e}"))?;
-    if header.correlation_id != correlation {
-        return Err(format!(
-            "an answer to another request (correlation id {})",
-            header.correlation_id
-        ));
-    }
-    M::decode(&mut buf, version).map_err(|e| format!("a malformed answer: {e}"))
+    message::answer::<R>(&mut buf, version, correlation).map_err(|e| e.to_string())
 }
 
 /// Reads a `DescribeCluster` v2 response body (after the length): every registered broker.
@@ -128,7 +89,7 @@ pub fn read_describe_cluster(
     body: &[u8],
     correlation: i32,
 ) -> Result<Vec<RegisteredBroker>, String> {
-    let m: DescribeClusterResponse = answer(body, correlation, DESCRIBE_CLUSTER_VERSION)?;
+    let m = answer::<DescribeClusterRequest>(body, correlation, version::DESCRIBE_CLUSTER)?;
     if m.error_code != 0 {
         return Err(format!(
             "the broker answered DescribeCluster with error code {}{}",
@@ -152,15 +113,13 @@ pub fn read_describe_cluster(
 /// What a Java client makes of a reply's first four bytes: the size it will allocate
 /// (KAFKA-4090: a TLS alert reads as ~336 MiB).
 pub fn frame_size(reply: &[u8]) -> Option<u32> {
-    let b: [u8; 4] = reply.get(..4)?.try_into().ok()?;
-    Some(u32::from_be_bytes(b))
+    frame::declared_len(reply)
 }
 
 /// Whether the first bytes of a reply (length prefix included) are a Kafka frame answering
 /// `correlation`.
 pub fn answers(reply: &[u8], correlation: i32) -> bool {
-    frame_size(reply).is_some_and(|n| (6..=MAX_FRAME as u32).contains(&n))
-        && reply.get(4..8) == Some(&correlation.to_be_bytes()[..])
+    message::answers(reply, correlation, MAX_FRAME)
 }
 
 /// Reads an `ApiVersions` v0 response body (after the length): the number of APIs offered.
@@ -169,7 +128,7 @@ pub fn answers(reply: &[u8], correlation: i32) -> bool {
 /// A reply to another request, a broker error, or a cut-off body.
 pub fn read_api_versions(body: &[u8], correlation: i32) -> Result<usize, String> {
     // v0 is answered in v0 even on UNSUPPORTED_VERSION, so the array follows either way.
-    let m: ApiVersionsResponse = answer(body, correlation, 0)?;
+    let m = answer::<ApiVersionsRequest>(body, correlation, version::API_VERSIONS)?;
     if m.error_code != 0 && m.error_code != UNSUPPORTED_VERSION {
         return Err(format!(
             "the broker answered with error code {}",
@@ -195,7 +154,7 @@ pub struct AdvertisedBroker {
 /// # Errors
 /// A reply to another request or a malformed body.
 pub fn read_metadata(body: &[u8], correlation: i32) -> Result<Vec<AdvertisedBroker>, String> {
-    let m: MetadataResponse = answer(body, correlation, METADATA_VERSION)?;
+    let m = answer::<MetadataRequest>(body, correlation, version::PROBE_METADATA)?;
     Ok(m.brokers
         .into_iter()
         .map(|b| AdvertisedBroker {

@@ -11,28 +11,25 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use bytes::{Bytes, BytesMut};
 use rustls::pki_types::ServerName;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use shiqi_kafka::frame::{self, Frame};
+use shiqi_kafka::message;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::rewrite::{self, Node, Request};
 use super::{LocalEndpoint, Role};
 use crate::tunnel::forward;
 
-/// The largest request a client may send: the broker's own default `socket.request.max.bytes`.
-const MAX_REQUEST: usize = 100 * 1024 * 1024;
-/// The largest answer passed on (a Fetch answer is at most `fetch.max.bytes`, 50 MiB by
-/// default, plus headers; a client that raises it past this sees its connection closed).
-const MAX_ANSWER: usize = 256 * 1024 * 1024;
+/// The largest request a client may send (the broker's own default).
+const MAX_REQUEST: usize = frame::MAX_RELAYED_REQUEST;
+/// The largest answer passed on.
+const MAX_ANSWER: usize = frame::MAX_RELAYED_ANSWER;
 /// How long one broker may take to open a channel and finish TLS (the SSH connection coming
 /// back is waited for inside, up to its own limit).
 const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(25);
 /// Read and write buffers per direction: two full SSH packets.
 const BUFFER: usize = 64 * 1024;
-/// A frame's memory grows with the bytes that arrive, from at most this much: a length prefix
-/// alone reserves nothing large.
-const FIRST_RESERVE: usize = 64 * 1024;
 
 /// Answers being decoded for a rewrite, all connections together, counted in KiB of their
 /// frames: at most one largest answer's worth at a time. Decoding allocates a few times a
@@ -160,13 +157,13 @@ where
     W: AsyncWrite + Unpin,
 {
     while let Some(frame) = read_frame(&mut from, MAX_REQUEST).await? {
-        let request = Request::peek(&frame.slice(4..))?;
+        let request = Request::peek(&frame.body())?;
         if request.answered {
             owed.lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .push_back(request);
         }
-        to.write_all(&frame)
+        to.write_all(frame.as_bytes())
             .await
             .map_err(|e| format!("cannot send: {e}"))?;
         to.flush().await.map_err(|e| format!("cannot send: {e}"))?;
@@ -187,11 +184,10 @@ where
     W: AsyncWrite + Unpin,
 {
     while let Some(frame) = read_frame(&mut from, MAX_ANSWER).await? {
-        let body = frame.slice(4..);
-        let [c0, c1, c2, c3, ..] = body[..] else {
+        let body = frame.body();
+        let Some(correlation_id) = message::correlation(&body) else {
             return Err("an answer shorter than its header".to_owned());
         };
-        let correlation_id = i32::from_be_bytes([c0, c1, c2, c3]);
         let request = owed
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -218,12 +214,9 @@ where
         // Released before writing: a slow client must not hold up other connections' answers.
         drop(decoding);
         match rewritten {
-            None => to.write_all(&frame).await,
+            None => to.write_all(frame.as_bytes()).await,
             Some(rewritten) => {
-                let len = u32::try_from(rewritten.len()).map_err(|_| "an answer too large")?;
-                let mut out = BytesMut::with_capacity(rewritten.len() + 4);
-                out.extend_from_slice(&len.to_be_bytes());
-                out.extend_from_slice(&rewritten);
+                let out = frame::prefixed(&rewritten).map_err(|_| "an answer too large")?;
                 to.write_all(&out).await
             }
         }
@@ -243,32 +236,16 @@ impl rewrite::Ports for EndpointPorts<'_> {
     }
 }
 
-/// One length-prefixed frame, prefix included; `None` at a clean end of stream.
+/// One length-prefixed frame of at most `max` bytes; `None` at a clean end of stream.
 async fn read_frame<R: AsyncRead + Unpin>(
     from: &mut R,
     max: usize,
-) -> Result<Option<Bytes>, String> {
-    let mut len = [0u8; 4];
-    match from.read_exact(&mut len).await {
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(explain(&e)),
+) -> Result<Option<Frame>, String> {
+    match frame::read(from, max).await {
+        Ok(f) => Ok(Some(f)),
+        Err(e) if e.at_boundary() => Ok(None),
+        Err(e) => Err(e.io().and_then(refused).unwrap_or_else(|| e.to_string())),
     }
-    let n = usize::try_from(u32::from_be_bytes(len)).unwrap_or(usize::MAX);
-    if n > max {
-        return Err(format!("a frame of {n} bytes is over the {max}-byte limit"));
-    }
-    let mut buf = BytesMut::with_capacity(4 + n.min(FIRST_RESERVE));
-    buf.extend_from_slice(&len);
-    let mut rest = from.take(n as u64);
-    while buf.len() < 4 + n {
-        buf.reserve((4 + n - buf.len()).min(FIRST_RESERVE.max(buf.len())));
-        let got = rest.read_buf(&mut buf).await.map_err(|e| explain(&e))?;
-        if got == 0 {
-            return Err(format!("the stream ended inside a frame of {n} bytes"));
-        }
-    }
-    Ok(Some(buf.freeze()))
 }
 
 /// A read error in words; a server's TLS alert about the certificate says what it means (under
@@ -320,7 +297,7 @@ mod tests {
             let _ = b.write_all(&[0, 0, 0, 3, 1, 2, 3, 0, 0, 0, 9, 1]).await;
         });
         let f = read_frame(&mut a, 16).await.expect("frame").expect("some");
-        assert_eq!(&f[..], [0, 0, 0, 3, 1, 2, 3]);
+        assert_eq!(&f.as_bytes()[..], [0, 0, 0, 3, 1, 2, 3]);
         let err = read_frame(&mut a, 16).await.expect_err("cut short");
         assert!(err.contains("ended inside"), "{err}");
 

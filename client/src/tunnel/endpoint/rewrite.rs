@@ -19,6 +19,7 @@ use kafka_protocol::messages::{
     ShareAcknowledgeResponse, ShareFetchResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use shiqi_kafka::{message, version};
 
 /// The host every rewritten address names.
 pub const LOCAL_HOST: &str = "127.0.0.1";
@@ -67,24 +68,21 @@ impl Request {
     /// # Errors
     /// A frame too short for a header, or a Produce request that does not decode.
     pub fn peek(frame: &Bytes) -> Result<Self, String> {
-        let [k0, k1, v0, v1, c0, c1, c2, c3, ..] = frame[..] else {
+        let Some(key) = message::peek_request(frame) else {
             return Err(format!(
                 "a request of {} bytes is shorter than its header",
                 frame.len()
             ));
         };
-        let api_key = i16::from_be_bytes([k0, k1]);
-        let version = i16::from_be_bytes([v0, v1]);
-        let correlation_id = i32::from_be_bytes([c0, c1, c2, c3]);
-        let answered = if api_key == ApiKey::Produce as i16 {
-            produce_acks(frame, version)? != 0
+        let answered = if key.api_key == ApiKey::Produce as i16 {
+            produce_acks(frame, key.version)? != 0
         } else {
             true
         };
         Ok(Self {
-            api_key,
-            version,
-            correlation_id,
+            api_key: key.api_key,
+            version: key.version,
+            correlation_id: key.correlation_id,
             answered,
         })
     }
@@ -299,10 +297,9 @@ fn api_versions(frame: &Bytes, v: i16) -> Result<Option<BytesMut>, String> {
         if !rewrites(a.api_key, a.max_version) {
             return true;
         }
-        let Ok(key) = ApiKey::try_from(a.api_key) else {
+        let Some(newest) = version::newest(a.api_key) else {
             return true;
         };
-        let newest = key.valid_versions().max;
         if a.max_version > newest {
             a.max_version = newest;
             changed = true;
