@@ -128,7 +128,8 @@ impl Install {
         if !plain(&a.account) {
             return Err(AgentError::Request {
                 why: format!(
-                    "--account `{}`: use a plain system account name (a-z, 0-9, `_`, `-`, at                      most 32)",
+                    "--account `{}`: use a plain system account name (a-z, 0-9, `_`, `-`, at \
+                     most 32)",
                     shiqi_ca::text::one_line(&a.account, 40)
                 ),
             });
