@@ -27,7 +27,7 @@ const AGENT_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// How to start the agent on the server: a shell command prefix, `shiqi-ca-agent` by default.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AgentCommand(String);
+pub(crate) struct AgentCommand(String);
 
 impl AgentCommand {
     /// Takes the admin's `--agent-command`, e.g. `/opt/shiqi/bin/shiqi-ca-agent` or
@@ -35,7 +35,7 @@ impl AgentCommand {
     ///
     /// # Errors
     /// When it is empty or spans lines.
-    pub fn new(s: &str) -> Result<Self, Error> {
+    pub(crate) fn new(s: &str) -> Result<Self, Error> {
         let s = s.trim();
         if s.is_empty() || s.chars().any(char::is_control) {
             return Err(Error::Input(InputError::InvalidValue {
@@ -48,7 +48,7 @@ impl AgentCommand {
     }
 
     /// The command as configured.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
 
@@ -60,7 +60,7 @@ impl AgentCommand {
 }
 
 /// What `revoke` revokes.
-pub use shiqi_ca::protocol::RevokeTarget as Revocation;
+pub(crate) use shiqi_ca::protocol::RevokeTarget as Revocation;
 
 impl Default for AgentCommand {
     fn default() -> Self {
@@ -70,24 +70,22 @@ impl Default for AgentCommand {
 
 /// A certificate the server issued, checked against the key and name it was asked for.
 #[derive(Debug)]
-pub struct Signed {
+pub(crate) struct Signed {
     /// The agent's reply.
-    pub response: SignResponse,
-    /// The leaf, parsed.
-    pub cert: Cert,
+    pub(crate) response: SignResponse,
     /// Leaf then chain, PEM: `client.crt` and the keystore's chain.
-    pub chain_pem: String,
+    pub(crate) chain_pem: String,
 }
 
 /// What `provision` brought back: the certificate, checked, and the accounts made for it.
 #[derive(Debug)]
-pub struct Provisioned {
+pub(crate) struct Provisioned {
     /// The certificate and the server's facts.
-    pub signed: Signed,
+    pub(crate) signed: Signed,
     /// The principal's ACLs, when the facts name a Kafka cluster.
-    pub kafka: Option<KafkaUserResponse>,
+    pub(crate) kafka: Option<KafkaUserResponse>,
     /// The MySQL account, when the facts name a MySQL server.
-    pub mysql: Option<MysqlUserResponse>,
+    pub(crate) mysql: Option<MysqlUserResponse>,
 }
 
 /// Sends the CSR to `agent provision --name NAME`, which signs it, grants the Kafka ACLs and
@@ -98,7 +96,7 @@ pub struct Provisioned {
 /// issued), [`AgentError::Unfinished`] (a certificate was issued, a later step failed),
 /// [`AgentError::Reply`], [`AgentError::ProtocolVersion`], [`AgentError::CertMismatch`], or an SSH error.
 #[tracing::instrument(skip_all, fields(profile = %name))]
-pub async fn provision(
+pub(crate) async fn provision(
     session: &Session,
     agent: &AgentCommand,
     name: &ProfileName,
@@ -167,7 +165,7 @@ pub async fn provision(
 /// [`AgentError::NotInstalled`], [`AgentError::Refused`], [`AgentError::Reply`],
 /// [`AgentError::ProtocolVersion`], [`AgentError::CertMismatch`], or an SSH error.
 #[tracing::instrument(skip_all, fields(profile = %name, replaces = %old))]
-pub async fn sign_replacing(
+pub(crate) async fn sign_replacing(
     session: &Session,
     agent: &AgentCommand,
     name: &ProfileName,
@@ -196,7 +194,7 @@ pub async fn sign_replacing(
 ///
 /// # Errors
 /// As [`sign_replacing`]'s reply checks.
-pub fn signed_from_kept(
+pub(crate) fn signed_from_kept(
     name: &ProfileName,
     key: &PrivateKey,
     reply: &str,
@@ -208,11 +206,11 @@ pub fn signed_from_kept(
 /// What [`revoke`] learned: the agent's answer, and its error if it could not finish (MySQL or
 /// Kafka unreachable: the revocation is recorded and in the CRL all the same).
 #[derive(Debug)]
-pub struct Revoked {
+pub(crate) struct Revoked {
     /// The agent's answer.
-    pub response: RevokeResponse,
+    pub(crate) response: RevokeResponse,
     /// The agent's `error:` line when it exited non-zero after revoking.
-    pub incomplete: Option<String>,
+    pub(crate) incomplete: Option<String>,
 }
 
 /// Runs `agent revoke …` for `what` with `reason`.
@@ -221,7 +219,7 @@ pub struct Revoked {
 /// As [`sign_replacing`]; an agent that revoked but could not make it effective everywhere is not an
 /// error (see [`Revoked::incomplete`]).
 #[tracing::instrument(skip_all)]
-pub async fn revoke(
+pub(crate) async fn revoke(
     session: &Session,
     agent: &AgentCommand,
     what: &Revocation,
@@ -264,7 +262,7 @@ pub async fn revoke(
 /// # Errors
 /// As [`sign_replacing`], e.g. [`AgentError::Refused`] when Kafka is down.
 #[tracing::instrument(skip_all)]
-pub async fn brokers(session: &Session, agent: &AgentCommand) -> Result<Vec<Broker>, Error> {
+pub(crate) async fn brokers(session: &Session, agent: &AgentCommand) -> Result<Vec<Broker>, Error> {
     let out = session
         .exec(
             &agent.line(&Request::Brokers),
@@ -294,7 +292,10 @@ const VERSION_TIMEOUT: Duration = Duration::from_secs(20);
 /// [`AgentError::TooOld`] for an agent that predates `version`, [`AgentError::Reply`] for a
 /// reply that does not parse, or as [`brokers`].
 #[tracing::instrument(skip_all)]
-pub async fn version(session: &Session, agent: &AgentCommand) -> Result<VersionResponse, Error> {
+pub(crate) async fn version(
+    session: &Session,
+    agent: &AgentCommand,
+) -> Result<VersionResponse, Error> {
     let out = session
         .exec(
             &agent.line(&Request::Version),
@@ -453,7 +454,6 @@ fn check_sign_response(
     }
     Ok(Signed {
         response,
-        cert,
         chain_pem,
     })
 }

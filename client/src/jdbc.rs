@@ -31,7 +31,7 @@ pub enum Driver {
 
 impl Driver {
     /// The driver's class.
-    pub fn class(self) -> &'static str {
+    pub(crate) fn class(self) -> &'static str {
         match self {
             Self::Mysql => "com.mysql.cj.jdbc.Driver",
             Self::Mariadb => "org.mariadb.jdbc.Driver",
@@ -39,7 +39,7 @@ impl Driver {
     }
 
     /// The driver's name, as the docs call it.
-    pub fn title(self) -> &'static str {
+    pub(crate) fn title(self) -> &'static str {
         match self {
             Self::Mysql => "MySQL Connector/J",
             Self::Mariadb => "MariaDB Connector/J",
@@ -47,7 +47,7 @@ impl Driver {
     }
 
     /// The driver a server's greeting version asks for (`10.11.6-MariaDB-0+deb12u1`).
-    pub fn for_server_version(version: &str) -> Self {
+    pub(crate) fn for_server_version(version: &str) -> Self {
         if version.to_ascii_lowercase().contains("mariadb") {
             Self::Mariadb
         } else {
@@ -77,7 +77,7 @@ pub enum Verification {
 impl Verification {
     /// From the names in the server's certificate: full when it covers the address clients
     /// dial (the tunnel's `127.0.0.1`).
-    pub fn for_names(covers_tunnel_address: bool) -> Self {
+    pub(crate) fn for_names(covers_tunnel_address: bool) -> Self {
         if covers_tunnel_address {
             Self::Full
         } else {
@@ -96,29 +96,29 @@ impl fmt::Display for Verification {
 }
 
 /// The address clients dial: the tunnel's local end.
-pub const TUNNEL_HOST: &str = "127.0.0.1";
+pub(crate) const TUNNEL_HOST: &str = "127.0.0.1";
 
 /// What a JDBC URL needs from a profile; all paths absolute.
-pub struct Endpoint<'a> {
+pub(crate) struct Endpoint<'a> {
     /// The tunnel's local port for MySQL.
-    pub port: u16,
+    pub(crate) port: u16,
     /// The MySQL user (the profile name).
-    pub user: &'a ProfileName,
+    pub(crate) user: &'a ProfileName,
     /// `ca.crt` (PEM).
-    pub ca_crt: &'a Path,
+    pub(crate) ca_crt: &'a Path,
     /// `keystore.p12`.
-    pub keystore: &'a Path,
+    pub(crate) keystore: &'a Path,
     /// `truststore.p12`.
-    pub truststore: &'a Path,
+    pub(crate) truststore: &'a Path,
     /// The password of both PKCS#12 files.
-    pub password: &'a Secret<String>,
+    pub(crate) password: &'a Secret<String>,
 }
 
 /// The URL for `driver`.
 ///
 /// # Errors
 /// [`DataGripError::UrlValue`] when a path or the password cannot be written in that driver's URL.
-pub fn url(
+pub(crate) fn url(
     driver: Driver,
     verify: Verification,
     e: &Endpoint<'_>,
@@ -200,7 +200,7 @@ fn mariadb(verify: Verification, e: &Endpoint<'_>) -> Result<Secret<String>, Err
 /// (MariaDB Connector/J allows it by default; Connector/J does not, said anyway).
 /// Connector/J's default `sslMode=PREFERRED` goes without TLS when the endpoint offers none, and
 /// MariaDB Connector/J's default is no TLS.
-pub fn plain_url(
+pub(crate) fn plain_url(
     driver: Driver,
     port: u16,
     user: &ProfileName,
@@ -224,7 +224,7 @@ fn path_text(p: &Path) -> String {
 
 /// `file:/abs/path` (RFC 8089) with each byte outside a path segment's safe set as `%XX`;
 /// Java's `file:` handler decodes them. A Windows path becomes `file:/C:/…`.
-pub fn file_url(p: &Path) -> String {
+pub(crate) fn file_url(p: &Path) -> String {
     let text = path_text(p);
     let text = if text.starts_with('/') {
         text

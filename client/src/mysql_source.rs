@@ -16,31 +16,29 @@ use crate::profile::{Profile, files};
 
 /// The MySQL side of a profile.
 #[derive(Debug)]
-pub struct Source {
+pub(crate) struct Source {
     /// The profile (and MySQL user) name.
-    pub name: ProfileName,
+    pub(crate) name: ProfileName,
     /// Where the profile's files are.
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// The tunnel's local port for MySQL.
-    pub port: u16,
-    /// Where the server's MySQL is, as the server sees it (`127.0.0.1:3306`), for messages.
-    pub remote: String,
+    pub(crate) port: u16,
     /// Reached through the tunnel's local endpoint: plaintext here, no SSL settings, no
     /// password; the tunnel does TLS with the certificate.
-    pub local: bool,
+    pub(crate) local: bool,
 }
 
 /// What the server showed through the tunnel.
 #[derive(Debug, Default)]
-pub struct Seen {
+pub(crate) struct Seen {
     /// The version in its greeting, when something answered as MySQL.
-    pub version: Option<String>,
+    pub(crate) version: Option<String>,
     /// Whether its certificate names the tunnel's address, when it showed one.
-    pub covers_tunnel: Option<bool>,
+    pub(crate) covers_tunnel: Option<bool>,
     /// The names its certificate holds (DNS names and IPs), when it showed one.
-    pub names: Vec<String>,
+    pub(crate) names: Vec<String>,
     /// Why nothing could be learnt, in words (`nothing listens on 127.0.0.1:3306`).
-    pub unseen: Option<String>,
+    pub(crate) unseen: Option<String>,
 }
 
 impl Source {
@@ -48,7 +46,7 @@ impl Source {
     ///
     /// # Errors
     /// [`DataGripError::NoMysql`] when the server had no MySQL at setup.
-    pub fn of(profile: &Profile, dir: &Path) -> Result<Self, Error> {
+    pub(crate) fn of(profile: &Profile, dir: &Path) -> Result<Self, Error> {
         let Some(m) = &profile.mysql else {
             return Err(Error::DataGrip(DataGripError::NoMysql {
                 name: profile.name.to_string(),
@@ -65,13 +63,12 @@ impl Source {
             name: profile.name.clone(),
             dir: dir.to_path_buf(),
             port,
-            remote: format!("{}:{}", m.host, m.port),
             local: !profile.endpoint.is_direct(),
         })
     }
 
     /// A file of the profile.
-    pub fn file(&self, name: &str) -> PathBuf {
+    pub(crate) fn file(&self, name: &str) -> PathBuf {
         self.dir.join(name)
     }
 
@@ -79,7 +76,7 @@ impl Source {
     ///
     /// # Errors
     /// [`ProfileError::Read`] when `keystore.password` is missing or empty.
-    pub fn password(&self) -> Result<Secret<String>, Error> {
+    pub(crate) fn password(&self) -> Result<Secret<String>, Error> {
         crate::profile::files::read_password(&self.dir).ok_or_else(|| {
             Error::Profile(ProfileError::Read {
                 path: self.file(files::KEYSTORE_PASSWORD),
@@ -89,7 +86,7 @@ impl Source {
     }
 
     /// Looks at the server through the tunnel: its greeting and certificate, no login.
-    pub fn look(&self) -> Seen {
+    pub(crate) fn look(&self) -> Seen {
         seen(
             speaks::mysql(TUNNEL_HOST, self.port, TUNNEL_HOST),
             self.port,
@@ -98,7 +95,7 @@ impl Source {
 }
 
 /// The JDBC endpoint of `source` with `password`.
-pub fn endpoint<'a>(
+pub(crate) fn endpoint<'a>(
     source: &'a Source,
     paths: &'a Paths,
     password: &'a Secret<String>,
@@ -115,22 +112,22 @@ pub fn endpoint<'a>(
 
 /// The profile files a MySQL client needs, absolute.
 #[derive(Debug)]
-pub struct Paths {
+pub(crate) struct Paths {
     /// The CA (PEM).
-    pub ca_crt: PathBuf,
+    pub(crate) ca_crt: PathBuf,
     /// The client certificate and chain (PEM).
-    pub client_crt: PathBuf,
+    pub(crate) client_crt: PathBuf,
     /// The private key (PKCS#8 PEM).
-    pub client_key: PathBuf,
+    pub(crate) client_key: PathBuf,
     /// Key and chain (PKCS#12).
-    pub keystore: PathBuf,
+    pub(crate) keystore: PathBuf,
     /// The CA (PKCS#12).
-    pub truststore: PathBuf,
+    pub(crate) truststore: PathBuf,
 }
 
 impl Paths {
     /// The files of the profile in `dir`.
-    pub fn of(dir: &Path) -> Self {
+    pub(crate) fn of(dir: &Path) -> Self {
         Self {
             ca_crt: dir.join(files::CA_CRT),
             client_crt: dir.join(files::CLIENT_CRT),
@@ -183,7 +180,7 @@ fn seen(speaks: Speaks, port: u16) -> Seen {
 
 /// How a choice was made, for the note the command prints.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Why {
+pub(crate) enum Why {
     /// Given on the command line.
     Given,
     /// From what the server showed.
@@ -194,7 +191,7 @@ pub enum Why {
 
 /// The driver: the flag, else the server's greeting, else MySQL Connector/J (which also logs
 /// in to MariaDB).
-pub fn driver(given: Option<Driver>, seen: &Seen) -> (Driver, Why) {
+pub(crate) fn driver(given: Option<Driver>, seen: &Seen) -> (Driver, Why) {
     if let Some(d) = given {
         return (d, Why::Given);
     }
@@ -216,7 +213,7 @@ pub fn driver(given: Option<Driver>, seen: &Seen) -> (Driver, Why) {
 
 /// The verification: the flag, else the certificate's names, else full (what
 /// `shiqi-ca-agent server-cert --kind mysql --san 127.0.0.1` gives and the README asks for).
-pub fn verification(given: Option<Verification>, seen: &Seen) -> (Verification, Why) {
+pub(crate) fn verification(given: Option<Verification>, seen: &Seen) -> (Verification, Why) {
     if let Some(v) = given {
         return (v, Why::Given);
     }
@@ -252,7 +249,7 @@ mod tests {
     fn finds_the_mysql_forward_or_refuses_a_profile_without_mysql() {
         let mut p = sample();
         let s = Source::of(&p, Path::new("/p")).expect("mysql");
-        assert_eq!((s.port, s.remote.as_str()), (3306, "127.0.0.1:3306"));
+        assert_eq!(s.port, 3306);
         p.forwards.push(crate::profile::ForwardRecord {
             local_port: 13306,
             remote_host: "127.0.0.1".parse().expect("host"),

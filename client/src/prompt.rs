@@ -12,30 +12,30 @@ use crate::ssh::auth::Passphrase;
 
 /// Asks, or knows that it may not.
 #[derive(Clone, Copy, Debug)]
-pub struct Prompter {
+pub(crate) struct Prompter {
     interactive: bool,
 }
 
 impl Prompter {
     /// Interactive when not `--yes` and both stdin and stderr are terminals.
-    pub fn new(yes: bool) -> Self {
+    pub(crate) fn new(yes: bool) -> Self {
         Self {
             interactive: !yes && std::io::stdin().is_terminal() && std::io::stderr().is_terminal(),
         }
     }
 
     /// A prompter that never asks (tests, `--yes`).
-    pub fn never() -> Self {
+    pub(crate) fn never() -> Self {
         Self { interactive: false }
     }
 
     /// Whether questions can be asked.
-    pub fn is_interactive(&self) -> bool {
+    pub(crate) fn is_interactive(&self) -> bool {
         self.interactive
     }
 
     /// Asks for the SSH destination of the server.
-    pub fn server(&self) -> Option<String> {
+    pub(crate) fn server(&self) -> Option<String> {
         if !self.interactive {
             return None;
         }
@@ -49,7 +49,7 @@ impl Prompter {
     }
 
     /// Shows an unknown host key and asks whether to trust it; `false` without a terminal.
-    pub fn trust_host_key(
+    pub(crate) fn trust_host_key(
         &self,
         host: &str,
         algorithm: &str,

@@ -15,11 +15,11 @@ use serde::Serialize;
 
 /// The most characters one report text keeps. Our own longest sentences are a few hundred
 /// characters; past this it is a server's junk (a 1 MB banner), not something to read.
-pub const MAX_CHARS: usize = 2000;
+pub(crate) const MAX_CHARS: usize = 2000;
 
 /// The most characters of one server-supplied string quoted inside our own sentence (a version,
 /// an error message), so the sentence around it stays readable.
-pub const QUOTE_CHARS: usize = 200;
+pub(crate) const QUOTE_CHARS: usize = 200;
 
 /// Text with every control character written as an escape (`\n`, `\u{1b}`) and at most
 /// [`MAX_CHARS`] characters (an ellipsis marks a cut).
@@ -28,16 +28,17 @@ pub const QUOTE_CHARS: usize = 200;
 /// are sentences for people, not bytes to reproduce.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(transparent)]
-pub struct Escaped(String);
+pub(crate) struct Escaped(String);
 
 impl Escaped {
     /// Escapes and caps `s`.
-    pub fn new(s: &str) -> Self {
+    pub(crate) fn new(s: &str) -> Self {
         Self(shiqi_ca::text::one_line(s, MAX_CHARS))
     }
 
     /// The escaped text.
-    pub fn as_str(&self) -> &str {
+    #[cfg(test)]
+    pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
 }
@@ -75,25 +76,26 @@ impl From<&String> for Escaped {
 }
 
 /// A server's string to quote inside our own sentence: escaped and cut to [`QUOTE_CHARS`].
-pub fn quote(s: &str) -> String {
+pub(crate) fn quote(s: &str) -> String {
     shiqi_ca::text::one_line(s, QUOTE_CHARS)
 }
 
 /// Whether `s` holds a control character other than `\n` (the one a renderer puts between
 /// lines): what tests of every output path assert never happens.
 #[cfg(test)]
-pub fn has_raw_controls(s: &str) -> bool {
+pub(crate) fn has_raw_controls(s: &str) -> bool {
     s.chars().any(|c| c.is_control() && c != '\n')
 }
 
 /// Hostile text as a fake server would send it: a title change (OSC 0 … BEL), a screen clear
 /// (CSI 2J), a carriage return and a forged line.
 #[cfg(test)]
-pub const HOSTILE: &str = "x\u{1b}]0;pwned\u{7}\u{1b}[2J\rok    files  all good\nfail";
+pub(crate) const HOSTILE: &str = "x\u{1b}]0;pwned\u{7}\u{1b}[2J\rok    files  all good\nfail";
 
 /// [`HOSTILE`] as the reports show it.
 #[cfg(test)]
-pub const HOSTILE_SHOWN: &str = "x\\u{1b}]0;pwned\\u{7}\\u{1b}[2J\\rok    files  all good\\nfail";
+pub(crate) const HOSTILE_SHOWN: &str =
+    "x\\u{1b}]0;pwned\\u{7}\\u{1b}[2J\\rok    files  all good\\nfail";
 
 #[cfg(test)]
 mod tests {

@@ -13,7 +13,7 @@ use crate::commands::print_stdout;
 const BIN: &str = "shiqi-connect";
 
 /// The completion script for `shell`.
-pub fn script(shell: Shell) -> String {
+pub(crate) fn script(shell: Shell) -> String {
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut Cli::command(), BIN, &mut out);
     String::from_utf8_lossy(&out).into_owned()
@@ -23,7 +23,7 @@ pub fn script(shell: Shell) -> String {
 ///
 /// # Errors
 /// When stdout cannot be written.
-pub fn run(shell: Shell) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(shell: Shell) -> anyhow::Result<ExitCode> {
     print_stdout(&script(shell))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -34,7 +34,7 @@ struct Json<'a> {
 /// # Errors
 /// No profile, no MySQL in it, a project file that cannot be merged into, no launcher for
 /// `--open`.
-pub fn run(
+pub(crate) fn run(
     args: &DatagripArgs,
     global: &GlobalArgs,
     printer: &Printer,

@@ -19,21 +19,21 @@ use crate::profile::{Roots, tilde};
 use crate::prompt::Prompter;
 
 /// Exit status when a check fails.
-pub const EXIT_PROBLEM: u8 = 1;
+pub(crate) const EXIT_PROBLEM: u8 = 1;
 
 /// Everything `doctor` needs, settled before any check runs.
 #[derive(Clone, Debug)]
-pub struct Settings {
+pub(crate) struct Settings {
     /// What to check.
-    pub inputs: Inputs,
+    pub(crate) inputs: Inputs,
     /// The profile name, if a profile is checked.
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
     /// `--json`.
-    pub json: bool,
+    pub(crate) json: bool,
     /// `--yes`: never ask (for a key passphrase).
-    pub yes: bool,
+    pub(crate) yes: bool,
     /// Colour the statuses.
-    pub color: bool,
+    pub(crate) color: bool,
 }
 
 impl Settings {
@@ -41,7 +41,7 @@ impl Settings {
     ///
     /// # Errors
     /// A missing `--config` file, an unknown or ambiguous profile, no `$HOME`.
-    pub fn resolve(args: &DoctorArgs, global: &GlobalArgs) -> Result<Self, Error> {
+    pub(crate) fn resolve(args: &DoctorArgs, global: &GlobalArgs) -> Result<Self, Error> {
         let roots = Roots::resolve(global.shiqi_home.as_deref())?;
         let mut configs = Vec::new();
         for c in &args.configs {
@@ -121,7 +121,7 @@ struct Report<'a> {
 ///
 /// # Errors
 /// Bad input (see [`Settings::resolve`]) or a failure to write stdout.
-pub async fn run(
+pub(crate) async fn run(
     args: &DoctorArgs,
     global: &GlobalArgs,
     _printer: &Printer,
@@ -168,7 +168,7 @@ pub async fn run(
 }
 
 /// `status  check  found`, then `fix:` and `note:` lines under it.
-pub fn line(c: &Finding, color: bool) -> String {
+pub(crate) fn line(c: &Finding, color: bool) -> String {
     let style = match c.status {
         Status::Ok => Style::new().green(),
         Status::Warn => Style::new().yellow().bold(),
@@ -195,7 +195,7 @@ pub fn line(c: &Finding, color: bool) -> String {
 }
 
 /// `18 ok, 1 warn, 1 fail, 2 skipped`.
-pub fn summary(checks: &[Finding]) -> String {
+pub(crate) fn summary(checks: &[Finding]) -> String {
     let count = |s: Status| checks.iter().filter(|c| c.status == s).count();
     format!(
         "\n{} ok, {} warn, {} fail, {} skipped\n",

@@ -31,7 +31,11 @@ struct Json<'a> {
 ///
 /// # Errors
 /// No profile, no MySQL in it, no `keystore.password`, or a path the driver cannot take.
-pub fn run(args: &JdbcArgs, global: &GlobalArgs, printer: &Printer) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(
+    args: &JdbcArgs,
+    global: &GlobalArgs,
+    printer: &Printer,
+) -> anyhow::Result<ExitCode> {
     let c = MysqlClient::settle(&args.source, global, "jdbc", printer)?;
     let url = match c.verify {
         Some(verify) => {

@@ -12,7 +12,7 @@ use crate::commands::print_stdout;
 use crate::fsutil;
 
 /// Every page: file name and roff text, the main page first.
-pub fn pages() -> Vec<(String, Vec<u8>)> {
+pub(crate) fn pages() -> Vec<(String, Vec<u8>)> {
     let mut cmd = Cli::command().disable_help_subcommand(true);
     // Gives each subcommand its full name (`shiqi-connect-tunnel-up`), as clap_mangen's own
     // `generate_to` does.
@@ -37,7 +37,7 @@ fn walk(cmd: clap::Command, out: &mut Vec<(String, Vec<u8>)>) {
 ///
 /// # Errors
 /// When DIR or a page cannot be written, or stdout cannot.
-pub fn run(dir: Option<&Path>) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(dir: Option<&Path>) -> anyhow::Result<ExitCode> {
     let pages = pages();
     let Some(dir) = dir else {
         let (_, main) = &pages[0];

@@ -1,16 +1,16 @@
 //! The subcommands, and the error report every one of them ends with. `anyhow` is allowed here
 //! (and in `main.rs`) only: library modules return [`crate::Error`].
 
-pub mod completions;
-pub mod datagrip;
-pub mod doctor;
-pub mod jdbc;
-pub mod man;
-pub mod revoke;
-pub mod rotate;
-pub mod setup;
-pub mod status;
-pub mod tunnel;
+pub(crate) mod completions;
+pub(crate) mod datagrip;
+pub(crate) mod doctor;
+pub(crate) mod jdbc;
+pub(crate) mod man;
+pub(crate) mod revoke;
+pub(crate) mod rotate;
+pub(crate) mod setup;
+pub(crate) mod status;
+pub(crate) mod tunnel;
 
 use std::process::ExitCode;
 
@@ -193,7 +193,7 @@ pub(crate) async fn connect(
 ///
 /// # Errors
 /// When stdout cannot be written for another reason.
-pub fn print_stdout(text: &str) -> anyhow::Result<()> {
+pub(crate) fn print_stdout(text: &str) -> anyhow::Result<()> {
     use std::io::Write as _;
     let mut stdout = std::io::stdout().lock();
     match stdout

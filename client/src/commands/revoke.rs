@@ -25,7 +25,7 @@ use crate::ssh::destination::Destination;
 /// # Errors
 /// Bad input, SSH, or the agent's refusal; exit 2 also when the agent revoked but could not
 /// make it effective everywhere (its answer is printed first).
-pub async fn run(
+pub(crate) async fn run(
     args: &RevokeArgs,
     global: &GlobalArgs,
     printer: &Printer,

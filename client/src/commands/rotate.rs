@@ -27,7 +27,7 @@ use crate::tunnel::login::Targets;
 ///
 /// # Errors
 /// The failing step's error, with context.
-pub async fn run_rotate(
+pub(crate) async fn run_rotate(
     args: &RotateArgs,
     global: &GlobalArgs,
     printer: &Printer,
@@ -74,7 +74,7 @@ struct Renewal<'a> {
 ///
 /// # Errors
 /// The first profile whose renewal failed (the others are still tried).
-pub async fn run_renew(
+pub(crate) async fn run_renew(
     args: &RenewArgs,
     global: &GlobalArgs,
     printer: &Printer,

@@ -13,7 +13,7 @@ use shiqi_ca::keystore::P12Format;
 use crate::agent::AgentCommand;
 use crate::cli::{GlobalArgs, SetupArgs};
 use crate::error::{Error, InputError};
-pub use crate::ops::setup::Settings;
+pub(crate) use crate::ops::setup::Settings;
 use crate::printer::Printer;
 use crate::profile::{Profile, Roots, files, tilde};
 use crate::prompt::Prompter;
@@ -27,7 +27,7 @@ use crate::steps::{keygen, write};
 ///
 /// # Errors
 /// A missing `--server` without a terminal, or an invalid value.
-pub fn resolve(
+pub(crate) fn resolve(
     args: &SetupArgs,
     global: &GlobalArgs,
     prompter: &Prompter,
@@ -112,7 +112,7 @@ fn absolute(p: &Path) -> PathBuf {
 ///
 /// # Errors
 /// The failing step's error, with context naming the step.
-pub async fn run(
+pub(crate) async fn run(
     args: &SetupArgs,
     global: &GlobalArgs,
     printer: &Printer,
@@ -129,7 +129,7 @@ pub async fn run(
 ///
 /// # Errors
 /// The failing step's error, with context naming the step.
-pub async fn execute(
+pub(crate) async fn execute(
     s: &Settings,
     prompter: &Prompter,
     printer: &Printer,

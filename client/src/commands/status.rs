@@ -16,34 +16,34 @@ use crate::tunnel::{Paths, process, state::State};
 
 /// One profile's line.
 #[derive(Debug, Serialize)]
-pub struct Row {
+pub(crate) struct Row {
     /// The profile name.
-    pub name: String,
+    pub(crate) name: String,
     /// `--server` as given to setup.
-    pub server: Option<String>,
+    pub(crate) server: Option<String>,
     /// The certificate's serial.
-    pub serial: Option<String>,
+    pub(crate) serial: Option<String>,
     /// Its end of validity.
     #[serde(with = "time::serde::rfc3339::option")]
-    pub not_after: Option<OffsetDateTime>,
+    pub(crate) not_after: Option<OffsetDateTime>,
     /// Whole days left (negative once expired).
-    pub days_left: Option<i64>,
+    pub(crate) days_left: Option<i64>,
     /// When `renew` will renew it.
     #[serde(with = "time::serde::rfc3339::option")]
-    pub renew_from: Option<OffsetDateTime>,
+    pub(crate) renew_from: Option<OffsetDateTime>,
     /// `valid`, `renew-due`, `expired` or `unreadable`.
-    pub state: &'static str,
+    pub(crate) state: &'static str,
     /// The built-in tunnel: `up (pid N)`, `reconnecting (pid N)`, `stale pid file`, or none.
-    pub tunnel: Option<String>,
+    pub(crate) tunnel: Option<String>,
     /// Why the profile cannot be read, when it cannot.
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
 }
 
 /// Runs `status`.
 ///
 /// # Errors
 /// When `$HOME` is unset or stdout cannot be written.
-pub fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     let roots = Roots::resolve(global.shiqi_home.as_deref())?;
     let now = OffsetDateTime::now_utc();
     let rows: Vec<Row> = roots

@@ -10,7 +10,7 @@ use crate::error::{DataGripError, Error};
 /// The launcher names looked for on PATH, in order: Toolbox's script (`datagrip`;
 /// `datagrip.cmd` on Windows), the Windows installer's `datagrip64.exe`, the tarball's
 /// `datagrip.sh`.
-pub fn launchers() -> Vec<String> {
+pub(crate) fn launchers() -> Vec<String> {
     let mut names = crate::os::files::program_names("datagrip");
     names.extend(crate::os::files::program_names("datagrip64"));
     names.push("datagrip.sh".to_owned());
@@ -18,7 +18,7 @@ pub fn launchers() -> Vec<String> {
 }
 
 /// The first launcher on `path` (a PATH value).
-pub fn find(path: Option<&OsStr>) -> Option<PathBuf> {
+pub(crate) fn find(path: Option<&OsStr>) -> Option<PathBuf> {
     let path = path?;
     let names = launchers();
     std::env::split_paths(path).find_map(|dir| {
@@ -33,7 +33,7 @@ pub fn find(path: Option<&OsStr>) -> Option<PathBuf> {
 ///
 /// # Errors
 /// [`DataGripError::Launch`] when it cannot be started.
-pub fn open(launcher: &Path, project: &Path) -> Result<u32, Error> {
+pub(crate) fn open(launcher: &Path, project: &Path) -> Result<u32, Error> {
     Command::new(launcher)
         .arg(project)
         .stdin(Stdio::null())

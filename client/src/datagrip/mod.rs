@@ -19,26 +19,26 @@ use shiqi_ca::ProfileName;
 
 use crate::jdbc::{Driver, Verification};
 
-pub mod launch;
-pub mod project;
-pub mod xml;
+pub(crate) mod launch;
+pub(crate) mod project;
+pub(crate) mod xml;
 
 /// The SSL tab of a data source that does TLS itself (direct mode).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Tls {
+pub(crate) struct Tls {
     /// How the server's certificate is checked.
-    pub verification: Verification,
+    pub(crate) verification: Verification,
     /// The CA (PEM).
-    pub ca_crt: PathBuf,
+    pub(crate) ca_crt: PathBuf,
     /// The client certificate (PEM).
-    pub client_crt: PathBuf,
+    pub(crate) client_crt: PathBuf,
     /// The private key (PKCS#8 PEM; DataGrip's drivers refuse PKCS#1).
-    pub client_key: PathBuf,
+    pub(crate) client_key: PathBuf,
 }
 
 impl Tls {
     /// The SSL tab's mode: "Full verification" or "Verify CA".
-    pub fn ssl_mode(&self) -> &'static str {
+    pub(crate) fn ssl_mode(&self) -> &'static str {
         match self.verification {
             Verification::Full => "VERIFY_FULL",
             Verification::Ca => "VERIFY_CA",
@@ -48,29 +48,29 @@ impl Tls {
 
 /// One data source, as DataGrip stores it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DataSource {
+pub(crate) struct DataSource {
     /// Stable across runs and rotations ([`uuid_for`]), so a later run replaces it.
-    pub uuid: String,
+    pub(crate) uuid: String,
     /// The name in Database Explorer.
-    pub name: String,
+    pub(crate) name: String,
     /// Which driver DataGrip uses.
-    pub driver: Driver,
+    pub(crate) driver: Driver,
     /// The tunnel's local port.
-    pub port: u16,
+    pub(crate) port: u16,
     /// The MySQL user.
-    pub user: ProfileName,
+    pub(crate) user: ProfileName,
     /// The TLS settings; `None` through the tunnel's local endpoint, which does TLS itself.
-    pub tls: Option<Tls>,
+    pub(crate) tls: Option<Tls>,
     /// The command that starts the tunnel, for the data source's comment.
-    pub tunnel_up: String,
+    pub(crate) tunnel_up: String,
     /// Whether the driver may send local files (`setup --allow-local-infile`).
-    pub allow_local_infile: bool,
+    pub(crate) allow_local_infile: bool,
 }
 
 impl DataSource {
     /// `jdbc:mysql://127.0.0.1:PORT/?user=NAME`: the user in the URL, because with `no-auth`
     /// DataGrip passes none. No secret: the certificate comes from the SSL settings.
-    pub fn jdbc_url(&self) -> String {
+    pub(crate) fn jdbc_url(&self) -> String {
         // With TLS (direct mode) only the verified server could ask for files.
         crate::jdbc::plain_url(
             self.driver,
@@ -81,7 +81,7 @@ impl DataSource {
     }
 
     /// DataGrip's id of its bundled driver.
-    pub fn driver_ref(&self) -> &'static str {
+    pub(crate) fn driver_ref(&self) -> &'static str {
         match self.driver {
             Driver::Mysql => "mysql.8",
             Driver::Mariadb => "mariadb",
@@ -89,7 +89,7 @@ impl DataSource {
     }
 
     /// The block DataGrip's "Import from Clipboard" reads.
-    pub fn clipboard(&self) -> String {
+    pub(crate) fn clipboard(&self) -> String {
         format!(
             "#DataSourceSettings#\n#LocalDataSource: {}\n#BEGIN#\n{}\n#END#\n",
             self.name,
@@ -99,13 +99,13 @@ impl DataSource {
 }
 
 /// The data source's name for profile `name`.
-pub fn display_name(name: &ProfileName) -> String {
+pub(crate) fn display_name(name: &ProfileName) -> String {
     format!("shiqi {name}")
 }
 
 /// A name-based UUID (RFC 9562 version 5, URL namespace) of the profile and its server: the
 /// same profile gives the same uuid on every run, so `--project` replaces its own entry.
-pub fn uuid_for(name: &ProfileName, server_host: &str, server_port: u16) -> String {
+pub(crate) fn uuid_for(name: &ProfileName, server_host: &str, server_port: u16) -> String {
     uuid_v5(
         &URL_NAMESPACE,
         format!("shiqi-connect://{server_host}:{server_port}/{name}").as_bytes(),

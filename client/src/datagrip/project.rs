@@ -38,11 +38,11 @@ struct Component {
 
 /// What [`write()`] did to each file.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Written {
+pub(crate) struct Written {
     /// The files, shared first.
-    pub files: Vec<PathBuf>,
+    pub(crate) files: Vec<PathBuf>,
     /// Whether our data source was already there (and was replaced).
-    pub replaced: bool,
+    pub(crate) replaced: bool,
 }
 
 /// Merges `ds` into `dir/.idea/`. Both files are computed before either is written; the
@@ -51,7 +51,7 @@ pub struct Written {
 /// # Errors
 /// [`DataGripError::File`] when a file exists but cannot be merged into; [`Error::Io`] when a
 /// folder or file cannot be written.
-pub fn write(dir: &Path, ds: &DataSource) -> Result<Written, Error> {
+pub(crate) fn write(dir: &Path, ds: &DataSource) -> Result<Written, Error> {
     let idea = dir.join(".idea");
     let shared_path = idea.join(SHARED.file);
     let local_path = idea.join(LOCAL.file);

@@ -10,7 +10,7 @@ use super::DataSource;
 
 /// An element: name, attributes, then either text or children.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Node {
+pub(crate) struct Node {
     name: &'static str,
     attrs: Vec<(&'static str, String)>,
     text: Option<String>,
@@ -49,7 +49,7 @@ impl Node {
     ///
     /// # Errors
     /// Only the writer's own I/O errors (none for a `Vec`).
-    pub fn write<W: io::Write>(
+    pub(crate) fn write<W: io::Write>(
         &self,
         w: &mut Writer<W>,
         indent: bool,
@@ -82,13 +82,13 @@ impl Node {
 }
 
 /// A line break and two spaces per level, as DataGrip indents its files.
-pub fn newline<W: io::Write>(w: &mut Writer<W>, level: usize) -> io::Result<()> {
+pub(crate) fn newline<W: io::Write>(w: &mut Writer<W>, level: usize) -> io::Result<()> {
     let ws = format!("\n{}", "  ".repeat(level));
     w.write_event(Event::Text(BytesText::from_escaped(ws)))
 }
 
 /// The shared half (`dataSources.xml`): driver and URL.
-pub fn shared(ds: &DataSource) -> Node {
+pub(crate) fn shared(ds: &DataSource) -> Node {
     Node::new("data-source")
         .attr("source", "LOCAL")
         .attr("name", &ds.name)
@@ -116,7 +116,7 @@ pub fn shared(ds: &DataSource) -> Node {
 }
 
 /// The per-user half (`dataSources.local.xml`): who logs in and with which files.
-pub fn local(ds: &DataSource) -> Node {
+pub(crate) fn local(ds: &DataSource) -> Node {
     let mut n = Node::new("data-source")
         .attr("name", &ds.name)
         .attr("uuid", &ds.uuid);
@@ -125,7 +125,7 @@ pub fn local(ds: &DataSource) -> Node {
 }
 
 /// Both halves in one element, as a clipboard block holds them.
-pub fn clipboard_element(ds: &DataSource) -> String {
+pub(crate) fn clipboard_element(ds: &DataSource) -> String {
     let mut n = shared(ds);
     let working_dir = n.children.pop();
     n.children.extend(per_user(ds));

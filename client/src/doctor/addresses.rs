@@ -18,7 +18,7 @@ use crate::probe::speaks as probe;
 
 /// Where a name resolves and what that means for the tunnel.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Resolution {
+pub(crate) enum Resolution {
     /// 127.0.0.1 (and maybe other loopback addresses).
     Tunnel,
     /// 127.0.0.1 and also addresses off this machine: some connections bypass the tunnel.
@@ -30,7 +30,7 @@ pub enum Resolution {
 }
 
 /// Judges the addresses a name resolved to.
-pub fn judge(addrs: &[IpAddr]) -> Resolution {
+pub(crate) fn judge(addrs: &[IpAddr]) -> Resolution {
     let tunnel = IpAddr::V4(Ipv4Addr::LOCALHOST);
     let others: Vec<IpAddr> = addrs.iter().copied().filter(|a| !a.is_loopback()).collect();
     match (addrs.contains(&tunnel), others.is_empty()) {
@@ -61,15 +61,20 @@ fn list(ips: &[IpAddr]) -> String {
 
 /// What the address checks found, for the logins.
 #[derive(Clone, Debug, Default)]
-pub struct Addresses {
+pub(crate) struct Addresses {
     /// Advertised hosts that do not resolve to the tunnel.
-    pub bypassed: BTreeSet<String>,
+    pub(crate) bypassed: BTreeSet<String>,
     /// Local ports whose server certificate does not cover the name its clients check.
-    pub mismatched: BTreeSet<u16>,
+    pub(crate) mismatched: BTreeSet<u16>,
 }
 
 /// `addresses.*`.
-pub fn check(ctx: &Context, st: &mut Findings, tunnel: &Tunnel, probes: &mut Probes) -> Addresses {
+pub(crate) fn check(
+    ctx: &Context,
+    st: &mut Findings,
+    tunnel: &Tunnel,
+    probes: &mut Probes,
+) -> Addresses {
     let targets = forwards::services(ctx);
     if ctx.profile.is_err() {
         for id in [CheckId::AddressResolve, CheckId::AddressNames] {

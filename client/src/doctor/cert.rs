@@ -17,7 +17,7 @@ use crate::steps::journal;
 use crate::text::Escaped;
 
 /// Reads a profile file, or says why a check that needs it is skipped.
-pub fn read(ctx: &Context, file: &str) -> Result<String, String> {
+pub(crate) fn read(ctx: &Context, file: &str) -> Result<String, String> {
     let path = ctx.path(file).ok_or_else(|| "no profile".to_owned())?;
     std::fs::read_to_string(&path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => format!("`{file}` is missing (see `files`)"),
@@ -27,17 +27,17 @@ pub fn read(ctx: &Context, file: &str) -> Result<String, String> {
 
 /// How long before expiry to warn: the last third of the lifetime, when `shiqi-connect renew`
 /// rotates the certificate.
-pub fn warn_before(lifetime: Duration) -> Duration {
+pub(crate) fn warn_before(lifetime: Duration) -> Duration {
     lifetime / 3i32
 }
 
 /// `2026-11-09 07:59 UTC`.
-pub fn when(t: OffsetDateTime) -> String {
+pub(crate) fn when(t: OffsetDateTime) -> String {
     format!("{} {:02}:{:02} UTC", t.date(), t.hour(), t.minute())
 }
 
 /// `3 days`, `5 hours`, `12 minutes`.
-pub fn span(d: Duration) -> String {
+pub(crate) fn span(d: Duration) -> String {
     let d = d.abs();
     if d.whole_days() >= 2 {
         format!("{} days", d.whole_days())
@@ -49,7 +49,7 @@ pub fn span(d: Duration) -> String {
 }
 
 /// The verdict on a certificate's validity window at `now`.
-pub fn validity(leaf: &Cert, now: OffsetDateTime, renew: &str) -> Finding {
+pub(crate) fn validity(leaf: &Cert, now: OffsetDateTime, renew: &str) -> Finding {
     let (nb, na) = (leaf.not_before(), leaf.not_after());
     let who = format!("`{}` (serial {})", leaf.subject(), leaf.serial().to_hex());
     if now < nb {
@@ -121,7 +121,7 @@ fn with_failing_renewal(mut valid: Finding, failing: Option<String>, renew: &str
 }
 
 /// Whether `leaf` chains to `ca` through `chain` (the rest of `client.crt`).
-pub fn chains_to(leaf: &Cert, chain: &[Cert], ca: &Cert) -> bool {
+pub(crate) fn chains_to(leaf: &Cert, chain: &[Cert], ca: &Cert) -> bool {
     if leaf.is_signed_by(ca) {
         return true;
     }
@@ -143,11 +143,11 @@ pub fn chains_to(leaf: &Cert, chain: &[Cert], ca: &Cert) -> bool {
 
 /// What the certificate checks tell later ones.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Certificate {
+pub(crate) struct Certificate {
     /// The first of `cert.valid`, `cert.chain` and `cert.key` that failed.
-    pub failed: Option<CheckId>,
+    pub(crate) failed: Option<CheckId>,
     /// Whether `cert.valid` could not judge the certificate (neither `ok` nor `warn`).
-    pub unreadable: bool,
+    pub(crate) unreadable: bool,
 }
 
 impl Certificate {
@@ -170,7 +170,7 @@ impl Certificate {
 }
 
 /// `cert.*`.
-pub fn check(ctx: &Context, st: &mut Findings) -> Certificate {
+pub(crate) fn check(ctx: &Context, st: &mut Findings) -> Certificate {
     let from = st.checks.len();
     certificate(ctx, st);
     keystores(ctx, st);

@@ -61,7 +61,7 @@ impl Client {
 }
 
 /// `cluster.*`: only when no profile is checked (a profile's own checks go through its tunnel).
-pub async fn check(ctx: &Context, st: &mut Findings, extra_bootstrap: &[String]) {
+pub(crate) async fn check(ctx: &Context, st: &mut Findings, extra_bootstrap: &[String]) {
     if ctx.dir.is_some() {
         return;
     }

@@ -26,7 +26,7 @@ fn mode(path: &Path) -> Option<u32> {
 }
 
 /// `files`: existence and modes.
-pub fn check(ctx: &Context, st: &mut Findings) {
+pub(crate) fn check(ctx: &Context, st: &mut Findings) {
     let Some(dir) = &ctx.dir else {
         return;
     };
@@ -165,7 +165,7 @@ fn keg_only_mysql() -> Option<PathBuf> {
 }
 
 /// `tool.*`: the clients, when the profile uses them.
-pub fn tools(ctx: &Context, st: &mut Findings) {
+pub(crate) fn tools(ctx: &Context, st: &mut Findings) {
     let (kafka, mysql) = match &ctx.profile {
         Ok(p) => (!p.brokers.is_empty(), p.mysql.is_some()),
         Err(_) => (true, true),

@@ -25,24 +25,24 @@ const ENDPOINT: Duration = Duration::from_secs(6);
 
 /// One thing the tunnel must carry.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Service {
+pub(crate) struct Service {
     /// `broker 2`, `MySQL`, `Kafka bootstrap`.
-    pub what: String,
+    pub(crate) what: String,
     /// The advertised (or server-side) host; empty for an endpoint port that leads to no one
     /// known broker (the bootstrap port, a broker the profile does not list yet).
-    pub host: String,
+    pub(crate) host: String,
     /// The local port (for a forward, the same on both ends).
-    pub port: u16,
+    pub(crate) port: u16,
     /// Whether it is Kafka.
-    pub kafka: bool,
+    pub(crate) kafka: bool,
     /// A port the tunnel's local endpoint serves, with no `LocalForward`: plaintext Kafka, or
     /// plaintext MySQL whose TLS the endpoint does.
-    pub endpoint: bool,
+    pub(crate) endpoint: bool,
 }
 
 /// Everything the tunnel should serve: brokers by id (direct), or the local endpoint's
 /// bootstrap then broker ports; then MySQL.
-pub fn services(ctx: &Context) -> Vec<Service> {
+pub(crate) fn services(ctx: &Context) -> Vec<Service> {
     let Ok(p) = &ctx.profile else {
         return Vec::new();
     };
@@ -108,7 +108,7 @@ fn tunnel_up(ctx: &Context) -> Option<String> {
 }
 
 /// How to (re)start the tunnel.
-pub fn start_hint(ctx: &Context) -> String {
+pub(crate) fn start_hint(ctx: &Context) -> String {
     let openssh = format!("`{}`", ctx.tunnel_command());
     match tunnel_up(ctx) {
         // OpenSSH forwards ports; it cannot speak Kafka for the clients.
@@ -172,11 +172,11 @@ fn ports_of(list: &[&Service]) -> String {
 /// What `tunnel` needs from earlier checks: whether SSH or the certificate keeps the tunnel from
 /// working, so that its line is the one failure.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Needs {
+pub(crate) struct Needs {
     /// The `ssh.*` lines.
-    pub ssh: server::Ssh,
+    pub(crate) ssh: server::Ssh,
     /// The `cert.*` lines.
-    pub cert: cert::Certificate,
+    pub(crate) cert: cert::Certificate,
 }
 
 impl Needs {
@@ -194,23 +194,28 @@ impl Needs {
 
 /// What `tunnel` found about the local ports, for the checks after it.
 #[derive(Clone, Debug, Default)]
-pub struct Tunnel {
+pub(crate) struct Tunnel {
     /// Local ports that accept a connection.
-    pub answering: BTreeSet<u16>,
+    pub(crate) answering: BTreeSet<u16>,
     /// Local ports the tunnel should serve but does not (no forward, nothing listening, or an
     /// endpoint port that does not answer as Kafka).
-    pub broken: BTreeSet<u16>,
+    pub(crate) broken: BTreeSet<u16>,
 }
 
 impl Tunnel {
     /// Whether the tunnel carries `port`: something answers there, and it is the tunnel's.
-    pub fn carries(&self, port: u16) -> bool {
+    pub(crate) fn carries(&self, port: u16) -> bool {
         self.answering.contains(&port) && !self.broken.contains(&port)
     }
 }
 
 /// `tunnel`.
-pub async fn check(ctx: &Context, st: &mut Findings, needs: Needs, probes: &mut Probes) -> Tunnel {
+pub(crate) async fn check(
+    ctx: &Context,
+    st: &mut Findings,
+    needs: Needs,
+    probes: &mut Probes,
+) -> Tunnel {
     let targets = services(ctx);
     // Every line says how Kafka goes, so a fix reads in the right mode.
     let mode = Mode(ctx.kafka_mode());

@@ -576,7 +576,7 @@ fn client_value<'a>(file: &'a ConfigFile, key: &str) -> Option<&'a str> {
 
 /// Whether `file` is read by clients of the local endpoint's MySQL port: the profile's
 /// `my.cnf`, or an option file aimed at that port on this machine.
-pub fn to_endpoint(ctx: &Context, file: &ConfigFile) -> bool {
+pub(crate) fn to_endpoint(ctx: &Context, file: &ConfigFile) -> bool {
     let Some(port) = ctx.mysql_endpoint() else {
         return false;
     };
@@ -633,7 +633,7 @@ pub fn near_miss<'a>(file: &'a ConfigFile, wanted: &str) -> Option<&'a Entry> {
 }
 
 /// One `lint` line per config file.
-pub fn check(ctx: &Context, st: &mut Findings) {
+pub(crate) fn check(ctx: &Context, st: &mut Findings) {
     if ctx.configs.is_empty() {
         st.push(Finding::skip(CheckId::Lint, "no config files to read"));
         return;

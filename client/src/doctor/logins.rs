@@ -24,19 +24,19 @@ const TIMEOUT: Duration = Duration::from_secs(15);
 
 /// What the logins need from earlier checks.
 #[derive(Clone, Debug, Default)]
-pub struct Earlier {
+pub(crate) struct Earlier {
     /// `cert.*`.
-    pub cert: Certificate,
+    pub(crate) cert: Certificate,
     /// `tunnel`.
-    pub tunnel: Tunnel,
+    pub(crate) tunnel: Tunnel,
     /// `addresses.*`.
-    pub addresses: Addresses,
+    pub(crate) addresses: Addresses,
     /// What the ports speak (`tunnel`, `addresses.names`, `protocol`).
-    pub probes: Probes,
+    pub(crate) probes: Probes,
 }
 
 /// `login.*`.
-pub async fn check(ctx: &Context, st: &mut Findings, earlier: &Earlier) {
+pub(crate) async fn check(ctx: &Context, st: &mut Findings, earlier: &Earlier) {
     st.push(kafka(ctx, earlier).await);
     st.push(mysql(ctx, earlier).await);
 }

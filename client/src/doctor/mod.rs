@@ -2,26 +2,26 @@
 //! machine (files, tools, SSH, certificate, tunnel, addresses, protocols, configs, logins) and
 //! says `ok`, `warn`, `fail` or `skip`, with the fix for every warn and fail.
 //!
-//! Checks run in a fixed order ([`run`]): each is a function that takes the [`Context`], the
-//! report to add its lines to ([`Findings`]), and what earlier checks returned for it (e.g.
-//! [`forwards::Tunnel`], [`Probes`]). A check whose precondition failed earlier reports `skip`
+//! Checks run in a fixed order (`run`): each is a function that takes the `Context`, the
+//! report to add its lines to (`Findings`), and what earlier checks returned for it (e.g.
+//! `forwards::Tunnel`, `Probes`). A check whose precondition failed earlier reports `skip`
 //! with the reason instead of failing again, so one fault is one failing line. Nothing here
-//! prints; [`crate::commands::doctor`] does.
+//! prints; `crate::commands::doctor` does.
 //!
 //! Adding a check: a module of its own with its `check` function, and in this file its `mod`
-//! line, its [`CheckId`] and the call in [`run`].
+//! line, its `CheckId` and the call in `run`.
 
-pub mod addresses;
-pub mod cert;
-pub mod cluster;
+pub(crate) mod addresses;
+pub(crate) mod cert;
+pub(crate) mod cluster;
 pub mod configs;
-pub mod files;
-pub mod forwards;
+pub(crate) mod files;
+pub(crate) mod forwards;
 mod keys;
 pub mod lint;
-pub mod logins;
-pub mod protocol;
-pub mod server;
+pub(crate) mod logins;
+pub(crate) mod protocol;
+pub(crate) mod server;
 #[cfg(test)]
 pub(crate) mod testing;
 pub mod tunnel_config;
@@ -54,7 +54,7 @@ pub enum Status {
 
 impl Status {
     /// `ok`, `skip`, `warn`, `fail`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Ok => "ok",
             Self::Skip => "skip",
@@ -66,7 +66,7 @@ impl Status {
 
 /// Which check, in the order they run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum CheckId {
+pub(crate) enum CheckId {
     /// The profile's files and their modes.
     Files,
     /// A mysql/mariadb client on PATH.
@@ -117,10 +117,10 @@ pub enum CheckId {
 
 impl CheckId {
     /// The longest [`CheckId::as_str`], for aligned output.
-    pub const WIDTH: usize = 17;
+    pub(crate) const WIDTH: usize = 17;
 
     /// The stable name in the output and in `--json`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Files => "files",
             Self::ToolMysql => "tool.mysql",
@@ -158,22 +158,22 @@ impl Serialize for CheckId {
 /// One line of the report. Every text is [`Escaped`]: checks quote servers (banners, greetings,
 /// error messages, advertised names), and the report goes to stdout as is.
 #[derive(Clone, Debug, Serialize)]
-pub struct Finding {
+pub(crate) struct Finding {
     /// Which check.
-    pub check: CheckId,
+    pub(crate) check: CheckId,
     /// What it looked at when a check runs more than once (a config file).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub subject: Option<Escaped>,
+    pub(crate) subject: Option<Escaped>,
     /// The verdict.
-    pub status: Status,
+    pub(crate) status: Status,
     /// What was found.
-    pub found: Escaped,
+    pub(crate) found: Escaped,
     /// What to do (every warn and fail has one).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub fix: Option<Escaped>,
+    pub(crate) fix: Option<Escaped>,
     /// More to know (e.g. the JVM's DNS cache after a name-resolution fix).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub notes: Vec<Escaped>,
+    pub(crate) notes: Vec<Escaped>,
 }
 
 impl Finding {
@@ -194,74 +194,74 @@ impl Finding {
     }
 
     /// An `ok` line.
-    pub fn ok(check: CheckId, found: impl Into<Escaped>) -> Self {
+    pub(crate) fn ok(check: CheckId, found: impl Into<Escaped>) -> Self {
         Self::new(check, Status::Ok, found, None)
     }
 
     /// A `warn` line and its fix.
-    pub fn warn(check: CheckId, found: impl Into<Escaped>, fix: impl Into<Escaped>) -> Self {
+    pub(crate) fn warn(check: CheckId, found: impl Into<Escaped>, fix: impl Into<Escaped>) -> Self {
         Self::new(check, Status::Warn, found, Some(fix.into()))
     }
 
     /// A `fail` line and its fix.
-    pub fn fail(check: CheckId, found: impl Into<Escaped>, fix: impl Into<Escaped>) -> Self {
+    pub(crate) fn fail(check: CheckId, found: impl Into<Escaped>, fix: impl Into<Escaped>) -> Self {
         Self::new(check, Status::Fail, found, Some(fix.into()))
     }
 
     /// A `skip` line and why.
-    pub fn skip(check: CheckId, why: impl Into<Escaped>) -> Self {
+    pub(crate) fn skip(check: CheckId, why: impl Into<Escaped>) -> Self {
         Self::new(check, Status::Skip, why, None)
     }
 
     /// The same line about `subject`.
-    pub fn about(mut self, subject: impl Into<Escaped>) -> Self {
+    pub(crate) fn about(mut self, subject: impl Into<Escaped>) -> Self {
         self.subject = Some(subject.into());
         self
     }
 
     /// Adds a note.
-    pub fn note(mut self, note: impl Into<Escaped>) -> Self {
+    pub(crate) fn note(mut self, note: impl Into<Escaped>) -> Self {
         self.notes.push(note.into());
         self
     }
 }
 
 /// The note every fix that touches name resolution carries (FIELD-NOTES §4.3).
-pub const JVM_DNS_NOTE: &str = "Java caches name lookups: a running Java client or DataGrip keeps \
+pub(crate) const JVM_DNS_NOTE: &str = "Java caches name lookups: a running Java client or DataGrip keeps \
     the old address until it is restarted (`networkaddress.cache.ttl` is a security property, \
     set in `$JAVA_HOME/conf/security/java.security`, not a `-D` flag; `-Dsun.net.inetaddr.ttl=0` \
     works as a system property)";
 
 /// What the doctor is asked to look at.
 #[derive(Clone, Debug)]
-pub struct Inputs {
+pub(crate) struct Inputs {
     /// `$HOME`, for `~` in paths and for resolving the SSH destination.
-    pub home: PathBuf,
+    pub(crate) home: PathBuf,
     /// The profile folder, if a profile is checked.
-    pub profile_dir: Option<PathBuf>,
+    pub(crate) profile_dir: Option<PathBuf>,
     /// `--config FILE`…: lint these instead of the profile's configs.
-    pub configs: Vec<PathBuf>,
+    pub(crate) configs: Vec<PathBuf>,
     /// `--bootstrap HOST:PORT`…: probe these clusters (no file, no profile).
-    pub bootstrap: Vec<String>,
+    pub(crate) bootstrap: Vec<String>,
 }
 
 /// The profile as found on disk: every file is read at most once, here.
-pub struct Context {
+pub(crate) struct Context {
     /// `$HOME`.
-    pub home: PathBuf,
+    pub(crate) home: PathBuf,
     /// The profile folder (`None`: only `--config` files are checked).
-    pub dir: Option<PathBuf>,
+    pub(crate) dir: Option<PathBuf>,
     /// `profile.json`, or why it could not be read.
-    pub profile: Result<Profile, String>,
+    pub(crate) profile: Result<Profile, String>,
     /// The tunnel's `Host` block in `ssh_config`, or why it could not be read.
-    pub ssh_config: Result<TunnelConfig, String>,
+    pub(crate) ssh_config: Result<TunnelConfig, String>,
     /// The configs to lint and to compare with the ports.
-    pub configs: Vec<ConfigFile>,
+    pub(crate) configs: Vec<ConfigFile>,
 }
 
 impl Context {
     /// Reads the profile and the configs. Never fails: what cannot be read is a finding.
-    pub fn load(inputs: &Inputs) -> Self {
+    pub(crate) fn load(inputs: &Inputs) -> Self {
         let profile = match &inputs.profile_dir {
             Some(dir) => Profile::load(dir).map_err(|e| e.to_string()),
             None => Err("no profile".to_owned()),
@@ -293,17 +293,17 @@ impl Context {
     }
 
     /// A file of the profile.
-    pub fn path(&self, file: &str) -> Option<PathBuf> {
+    pub(crate) fn path(&self, file: &str) -> Option<PathBuf> {
         self.dir.as_ref().map(|d| d.join(file))
     }
 
     /// `path` with the home folder as `~`.
-    pub fn show(&self, path: &Path) -> String {
+    pub(crate) fn show(&self, path: &Path) -> String {
         crate::profile::tilde(path, &self.home)
     }
 
     /// How to start the tunnel, as the user would type it.
-    pub fn tunnel_command(&self) -> String {
+    pub(crate) fn tunnel_command(&self) -> String {
         let host = self
             .profile
             .as_ref()
@@ -316,21 +316,21 @@ impl Context {
     }
 
     /// Whether the profile's Kafka clients go through the tunnel's local endpoint.
-    pub fn local_endpoint(&self) -> bool {
+    pub(crate) fn local_endpoint(&self) -> bool {
         self.profile.as_ref().is_ok_and(|p| !p.endpoint.is_direct())
     }
 
     /// The local port on which the tunnel's endpoint serves the profile's MySQL (local mode
     /// with MySQL): plaintext MySQL with no TLS offered, the endpoint doing the TLS with the
     /// certificate upstream. `None` in direct mode, where the port forwards the server's TLS.
-    pub fn mysql_endpoint(&self) -> Option<u16> {
+    pub(crate) fn mysql_endpoint(&self) -> Option<u16> {
         let p = self.profile.as_ref().ok()?;
         let m = p.mysql.as_ref()?;
         (!p.endpoint.is_direct()).then(|| m.port.get())
     }
 
     /// The profile's name, or `NAME` for a command the user completes.
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         self.profile
             .as_ref()
             .map(|p| p.name.to_string())
@@ -338,14 +338,14 @@ impl Context {
     }
 
     /// `tunnel.log` as the user would type it: where the endpoint says what it met.
-    pub fn tunnel_log(&self) -> String {
+    pub(crate) fn tunnel_log(&self) -> String {
         self.path(crate::tunnel::LOG)
             .map(|p| self.show(&p))
             .unwrap_or_default()
     }
 
     /// How Kafka clients reach the cluster, in words (`None`: the profile has no Kafka).
-    pub fn kafka_mode(&self) -> Option<String> {
+    pub(crate) fn kafka_mode(&self) -> Option<String> {
         let p = self.profile.as_ref().ok()?;
         match &p.endpoint {
             Endpoint::Local { bootstrap_port, .. } => Some(format!(
@@ -360,7 +360,7 @@ impl Context {
     }
 
     /// The fix for brokers a direct client cannot reach through forwards of their own.
-    pub fn use_local_endpoint(&self) -> String {
+    pub(crate) fn use_local_endpoint(&self) -> String {
         let name = self
             .profile
             .as_ref()
@@ -371,7 +371,7 @@ impl Context {
 
     /// How to get a new key and certificate: `shiqi-connect rotate NAME`, or setup again when
     /// there is no profile to rotate.
-    pub fn renew_command(&self) -> String {
+    pub(crate) fn renew_command(&self) -> String {
         match &self.profile {
             Ok(p) => format!("shiqi-connect rotate {}", p.name),
             Err(_) => self.setup_again(),
@@ -379,7 +379,7 @@ impl Context {
     }
 
     /// `shiqi-connect setup NAME --server DEST --force`, to rebuild the profile.
-    pub fn setup_again(&self) -> String {
+    pub(crate) fn setup_again(&self) -> String {
         match &self.profile {
             Ok(p) => format!(
                 "shiqi-connect setup {} --server {} --force",
@@ -391,37 +391,37 @@ impl Context {
 }
 
 /// Called with each line as soon as it is known (the command prints it).
-pub type Sink = Box<dyn FnMut(&Finding) + Send>;
+pub(crate) type Sink = Box<dyn FnMut(&Finding) + Send>;
 
 /// The report: every line so far, in order. Checks add to it; what a later check needs from an
 /// earlier one is not read from here but passed on typed (e.g. [`forwards::Tunnel`]).
 #[derive(Default)]
-pub struct Findings {
+pub(crate) struct Findings {
     /// Every line so far.
-    pub checks: Vec<Finding>,
+    pub(crate) checks: Vec<Finding>,
     /// Where lines go as they are made, besides `checks`.
-    pub sink: Option<Sink>,
+    pub(crate) sink: Option<Sink>,
 }
 
 /// What each probed `host:port` speaks, probed once by whichever check asks first (`tunnel`,
 /// `addresses.names`, `protocol`) and read by the logins.
 #[derive(Clone, Debug, Default)]
-pub struct Probes(BTreeMap<(String, u16), Speaks>);
+pub(crate) struct Probes(BTreeMap<(String, u16), Speaks>);
 
 impl Probes {
     /// What `host:port` was found to speak, if it was probed.
-    pub fn get(&self, host: &str, port: u16) -> Option<&Speaks> {
+    pub(crate) fn get(&self, host: &str, port: u16) -> Option<&Speaks> {
         self.0.get(&(host.to_owned(), port))
     }
 
     /// Records what `host:port` speaks.
-    pub fn insert(&mut self, host: &str, port: u16, speaks: Speaks) {
+    pub(crate) fn insert(&mut self, host: &str, port: u16, speaks: Speaks) {
         self.0.insert((host.to_owned(), port), speaks);
     }
 
     /// What `host:port` speaks, probing it (as Kafka or MySQL, checking the name `sni`) the
     /// first time.
-    pub fn probe(&mut self, host: &str, port: u16, kafka: bool, sni: &str) -> Speaks {
+    pub(crate) fn probe(&mut self, host: &str, port: u16, kafka: bool, sni: &str) -> Speaks {
         if let Some(s) = self.get(host, port) {
             return s.clone();
         }
@@ -437,7 +437,7 @@ impl Probes {
 
 impl Findings {
     /// Records a line (and hands it to the sink).
-    pub fn push(&mut self, check: Finding) {
+    pub(crate) fn push(&mut self, check: Finding) {
         if let Some(sink) = &mut self.sink {
             sink(&check);
         }
@@ -445,7 +445,7 @@ impl Findings {
     }
 
     /// The worst status of `id` so far (`None`: it did not run).
-    pub fn status(&self, id: CheckId) -> Option<Status> {
+    pub(crate) fn status(&self, id: CheckId) -> Option<Status> {
         self.checks
             .iter()
             .filter(|c| c.check == id)
@@ -454,17 +454,19 @@ impl Findings {
     }
 
     /// Whether `id` ran and failed.
-    pub fn failed(&self, id: CheckId) -> bool {
+    #[cfg(test)]
+    pub(crate) fn failed(&self, id: CheckId) -> bool {
         self.status(id) == Some(Status::Fail)
     }
 
     /// The first of `ids` that failed, for a `skip` reason.
-    pub fn first_failed(&self, ids: &[CheckId]) -> Option<CheckId> {
+    #[cfg(test)]
+    pub(crate) fn first_failed(&self, ids: &[CheckId]) -> Option<CheckId> {
         ids.iter().copied().find(|id| self.failed(*id))
     }
 
     /// The worst status overall.
-    pub fn worst(&self) -> Status {
+    pub(crate) fn worst(&self) -> Status {
         self.checks
             .iter()
             .map(|c| c.status)
@@ -475,12 +477,16 @@ impl Findings {
 }
 
 /// `skip` line text for a check that needs `id` to pass.
-pub fn needs(id: CheckId) -> String {
+pub(crate) fn needs(id: CheckId) -> String {
     format!("needs `{}` to pass first", id.as_str())
 }
 
 /// Runs every check in order; `sink` sees each line as soon as it is made.
-pub async fn run(inputs: &Inputs, passphrase: &dyn Passphrase, sink: Option<Sink>) -> Findings {
+pub(crate) async fn run(
+    inputs: &Inputs,
+    passphrase: &dyn Passphrase,
+    sink: Option<Sink>,
+) -> Findings {
     let ctx = Context::load(inputs);
     let mut st = Findings {
         sink,

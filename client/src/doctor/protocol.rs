@@ -42,7 +42,7 @@ pub(crate) fn declared(file: &ConfigFile) -> Declared {
 }
 
 /// `host:port` pairs of a `bootstrap.servers` value.
-pub fn bootstrap(value: &str) -> Vec<(String, u16)> {
+pub(crate) fn bootstrap(value: &str) -> Vec<(String, u16)> {
     value
         .split(',')
         .map(str::trim)
@@ -58,7 +58,7 @@ pub fn bootstrap(value: &str) -> Vec<(String, u16)> {
 type Problem = (Status, String, String);
 
 /// `protocol`.
-pub fn check(ctx: &Context, st: &mut Findings, tunnel: &Tunnel, probes: &mut Probes) {
+pub(crate) fn check(ctx: &Context, st: &mut Findings, tunnel: &Tunnel, probes: &mut Probes) {
     if ctx.profile.is_err() {
         st.push(Finding::skip(CheckId::Protocol, "no profile"));
         return;

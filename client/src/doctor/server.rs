@@ -34,11 +34,11 @@ const OPENSSH_DEFAULT_KEYS: &[&str] = &[
 
 /// What the SSH checks tell later ones.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Ssh {
+pub(crate) struct Ssh {
     /// The first of `ssh.reach`, `ssh.host-key` and `ssh.login` that failed: nothing logs in.
-    pub login: Option<CheckId>,
+    pub(crate) login: Option<CheckId>,
     /// Whether `ssh.config-key` failed: the tunnel's own `ssh_config` does not log in.
-    pub config_key: bool,
+    pub(crate) config_key: bool,
 }
 
 impl Ssh {
@@ -58,14 +58,14 @@ impl Ssh {
     }
 
     /// The first SSH check that failed: the tunnel cannot start until it passes.
-    pub fn blocker(&self) -> Option<CheckId> {
+    pub(crate) fn blocker(&self) -> Option<CheckId> {
         self.login
             .or(self.config_key.then_some(CheckId::SshConfigKey))
     }
 }
 
 /// `ssh.*`, then `agent.version` through the tunnel's login.
-pub async fn check(ctx: &Context, st: &mut Findings, passphrase: &dyn Passphrase) -> Ssh {
+pub(crate) async fn check(ctx: &Context, st: &mut Findings, passphrase: &dyn Passphrase) -> Ssh {
     let from = st.checks.len();
     let agent = ssh(ctx, st, passphrase).await;
     // Asked over the tunnel's own login: when only another key logs in, that is what fails.

@@ -93,7 +93,7 @@ pub enum AgentError {
 
 impl AgentError {
     /// One next step for the user (see [`super::Error::hint`]).
-    pub fn hint(&self) -> Option<String> {
+    pub(crate) fn hint(&self) -> Option<String> {
         Some(match self {
             Self::NotInstalled { .. } => "install `shiqi-ca-agent` on the server's PATH, or \
                 pass `--agent-command /path/to/shiqi-ca-agent` (env `SHIQI_AGENT_COMMAND`)"

@@ -56,7 +56,7 @@ pub enum DataGripError {
 
 impl DataGripError {
     /// One next step for the user (see [`super::Error::hint`]).
-    pub fn hint(&self) -> Option<String> {
+    pub(crate) fn hint(&self) -> Option<String> {
         Some(match self {
             Self::NoMysql { name } => format!(
                 "ask the server's admin to set `[mysql]` in the agent's `agent.toml`, then run \

@@ -45,7 +45,7 @@ pub enum InputError {
 
 impl InputError {
     /// One next step for the user (see [`super::Error::hint`]).
-    pub fn hint(&self) -> Option<String> {
+    pub(crate) fn hint(&self) -> Option<String> {
         Some(match self {
             // `--home` cannot help: `~/.ssh` (keys, known_hosts, config) is found from `HOME` too.
             Self::NoHome => {

@@ -1,17 +1,17 @@
 //! The error type of the `shiqi-connect` library, nested by area as rustls nests its own: each
-//! area's variants and their hints live in its module ([`input`], [`ssh`], [`agent`],
-//! [`profile`], [`tunnel`], [`datagrip`]); what crosses areas (the CA library, the file system)
-//! stays here. Messages name the fact; [`Error::hint`] names the next step. Secrets never appear
+//! area's variants and their hints live in its module (`input`, `ssh`, `agent`,
+//! `profile`, `tunnel`, `datagrip`); what crosses areas (the CA library, the file system)
+//! stays here. Messages name the fact; `Error::hint` names the next step. Secrets never appear
 //! in a message.
 
 use std::path::PathBuf;
 
-pub mod agent;
-pub mod datagrip;
-pub mod input;
-pub mod profile;
-pub mod ssh;
-pub mod tunnel;
+pub(crate) mod agent;
+pub(crate) mod datagrip;
+pub(crate) mod input;
+pub(crate) mod profile;
+pub(crate) mod ssh;
+pub(crate) mod tunnel;
 
 pub use agent::AgentError;
 pub use datagrip::DataGripError;
@@ -74,7 +74,7 @@ pub enum Error {
 impl Error {
     /// Names the profile in an [`SshError::AuthFailed`] hint (other errors are unchanged).
     #[must_use]
-    pub fn for_profile(self, profile: &str) -> Self {
+    pub(crate) fn for_profile(self, profile: &str) -> Self {
         match self {
             Self::Ssh(e) => Self::Ssh(e.for_profile(profile)),
             other => other,
@@ -82,7 +82,7 @@ impl Error {
     }
 
     /// One next step for the user, rendered by the CLI as `hint: …`.
-    pub fn hint(&self) -> Option<String> {
+    pub(crate) fn hint(&self) -> Option<String> {
         match self {
             Self::Input(e) => e.hint(),
             Self::Ssh(e) => e.hint(),

@@ -136,7 +136,7 @@ pub enum ProfileError {
 
 impl ProfileError {
     /// One next step for the user (see [`super::Error::hint`]).
-    pub fn hint(&self) -> Option<String> {
+    pub(crate) fn hint(&self) -> Option<String> {
         Some(match self {
             Self::UnsafeValue { .. } => "use a plain value: check `--server`, the server's entry in ~/.ssh/config, and the path of SHIQI_HOME"
                 .to_owned(),

@@ -163,7 +163,7 @@ pub enum SshError {
 
 impl SshError {
     /// One next step for the user (see [`super::Error::hint`]).
-    pub fn hint(&self) -> Option<String> {
+    pub(crate) fn hint(&self) -> Option<String> {
         Some(match self {
             Self::Config { .. } => {
                 "check `~/.ssh/config` with `ssh -G DEST`; the destination must work with plain `ssh`"
@@ -243,7 +243,7 @@ impl SshError {
 impl SshError {
     /// Names the profile in an [`SshError::AuthFailed`] hint (other errors are unchanged).
     #[must_use]
-    pub fn for_profile(self, profile: &str) -> Self {
+    pub(crate) fn for_profile(self, profile: &str) -> Self {
         match self {
             Self::AuthFailed {
                 user,

@@ -79,7 +79,7 @@ pub enum TunnelError {
 
 impl TunnelError {
     /// One next step for the user (see [`super::Error::hint`]).
-    pub fn hint(&self) -> Option<String> {
+    pub(crate) fn hint(&self) -> Option<String> {
         Some(match self {
             Self::PortInUse { port, owner } => {
                 use crate::os::port_owner::Holder;

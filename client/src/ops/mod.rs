@@ -4,12 +4,12 @@
 //! operations. They never print: progress goes to a [`Report`] (the printer for a command,
 //! the log for the daemon).
 
-pub mod renew;
-pub mod rotate;
-pub mod setup;
+pub(crate) mod renew;
+pub(crate) mod rotate;
+pub(crate) mod setup;
 
 /// Where an operation tells how it goes.
-pub trait Report {
+pub(crate) trait Report {
     /// Starts a step; [`Step::done`] finishes it, and dropping it unfinished marks it failed
     /// (an error on the way out), so the report that follows says which step failed.
     fn step(&self, label: &str) -> Box<dyn Step + '_>;
@@ -20,7 +20,7 @@ pub trait Report {
 }
 
 /// A step in progress (see [`Report::step`]).
-pub trait Step {
+pub(crate) trait Step {
     /// The step succeeded, with `outcome` (`serial 0a1b, valid until …`).
     fn done(self: Box<Self>, outcome: &str);
 }

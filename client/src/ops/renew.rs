@@ -21,7 +21,7 @@ use crate::steps::{journal, keygen, verify};
 /// What [`renew_if_due`] did.
 #[derive(Clone, Debug, Serialize)]
 #[serde(tag = "outcome", rename_all = "kebab-case")]
-pub enum RenewOutcome {
+pub(crate) enum RenewOutcome {
     /// More than a third of the lifetime is left.
     NotDue {
         /// The certificate's end.
@@ -36,19 +36,19 @@ pub enum RenewOutcome {
 }
 
 /// When a certificate becomes due for renewal: once two thirds of its lifetime have passed.
-pub fn due_from(cert: &Certificate) -> OffsetDateTime {
+pub(crate) fn due_from(cert: &Certificate) -> OffsetDateTime {
     cert.not_after - (cert.not_after - cert.not_before) / 3
 }
 
 /// Whether it is due at `now`.
-pub fn is_due(cert: &Certificate, now: OffsetDateTime) -> bool {
+pub(crate) fn is_due(cert: &Certificate, now: OffsetDateTime) -> bool {
     now >= due_from(cert)
 }
 
 /// How many certificates one renewal may have signed (each refused by a service and revoked)
 /// before it stops asking: without a bound, a renewal that kept failing signed one on every
 /// attempt until the name's cap refused `renew`, `rotate` and `setup` alike (issue 42).
-pub const MAX_SIGNED: u32 = 2;
+pub(crate) const MAX_SIGNED: u32 = 2;
 
 /// Renews the certificate of the profile in `dir` if it is due, over `session` (which must be
 /// logged in to the profile's server). `profile.json` is read under the profile's lock;
@@ -69,7 +69,7 @@ pub const MAX_SIGNED: u32 = 2;
 /// As [`rotate::finish`]; [`ProfileError::RenewalWaits`] when nothing was signed because the servers
 /// do not answer with the current certificate; [`ProfileError::RenewalStopped`] after
 /// [`MAX_SIGNED`]; [`ProfileError::Busy`] when another run holds the profile.
-pub async fn renew_if_due(
+pub(crate) async fn renew_if_due(
     session: &Session,
     dir: &Path,
     name: &ProfileName,

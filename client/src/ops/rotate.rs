@@ -35,25 +35,25 @@ use crate::steps::{journal, keygen, profile_files, write};
 
 /// What a rotation did.
 #[derive(Clone, Debug, Serialize)]
-pub struct Rotated {
+pub(crate) struct Rotated {
     /// The certificate before.
-    pub old: Certificate,
+    pub(crate) old: Certificate,
     /// `profile.json` after.
-    pub profile: Profile,
+    pub(crate) profile: Profile,
     /// The new certificate's logins.
-    pub logins: Vec<Login>,
+    pub(crate) logins: Vec<Login>,
     /// The agent's answer to revoking the old certificate, when it was revoked.
-    pub revoked: Option<RevokeResponse>,
+    pub(crate) revoked: Option<RevokeResponse>,
     /// Why the old certificate is still valid, when it is.
-    pub kept_old: Option<String>,
+    pub(crate) kept_old: Option<String>,
     /// The agent's error when it revoked the old certificate but could not make that effective
     /// everywhere (MySQL or Kafka unreachable).
-    pub revoke_incomplete: Option<String>,
+    pub(crate) revoke_incomplete: Option<String>,
 }
 
 /// What a rotation does with the certificate it replaces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OldCertificate {
+pub(crate) enum OldCertificate {
     /// Revoke it as `superseded` once the new one has logged in somewhere (the default): the
     /// server keeps the owner's open MySQL sessions, which may already use the new one.
     Supersede,
@@ -76,7 +76,7 @@ pub enum OldCertificate {
 /// [`Error::Io`] when the new profile cannot be put in place (the old one is untouched);
 /// [`ProfileError::Busy`] when another run held the profile for [`lock::PATIENCE`].
 #[tracing::instrument(skip_all, fields(profile = %name))]
-pub async fn rotate(
+pub(crate) async fn rotate(
     session: &Session,
     dir: &Path,
     name: &ProfileName,
@@ -137,7 +137,7 @@ pub async fn rotate(
 
 /// Whether a rotation may go on when no service could be reached to try the new certificate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Proof {
+pub(crate) enum Proof {
     /// Yes, keeping the old certificate valid (a rotation run by hand: the user asked now).
     Optional,
     /// No: nothing changes, and the caller keeps the new certificate for its next attempt (a
@@ -154,7 +154,7 @@ pub enum Proof {
     clippy::too_many_arguments,
     reason = "one call site each in rotate and renew; a struct would only rename them"
 )]
-pub async fn finish(
+pub(crate) async fn finish(
     session: &Session,
     dir: &Path,
     profile: &Profile,

@@ -24,51 +24,51 @@ use crate::steps::{journal, keygen, profile_files, verify};
 
 /// Everything `setup` needs, settled (flags read, questions answered) before any step runs.
 #[derive(Clone, Debug)]
-pub struct Settings {
+pub(crate) struct Settings {
     /// The profile name.
-    pub name: ProfileName,
+    pub(crate) name: ProfileName,
     /// `--server` as given.
-    pub destination_text: String,
+    pub(crate) destination_text: String,
     /// `--server`, parsed.
-    pub destination: Destination,
+    pub(crate) destination: Destination,
     /// `--key-type`.
-    pub key_type: KeyType,
+    pub(crate) key_type: KeyType,
     /// `--p12-legacy`.
-    pub p12_format: P12Format,
+    pub(crate) p12_format: P12Format,
     /// `--accept-new-host-key`.
-    pub accept_new_host_key: bool,
+    pub(crate) accept_new_host_key: bool,
     /// `--agent-command`.
-    pub agent: AgentCommand,
+    pub(crate) agent: AgentCommand,
     /// `--tunnel-host`.
-    pub tunnel_host: String,
+    pub(crate) tunnel_host: String,
     /// `--force`.
-    pub force: bool,
+    pub(crate) force: bool,
     /// `--install-ssh-include`.
-    pub install_ssh_include: bool,
+    pub(crate) install_ssh_include: bool,
     /// `$HOME`.
-    pub home: PathBuf,
+    pub(crate) home: PathBuf,
     /// `$SHIQI_HOME` (default `~/.shiqi`).
-    pub shiqi_home: PathBuf,
+    pub(crate) shiqi_home: PathBuf,
     /// `--known-hosts`.
-    pub known_hosts: Option<PathBuf>,
+    pub(crate) known_hosts: Option<PathBuf>,
     /// `--jump`, checked.
-    pub jump: Option<String>,
+    pub(crate) jump: Option<String>,
     /// `--json`: print `profile.json` on stdout instead of the profile path.
-    pub json: bool,
+    pub(crate) json: bool,
     /// `--endpoint` (`None`: auto) and `--endpoint-port`.
-    pub endpoint: (Option<bool>, Option<u16>),
+    pub(crate) endpoint: (Option<bool>, Option<u16>),
     /// `--allow-local-infile`.
-    pub allow_local_infile: bool,
+    pub(crate) allow_local_infile: bool,
 }
 
 impl Settings {
     /// The profile's folder.
-    pub fn profile_dir(&self) -> PathBuf {
+    pub(crate) fn profile_dir(&self) -> PathBuf {
         profile::dir(&self.shiqi_home, &self.name)
     }
 
     /// `p` as the user reads it (`~/…`).
-    pub fn show(&self, p: &Path) -> String {
+    pub(crate) fn show(&self, p: &Path) -> String {
         tilde(p, &self.home)
     }
 }
@@ -81,7 +81,7 @@ impl Settings {
 ///
 /// # Errors
 /// The failing step's error, with context naming it.
-pub async fn enroll(
+pub(crate) async fn enroll(
     s: &Settings,
     session: &Session,
     target: &Target,

@@ -6,16 +6,16 @@ use std::path::PathBuf;
 
 /// A user account.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Account {
+pub(crate) struct Account {
     /// The login name.
-    pub name: String,
+    pub(crate) name: String,
     /// The home folder the user database gives (not `$HOME`).
-    pub home: PathBuf,
+    pub(crate) home: PathBuf,
 }
 
 /// This process's account, if the user database knows it.
 #[cfg(unix)]
-pub fn current() -> Option<Account> {
+pub(crate) fn current() -> Option<Account> {
     let user = nix::unistd::User::from_uid(nix::unistd::getuid()).ok()??;
     Some(Account {
         name: user.name,
@@ -25,7 +25,7 @@ pub fn current() -> Option<Account> {
 
 /// This process's account, if the environment names it.
 #[cfg(not(unix))]
-pub fn current() -> Option<Account> {
+pub(crate) fn current() -> Option<Account> {
     Some(Account {
         name: std::env::var("USERNAME").ok()?,
         home: home()?,
@@ -34,7 +34,7 @@ pub fn current() -> Option<Account> {
 
 /// The login name of `uid`.
 #[cfg(unix)]
-pub fn name_of(uid: u32) -> Option<String> {
+pub(crate) fn name_of(uid: u32) -> Option<String> {
     let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)).ok()??;
     Some(user.name)
 }
@@ -43,7 +43,7 @@ pub fn name_of(uid: u32) -> Option<String> {
 /// Windows lets an account read its own processes' tokens, not other accounts' (unless
 /// elevated).
 #[cfg(windows)]
-pub fn sid_of(pid: u32) -> Option<String> {
+pub(crate) fn sid_of(pid: u32) -> Option<String> {
     use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate, System, UpdateKind};
     let mut sys = System::new().ok()?;
     let pid = Pid::from_u32(pid);
@@ -59,7 +59,7 @@ pub fn sid_of(pid: u32) -> Option<String> {
 
 /// This process's account (its user SID), read once.
 #[cfg(windows)]
-pub fn own_sid() -> Option<String> {
+pub(crate) fn own_sid() -> Option<String> {
     static OWN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     if let Some(sid) = OWN.get() {
         return Some(sid.clone());
@@ -74,7 +74,7 @@ pub fn own_sid() -> Option<String> {
 ///
 /// `None` when neither gives one (callers say `InputError::NoHome`: this layer knows no error type).
 #[expect(clippy::disallowed_methods, reason = "this is the one home lookup")]
-pub fn home() -> Option<PathBuf> {
+pub(crate) fn home() -> Option<PathBuf> {
     let from_env = if cfg!(windows) {
         None
     } else {

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 
 /// Every address of every interface that is up, loopback included; empty if the OS will not
 /// say.
-pub fn local() -> Vec<IpAddr> {
+pub(crate) fn local() -> Vec<IpAddr> {
     if_addrs::get_if_addrs()
         .map(|ifs| ifs.into_iter().map(|i| i.ip()).collect())
         .unwrap_or_default()

@@ -24,7 +24,7 @@ use std::process::Command;
 
 /// What one process asks of the background tunnel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Request {
+pub(crate) enum Request {
     /// Close the connection and exit.
     Stop,
     /// Read the profile again and follow it.
@@ -33,7 +33,7 @@ pub enum Request {
 
 /// Makes `cmd` start in a process group of its own, so a Ctrl-C or hang-up aimed at this
 /// terminal does not reach it.
-pub fn detach(cmd: &mut Command) -> &mut Command {
+pub(crate) fn detach(cmd: &mut Command) -> &mut Command {
     #[cfg(unix)]
     {
         use std::os::unix::process::CommandExt as _;
@@ -53,7 +53,7 @@ pub fn detach(cmd: &mut Command) -> &mut Command {
 /// # Errors
 /// When it cannot be sent: gone, not ours, or (Windows) a reload, which has no channel yet.
 #[cfg(unix)]
-pub fn send(pid: u32, request: Request) -> std::io::Result<()> {
+pub(crate) fn send(pid: u32, request: Request) -> std::io::Result<()> {
     use rustix::process::Signal;
     signal(
         pid,
@@ -70,7 +70,7 @@ pub fn send(pid: u32, request: Request) -> std::io::Result<()> {
 /// # Errors
 /// When it cannot be sent (a reload to a process with no pipe) or ended.
 #[cfg(windows)]
-pub fn send(pid: u32, request: Request) -> std::io::Result<()> {
+pub(crate) fn send(pid: u32, request: Request) -> std::io::Result<()> {
     use std::io::Write as _;
     let line: &[u8] = match request {
         Request::Stop => b"stop\n",
@@ -239,7 +239,7 @@ fn serve_pipe() -> std::io::Result<tokio::sync::mpsc::UnboundedReceiver<Request>
 /// # Errors
 /// When it cannot be ended.
 #[cfg(unix)]
-pub fn kill(pid: u32) -> std::io::Result<()> {
+pub(crate) fn kill(pid: u32) -> std::io::Result<()> {
     signal(pid, rustix::process::Signal::KILL)
 }
 
@@ -248,7 +248,7 @@ pub fn kill(pid: u32) -> std::io::Result<()> {
 /// # Errors
 /// When it cannot be ended.
 #[cfg(not(unix))]
-pub fn kill(pid: u32) -> std::io::Result<()> {
+pub(crate) fn kill(pid: u32) -> std::io::Result<()> {
     use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate, System};
     let mut sys = System::new().map_err(std::io::Error::other)?;
     let target = Pid::from_u32(pid);
@@ -293,7 +293,7 @@ impl Console {
 }
 
 /// Inside the background tunnel: the requests other processes send it.
-pub struct Listener {
+pub(crate) struct Listener {
     #[cfg(unix)]
     term: tokio::signal::unix::Signal,
     #[cfg(unix)]
@@ -314,7 +314,7 @@ impl Listener {
     ///
     /// # Errors
     /// When the handlers cannot be installed.
-    pub fn new() -> std::io::Result<Self> {
+    pub(crate) fn new() -> std::io::Result<Self> {
         #[cfg(unix)]
         {
             use tokio::signal::unix::{SignalKind, signal};
@@ -340,7 +340,7 @@ impl Listener {
     }
 
     /// The next request.
-    pub async fn next(&mut self) -> Request {
+    pub(crate) async fn next(&mut self) -> Request {
         #[cfg(unix)]
         {
             tokio::select! {
@@ -363,7 +363,7 @@ impl Listener {
     }
 
     /// Resolves at the next stop request, leaving reloads queued for [`Listener::next`].
-    pub async fn stopped(&mut self) {
+    pub(crate) async fn stopped(&mut self) {
         #[cfg(unix)]
         tokio::select! {
             _ = self.term.recv() => {}

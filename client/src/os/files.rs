@@ -6,7 +6,7 @@ use std::path::Path;
 /// The permission bits (`0o777`) of `path`, following links; `None` when it cannot be read or
 /// the OS has no mode bits.
 #[cfg(unix)]
-pub fn mode(path: &Path) -> Option<u32> {
+pub(crate) fn mode(path: &Path) -> Option<u32> {
     use std::os::unix::fs::PermissionsExt as _;
     std::fs::metadata(path)
         .ok()
@@ -15,19 +15,19 @@ pub fn mode(path: &Path) -> Option<u32> {
 
 /// The permission bits (`0o777`) of `path`: Windows has none.
 #[cfg(not(unix))]
-pub fn mode(_path: &Path) -> Option<u32> {
+pub(crate) fn mode(_path: &Path) -> Option<u32> {
     None
 }
 
 /// Whether `path` is a file this account may run (any execute bit on Unix; any file elsewhere).
 #[cfg(unix)]
-pub fn is_executable(path: &Path) -> bool {
+pub(crate) fn is_executable(path: &Path) -> bool {
     path.is_file() && mode(path).is_some_and(|m| m & 0o111 != 0)
 }
 
 /// Whether `path` is a file Windows runs: `.exe`, `.cmd`, `.bat` or `.com`.
 #[cfg(not(unix))]
-pub fn is_executable(path: &Path) -> bool {
+pub(crate) fn is_executable(path: &Path) -> bool {
     path.is_file()
         && path.extension().is_some_and(|e| {
             ["exe", "cmd", "bat", "com"]
@@ -38,7 +38,7 @@ pub fn is_executable(path: &Path) -> bool {
 
 /// The file names a program called `stem` has on this OS: `stem` on Unix; `stem.exe`,
 /// `stem.cmd`, `stem.bat` on Windows.
-pub fn program_names(stem: &str) -> Vec<String> {
+pub(crate) fn program_names(stem: &str) -> Vec<String> {
     if cfg!(windows) {
         ["exe", "cmd", "bat"]
             .iter()
@@ -52,7 +52,7 @@ pub fn program_names(stem: &str) -> Vec<String> {
 /// `path` as the files the client writes name it: `/` between components on Windows too, since
 /// Java's `.properties` and MySQL's option files read `\` as an escape, and Windows (Java,
 /// OpenSSL, OpenSSH, MySQL clients) takes `/` as well.
-pub fn portable(path: &Path) -> String {
+pub(crate) fn portable(path: &Path) -> String {
     let text = path.display().to_string();
     if cfg!(windows) {
         text.replace('\\', "/")
@@ -65,13 +65,13 @@ pub fn portable(path: &Path) -> String {
 /// Windows cannot open a folder as a file without backup semantics, and NTFS journals its
 /// renames: nothing to do there.
 #[cfg(unix)]
-pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::File::open(dir).and_then(|f| f.sync_all())
 }
 
 /// Flushes a folder's entries to disk: nothing to do on Windows (see the Unix version).
 #[cfg(not(unix))]
-pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::metadata(dir).map(drop)
 }
 
@@ -85,13 +85,13 @@ pub enum Visibility {
     Private,
     /// Readable by everyone: man pages, a project's `.idea` files.
     Shared,
-    /// Readable and runnable by everyone: DataGrip's launcher script.
+    /// Readable and runnable by everyone (the tests' stand-in for DataGrip's launcher).
     Executable,
 }
 
 impl Visibility {
     /// The Unix permission bits for a file (`dir = false`) or a folder.
-    pub fn mode(self, dir: bool) -> u32 {
+    pub(crate) fn mode(self, dir: bool) -> u32 {
         match (self, dir) {
             (Self::Private, false) => 0o600,
             (Self::Private, true) => 0o700,
@@ -106,7 +106,7 @@ impl Visibility {
 /// # Errors
 /// When `path` cannot be read or changed.
 #[cfg(unix)]
-pub fn set_visibility(path: &Path, visibility: Visibility) -> std::io::Result<()> {
+pub(crate) fn set_visibility(path: &Path, visibility: Visibility) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt as _;
     let dir = std::fs::metadata(path)?.is_dir();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(visibility.mode(dir)))
@@ -117,7 +117,7 @@ pub fn set_visibility(path: &Path, visibility: Visibility) -> std::io::Result<()
 /// # Errors
 /// When `path` does not exist.
 #[cfg(not(unix))]
-pub fn set_visibility(path: &Path, _visibility: Visibility) -> std::io::Result<()> {
+pub(crate) fn set_visibility(path: &Path, _visibility: Visibility) -> std::io::Result<()> {
     std::fs::metadata(path).map(drop)
 }
 
@@ -126,7 +126,7 @@ pub fn set_visibility(path: &Path, _visibility: Visibility) -> std::io::Result<(
 /// # Errors
 /// When a component cannot be created.
 #[cfg(unix)]
-pub fn create_private_dir(path: &Path) -> std::io::Result<()> {
+pub(crate) fn create_private_dir(path: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt as _;
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -141,7 +141,7 @@ pub fn create_private_dir(path: &Path) -> std::io::Result<()> {
 /// # Errors
 /// When a component cannot be created.
 #[cfg(not(unix))]
-pub fn create_private_dir(path: &Path) -> std::io::Result<()> {
+pub(crate) fn create_private_dir(path: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(path)
 }
 
@@ -149,7 +149,7 @@ pub fn create_private_dir(path: &Path) -> std::io::Result<()> {
 ///
 /// # Errors
 /// When `to` cannot be changed.
-pub fn copy_permissions(from: &Path, to: &Path) -> std::io::Result<bool> {
+pub(crate) fn copy_permissions(from: &Path, to: &Path) -> std::io::Result<bool> {
     match std::fs::metadata(from) {
         Ok(m) => std::fs::set_permissions(to, m.permissions()).map(|()| true),
         Err(_) => Ok(false),
@@ -160,7 +160,7 @@ pub fn copy_permissions(from: &Path, to: &Path) -> std::io::Result<bool> {
 ///
 /// # Errors
 /// When it cannot be opened or created.
-pub fn open_private_append(path: &Path) -> std::io::Result<std::fs::File> {
+pub(crate) fn open_private_append(path: &Path) -> std::io::Result<std::fs::File> {
     let mut options = std::fs::OpenOptions::new();
     options.create(true).append(true);
     #[cfg(unix)]
@@ -171,7 +171,7 @@ pub fn open_private_append(path: &Path) -> std::io::Result<std::fs::File> {
 /// Exchanges two folders in one step where the OS can (Linux `renameat2(RENAME_EXCHANGE)`,
 /// macOS `renameatx_np(RENAME_SWAP)`, through rustix); `Ok(false)` elsewhere or where the file
 /// system cannot, and nothing was changed.
-pub fn exchange(a: &Path, b: &Path) -> bool {
+pub(crate) fn exchange(a: &Path, b: &Path) -> bool {
     #[cfg(any(target_os = "linux", target_vendor = "apple"))]
     {
         use rustix::fs::{CWD, RenameFlags, renameat_with};

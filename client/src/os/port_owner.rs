@@ -50,7 +50,7 @@ pub enum Who {
 impl Who {
     /// Whether it is another account's process than this one's (a uid the OS showed, not
     /// ours): one that holds a port of the local endpoint can pose as it.
-    pub fn other_account(&self) -> bool {
+    pub(crate) fn other_account(&self) -> bool {
         match self {
             Self::Process { .. } => false,
             #[cfg(unix)]
@@ -63,7 +63,7 @@ impl Who {
 
 impl Holder {
     /// The account holding the port when it is another one's than this process's.
-    pub fn other_account(&self) -> Option<&Who> {
+    pub(crate) fn other_account(&self) -> Option<&Who> {
         match self {
             Self::Listener(who) if who.other_account() => Some(who),
             _ => None,
@@ -71,7 +71,7 @@ impl Holder {
     }
 
     /// The pid of the process that holds the port, when it is known.
-    pub fn pid(&self) -> Option<u32> {
+    pub(crate) fn pid(&self) -> Option<u32> {
         match self {
             Self::Listener(Who::Process { pid, .. })
             | Self::Outgoing {
@@ -116,7 +116,7 @@ impl fmt::Display for Holder {
 }
 
 /// Whether something listens where `127.0.0.1:port` would.
-pub fn is_taken(port: u16) -> bool {
+pub(crate) fn is_taken(port: u16) -> bool {
     #[cfg(target_os = "linux")]
     {
         procfs::sockets()
@@ -132,7 +132,7 @@ pub fn is_taken(port: u16) -> bool {
 
 /// Who keeps `127.0.0.1:port` from being bound: a listener, or on Linux (where nothing listens)
 /// a connection whose source port it is. `None` when this OS does not say.
-pub fn owner(port: u16) -> Option<Holder> {
+pub(crate) fn owner(port: u16) -> Option<Holder> {
     #[cfg(target_os = "linux")]
     {
         procfs::holder(&procfs::sockets(), port, procfs::process_of)
@@ -159,13 +159,17 @@ pub fn owner(port: u16) -> Option<Holder> {
 
 /// What `setup` and `doctor` say when the OS does not tell which account opens a connection
 /// (the endpoint then serves whoever connects); [`peer_check_unavailable`] adds why.
-pub const PEER_CHECK_UNAVAILABLE: &str =
+#[cfg_attr(
+    all(unix, not(test)),
+    expect(dead_code, reason = "Unix always tells; said on other systems")
+)]
+pub(crate) const PEER_CHECK_UNAVAILABLE: &str =
     "this system does not tell shiqi-connect which account opens a connection";
 
 /// Why [`peer`] cannot say which account is at the other end of a loopback connection, when it
 /// cannot. Unix: it always can (`/proc`, `lsof`). Windows: it asks, for a connection this
 /// process opens to itself, and anything but "this account" is the reason.
-pub fn peer_check_unavailable() -> Option<String> {
+pub(crate) fn peer_check_unavailable() -> Option<String> {
     #[cfg(unix)]
     {
         None
@@ -197,7 +201,7 @@ fn self_check() -> std::io::Result<Peer> {
 
 /// Which account is at the other end of a loopback TCP connection.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Peer {
+pub(crate) enum Peer {
     /// This process's own account.
     Owner,
     /// Another account (or a socket the OS shows none of this account's processes holding).
@@ -239,7 +243,7 @@ impl fmt::Display for Peer {
 /// Which account holds the client end (`peer`) of a connection accepted at `local`, both on
 /// loopback. Blocking: it reads `/proc` (Linux), runs `lsof` (macOS), or reads the TCP table
 /// and the holder's token (Windows).
-pub fn peer(local: SocketAddr, peer: SocketAddr) -> Peer {
+pub(crate) fn peer(local: SocketAddr, peer: SocketAddr) -> Peer {
     #[cfg(target_os = "linux")]
     {
         let (sockets, read) = procfs::sockets_read();

@@ -8,13 +8,13 @@ use russh::keys::agent::client::AgentClient;
 
 /// The connection to an agent.
 #[cfg(unix)]
-pub type Stream = tokio::net::UnixStream;
+pub(crate) type Stream = tokio::net::UnixStream;
 /// The connection to an agent.
 #[cfg(windows)]
-pub type Stream = tokio::net::windows::named_pipe::NamedPipeClient;
+pub(crate) type Stream = tokio::net::windows::named_pipe::NamedPipeClient;
 
 /// The agent the environment names, when no `IdentityAgent` does.
-pub fn default_socket() -> Option<PathBuf> {
+pub(crate) fn default_socket() -> Option<PathBuf> {
     let env = std::env::var_os("SSH_AUTH_SOCK").map(PathBuf::from);
     #[cfg(windows)]
     let env = env.or_else(|| Some(PathBuf::from(r"\\.\pipe\openssh-ssh-agent")));
@@ -25,7 +25,7 @@ pub fn default_socket() -> Option<PathBuf> {
 ///
 /// # Errors
 /// When nothing listens there.
-pub async fn connect(socket: &Path) -> Result<AgentClient<Stream>, russh::keys::Error> {
+pub(crate) async fn connect(socket: &Path) -> Result<AgentClient<Stream>, russh::keys::Error> {
     #[cfg(unix)]
     {
         AgentClient::connect_uds(socket).await

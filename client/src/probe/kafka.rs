@@ -33,7 +33,7 @@ fn loopback(port: u16) -> SocketAddr {
 }
 
 /// Whether something accepts TCP connections on `127.0.0.1:port`.
-pub async fn listening(port: u16) -> bool {
+pub(crate) async fn listening(port: u16) -> bool {
     matches!(
         tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(loopback(port))).await,
         Ok(Ok(_))
@@ -42,7 +42,7 @@ pub async fn listening(port: u16) -> bool {
 
 /// TLS with the profile's certificate through `127.0.0.1:port`, checked as `server_name` (the
 /// advertised host), then `ApiVersions`.
-pub async fn api_versions(
+pub(crate) async fn api_versions(
     port: u16,
     server_name: &str,
     tls: &ProfileTls,
@@ -91,7 +91,7 @@ async fn within(
 ///
 /// # Errors
 /// The connect, handshake or protocol failure (a Kafka older than 4.0 refuses v2).
-pub async fn registered(
+pub(crate) async fn registered(
     port: u16,
     server_name: &str,
     tls: &ProfileTls,
@@ -116,7 +116,7 @@ pub async fn registered(
 ///
 /// # Errors
 /// The connect or protocol failure.
-pub async fn registered_plain(
+pub(crate) async fn registered_plain(
     port: u16,
     timeout: Duration,
 ) -> Result<Vec<RegisteredBroker>, String> {
@@ -136,7 +136,7 @@ pub async fn registered_plain(
 /// The tunnel's local endpoint on `127.0.0.1:port`, as a client without TLS settings sees it:
 /// it answers ApiVersions and Metadata, and the Metadata names only local ports (a broker
 /// address that is not `127.0.0.1` would send the client around the tunnel).
-pub async fn endpoint(port: u16, timeout: Duration) -> Outcome {
+pub(crate) async fn endpoint(port: u16, timeout: Duration) -> Outcome {
     let run = async {
         let mut tcp = TcpStream::connect(loopback(port))
             .await
@@ -175,7 +175,7 @@ pub async fn endpoint(port: u16, timeout: Duration) -> Outcome {
 ///
 /// # Errors
 /// Why no address answered: the last connect, handshake or protocol failure.
-pub async fn metadata(
+pub(crate) async fn metadata(
     host: &str,
     port: u16,
     tls: &ProfileTls,
@@ -216,7 +216,7 @@ pub async fn metadata(
 ///
 /// # Errors
 /// The connect, handshake or protocol failure.
-pub async fn metadata_at(
+pub(crate) async fn metadata_at(
     addr: SocketAddr,
     server_name: &str,
     tls: Option<&ProfileTls>,
@@ -245,12 +245,12 @@ pub async fn metadata_at(
 /// What the cluster's registrations say about its brokers (`DescribeCluster` with fenced
 /// brokers), each parsed into the strict types a config file may hold.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Registered {
+pub(crate) struct Registered {
     /// Serving now: what a client's metadata names.
-    pub serving: Vec<Broker>,
+    pub(crate) serving: Vec<Broker>,
     /// Registered but fenced (stopped, restarting, cut off from the controllers): back in the
     /// metadata when they return.
-    pub fenced: Vec<Broker>,
+    pub(crate) fenced: Vec<Broker>,
 }
 
 impl Registered {
@@ -258,7 +258,7 @@ impl Registered {
     ///
     /// # Errors
     /// The broker whose advertised host or port is not one (nothing of the answer is used).
-    pub fn parse(list: Vec<RegisteredBroker>) -> Result<Self, String> {
+    pub(crate) fn parse(list: Vec<RegisteredBroker>) -> Result<Self, String> {
         let mut out = Self::default();
         for b in list {
             let host = b
@@ -287,7 +287,7 @@ impl Registered {
 
     /// One line per registered broker that is not serving, for setup, `tunnel up` and the
     /// tunnel's log.
-    pub fn not_serving(&self) -> Vec<String> {
+    pub(crate) fn not_serving(&self) -> Vec<String> {
         self.fenced
             .iter()
             .map(|b| {

@@ -19,7 +19,7 @@ const ENDPOINT_BROKERS: i8 = 1;
 /// The broker's reply when it wants another ApiVersions version; still a Kafka answer.
 const UNSUPPORTED_VERSION: i16 = 35;
 /// Frames larger than this are not an answer to these requests.
-pub const MAX_FRAME: usize = frame::MAX_PROBE_ANSWER;
+pub(crate) const MAX_FRAME: usize = frame::MAX_PROBE_ANSWER;
 
 /// A length-prefixed request: `body` at `version` behind its header.
 fn request<R: Request>(version: i16, correlation: i32, body: &R) -> Vec<u8> {
@@ -31,7 +31,7 @@ fn request<R: Request>(version: i16, correlation: i32, body: &R) -> Vec<u8> {
 }
 
 /// `ApiVersions` v0.
-pub fn api_versions_request(correlation: i32) -> Vec<u8> {
+pub(crate) fn api_versions_request(correlation: i32) -> Vec<u8> {
     request(
         version::API_VERSIONS,
         correlation,
@@ -41,7 +41,7 @@ pub fn api_versions_request(correlation: i32) -> Vec<u8> {
 
 /// `Metadata` v4 for no topics (an empty array, not null, which means all topics), without
 /// creating any.
-pub fn metadata_request(correlation: i32) -> Vec<u8> {
+pub(crate) fn metadata_request(correlation: i32) -> Vec<u8> {
     let body = MetadataRequest::default()
         .with_topics(Some(Vec::new()))
         .with_allow_auto_topic_creation(false);
@@ -49,7 +49,7 @@ pub fn metadata_request(correlation: i32) -> Vec<u8> {
 }
 
 /// `DescribeCluster` v2 asking for fenced brokers too.
-pub fn describe_cluster_request(correlation: i32) -> Vec<u8> {
+pub(crate) fn describe_cluster_request(correlation: i32) -> Vec<u8> {
     let body = DescribeClusterRequest::default()
         .with_include_cluster_authorized_operations(false)
         .with_endpoint_type(ENDPOINT_BROKERS)
@@ -59,16 +59,16 @@ pub fn describe_cluster_request(correlation: i32) -> Vec<u8> {
 
 /// One broker registered with the cluster, as `DescribeCluster` lists it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RegisteredBroker {
+pub(crate) struct RegisteredBroker {
     /// `node.id`.
-    pub id: i32,
+    pub(crate) id: i32,
     /// The advertised host.
-    pub host: String,
+    pub(crate) host: String,
     /// The advertised port.
-    pub port: i32,
+    pub(crate) port: i32,
     /// Registered but not serving: stopped, restarting, or cut off from the controllers. The
     /// brokers leave it out of `Metadata` until it is back.
-    pub fenced: bool,
+    pub(crate) fenced: bool,
 }
 
 /// Decodes an answer body (after the length) to a request of ours: its header must repeat
@@ -85,7 +85,7 @@ fn answer<R: Request>(body: &[u8], correlation: i32, version: i16) -> Result<R::
 ///
 /// # Errors
 /// A reply to another request, the broker's error (with its message), or a malformed body.
-pub fn read_describe_cluster(
+pub(crate) fn read_describe_cluster(
     body: &[u8],
     correlation: i32,
 ) -> Result<Vec<RegisteredBroker>, String> {
@@ -112,13 +112,13 @@ pub fn read_describe_cluster(
 
 /// What a Java client makes of a reply's first four bytes: the size it will allocate
 /// (KAFKA-4090: a TLS alert reads as ~336 MiB).
-pub fn frame_size(reply: &[u8]) -> Option<u32> {
+pub(crate) fn frame_size(reply: &[u8]) -> Option<u32> {
     frame::declared_len(reply)
 }
 
 /// Whether the first bytes of a reply (length prefix included) are a Kafka frame answering
 /// `correlation`.
-pub fn answers(reply: &[u8], correlation: i32) -> bool {
+pub(crate) fn answers(reply: &[u8], correlation: i32) -> bool {
     message::answers(reply, correlation, MAX_FRAME)
 }
 
@@ -126,7 +126,7 @@ pub fn answers(reply: &[u8], correlation: i32) -> bool {
 ///
 /// # Errors
 /// A reply to another request, a broker error, or a cut-off body.
-pub fn read_api_versions(body: &[u8], correlation: i32) -> Result<usize, String> {
+pub(crate) fn read_api_versions(body: &[u8], correlation: i32) -> Result<usize, String> {
     // v0 is answered in v0 even on UNSUPPORTED_VERSION, so the array follows either way.
     let m = answer::<ApiVersionsRequest>(body, correlation, version::API_VERSIONS)?;
     if m.error_code != 0 && m.error_code != UNSUPPORTED_VERSION {
@@ -140,20 +140,23 @@ pub fn read_api_versions(body: &[u8], correlation: i32) -> Result<usize, String>
 
 /// One broker of a `Metadata` answer, as the cluster advertises it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AdvertisedBroker {
+pub(crate) struct AdvertisedBroker {
     /// `node.id`.
-    pub id: i32,
+    pub(crate) id: i32,
     /// The advertised host.
-    pub host: String,
+    pub(crate) host: String,
     /// The advertised port.
-    pub port: i32,
+    pub(crate) port: i32,
 }
 
 /// Reads a `Metadata` v4 response body (after the length): the brokers.
 ///
 /// # Errors
 /// A reply to another request or a malformed body.
-pub fn read_metadata(body: &[u8], correlation: i32) -> Result<Vec<AdvertisedBroker>, String> {
+pub(crate) fn read_metadata(
+    body: &[u8],
+    correlation: i32,
+) -> Result<Vec<AdvertisedBroker>, String> {
     let m = answer::<MetadataRequest>(body, correlation, version::PROBE_METADATA)?;
     Ok(m.brokers
         .into_iter()

@@ -9,31 +9,31 @@
 //!
 //! Nothing here prints; a failure is a one-line reason for the caller to show.
 
-pub mod kafka;
-pub mod kafka_wire;
-pub mod mysql;
-pub mod speaks;
-pub mod tls;
+pub(crate) mod kafka;
+pub(crate) mod kafka_wire;
+pub(crate) mod mysql;
+pub(crate) mod speaks;
+pub(crate) mod tls;
 
 use serde::Serialize;
 
 use crate::text::Escaped;
 
-pub use tls::ProfileTls;
+pub(crate) use tls::ProfileTls;
 
 /// What a probe found, for a report. `detail` quotes the server (its errors, `CURRENT_USER()`),
 /// so it is [`Escaped`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// Whether it worked.
-    pub ok: bool,
+    pub(crate) ok: bool,
     /// What worked, or why not.
-    pub detail: Escaped,
+    pub(crate) detail: Escaped,
 }
 
 impl Outcome {
     /// It worked: `detail` says what.
-    pub fn ok(detail: impl Into<Escaped>) -> Self {
+    pub(crate) fn ok(detail: impl Into<Escaped>) -> Self {
         Self {
             ok: true,
             detail: detail.into(),
@@ -41,7 +41,7 @@ impl Outcome {
     }
 
     /// It did not: `detail` says why.
-    pub fn fail(detail: impl Into<Escaped>) -> Self {
+    pub(crate) fn fail(detail: impl Into<Escaped>) -> Self {
         Self {
             ok: false,
             detail: detail.into(),
@@ -49,7 +49,7 @@ impl Outcome {
     }
 
     /// From a result's one-line reason.
-    pub fn from_result(r: Result<String, String>) -> Self {
+    pub(crate) fn from_result(r: Result<String, String>) -> Self {
         match r {
             Ok(d) => Self::ok(d),
             Err(d) => Self::fail(d),
@@ -60,7 +60,7 @@ impl Outcome {
 /// A server on 127.0.0.1 that writes `reply` to each of its first `connections`, reads a
 /// little and closes: the first words of a fake SSH, MySQL or Kafka server, for tests.
 #[cfg(test)]
-pub fn fake_server(reply: Vec<u8>, connections: usize) -> u16 {
+pub(crate) fn fake_server(reply: Vec<u8>, connections: usize) -> u16 {
     use std::io::{Read as _, Write as _};
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = l.local_addr().expect("addr").port();

@@ -20,7 +20,7 @@ use crate::text::quote;
 /// # Errors
 /// The driver's or server's words (`Access denied …` when there is no account for the
 /// certificate), or that nothing answered within `timeout`.
-pub async fn current_user(
+pub(crate) async fn current_user(
     port: u16,
     server_name: &str,
     user: &str,
@@ -36,20 +36,20 @@ pub async fn current_user(
 }
 
 /// The PEM files of a certificate login.
-pub struct Files<'a> {
+pub(crate) struct Files<'a> {
     /// The CA that signed the server's certificate.
-    pub ca: &'a Path,
+    pub(crate) ca: &'a Path,
     /// The client certificate.
-    pub cert: &'a Path,
+    pub(crate) cert: &'a Path,
     /// Its key.
-    pub key: &'a Path,
+    pub(crate) key: &'a Path,
 }
 
 /// As [`current_user`], at `host:port` with the PEM files an option file names.
 ///
 /// # Errors
 /// As [`current_user`].
-pub async fn current_user_at(
+pub(crate) async fn current_user_at(
     host: &str,
     port: u16,
     server_name: &str,
@@ -74,7 +74,7 @@ pub async fn current_user_at(
 ///
 /// # Errors
 /// As [`current_user`]; the endpoint's own refusals start with `shiqi-connect tunnel:`.
-pub async fn current_user_plain(
+pub(crate) async fn current_user_plain(
     port: u16,
     user: &str,
     timeout: Duration,
@@ -127,7 +127,7 @@ async fn select_current_user(
 }
 
 /// [`current_user`] as a report line.
-pub async fn login(
+pub(crate) async fn login(
     port: u16,
     server_name: &str,
     user: &str,
@@ -138,7 +138,7 @@ pub async fn login(
 }
 
 /// [`current_user_plain`] as a report line.
-pub async fn login_plain(port: u16, user: &str, timeout: Duration) -> Outcome {
+pub(crate) async fn login_plain(port: u16, user: &str, timeout: Duration) -> Outcome {
     Outcome::from_result(current_user_plain(port, user, timeout).await.map(|who| {
         format!(
             "plaintext login through the local endpoint (TLS with the certificate beyond it); \
@@ -157,7 +157,7 @@ fn reported(login: Result<String, String>) -> Outcome {
 /// A MySQL `ERR` packet in place of the greeting (what a server sends a host it refuses), with
 /// `message` as its text, for tests.
 #[cfg(test)]
-pub fn err_packet(message: &str) -> Vec<u8> {
+pub(crate) fn err_packet(message: &str) -> Vec<u8> {
     // Before the handshake there is no SQL state: 0xff, the error code, the text.
     let mut payload = vec![0xff];
     payload.extend_from_slice(&1130u16.to_le_bytes());

@@ -23,11 +23,11 @@ use crate::text::quote;
 const CORRELATION_ID: i32 = 1;
 
 /// How long one probe may take.
-pub const TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What answered on a port.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Speaks {
+pub(crate) enum Speaks {
     /// A TLS server: it answered the ClientHello and showed this chain (DER, leaf first).
     Tls {
         /// `TLSv1_3`, `TLSv1_2`.
@@ -64,12 +64,12 @@ pub enum Speaks {
 
 impl Speaks {
     /// Whether it is a TLS server (handshake or alert).
-    pub fn is_tls(&self) -> bool {
+    pub(crate) fn is_tls(&self) -> bool {
         matches!(self, Self::Tls { .. } | Self::TlsAlert { .. })
     }
 
     /// The server's leaf certificate (DER), if it showed one.
-    pub fn leaf(&self) -> Option<&[u8]> {
+    pub(crate) fn leaf(&self) -> Option<&[u8]> {
         match self {
             Self::Tls { chain, .. } | Self::Mysql { chain, .. } => chain.first().map(Vec::as_slice),
             _ => None,
@@ -77,7 +77,7 @@ impl Speaks {
     }
 
     /// What it speaks, in words.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Self::Tls { version, .. } => format!("TLS ({version})"),
             Self::TlsAlert { description } => {
@@ -97,7 +97,7 @@ impl Speaks {
 }
 
 /// Bytes as `15 03 03 00 02`.
-pub fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -109,7 +109,7 @@ pub fn hex(bytes: &[u8]) -> String {
 ///
 /// # Errors
 /// The last connect error, or a resolution error.
-pub fn connect(host: &str, port: u16, timeout: Duration) -> io::Result<TcpStream> {
+pub(crate) fn connect(host: &str, port: u16, timeout: Duration) -> io::Result<TcpStream> {
     let addrs: Vec<SocketAddr> = (host, port).to_socket_addrs()?.collect();
     let mut last = io::Error::new(io::ErrorKind::NotFound, "no address");
     for addr in addrs {
@@ -129,7 +129,7 @@ pub fn connect(host: &str, port: u16, timeout: Duration) -> io::Result<TcpStream
 /// A Kafka port: TLS first; if the answer is not TLS, plaintext `ApiVersions`. A plaintext
 /// broker reads a ClientHello's first bytes as a ~369 MB request size and just closes the
 /// connection, so a close (or silence) is tried in the clear too.
-pub fn kafka(host: &str, port: u16, sni: &str) -> Speaks {
+pub(crate) fn kafka(host: &str, port: u16, sni: &str) -> Speaks {
     match tls(host, port, sni) {
         first @ (Speaks::Other(_) | Speaks::Closed | Speaks::Silent) => {
             match kafka_plaintext(host, port) {
@@ -142,7 +142,7 @@ pub fn kafka(host: &str, port: u16, sni: &str) -> Speaks {
 }
 
 /// A TLS ClientHello to `host:port` with SNI `sni` and no client certificate.
-pub fn tls(host: &str, port: u16, sni: &str) -> Speaks {
+pub(crate) fn tls(host: &str, port: u16, sni: &str) -> Speaks {
     let mut sock = match connect(host, port, TIMEOUT) {
         Ok(s) => s,
         Err(e) => return Speaks::Unreachable(e.to_string()),
@@ -157,7 +157,7 @@ pub fn tls(host: &str, port: u16, sni: &str) -> Speaks {
 ///
 /// # Errors
 /// When nothing accepts the connection or nothing comes back.
-pub fn kafka_plaintext(host: &str, port: u16) -> io::Result<Vec<u8>> {
+pub(crate) fn kafka_plaintext(host: &str, port: u16) -> io::Result<Vec<u8>> {
     let mut sock = connect(host, port, TIMEOUT)?;
     sock.write_all(&kafka_wire::api_versions_request(CORRELATION_ID))?;
     read_some(&mut sock, 16)
@@ -167,7 +167,7 @@ pub fn kafka_plaintext(host: &str, port: u16) -> io::Result<Vec<u8>> {
 ///
 /// # Errors
 /// When nothing accepts the connection or it sends no banner.
-pub fn ssh_banner(host: &str, port: u16) -> io::Result<String> {
+pub(crate) fn ssh_banner(host: &str, port: u16) -> io::Result<String> {
     let mut sock = connect(host, port, TIMEOUT)?;
     let bytes = read_some(&mut sock, 255)?;
     let text = String::from_utf8_lossy(&bytes);
@@ -176,7 +176,7 @@ pub fn ssh_banner(host: &str, port: u16) -> io::Result<String> {
 }
 
 /// A MySQL port: the greeting, then `SSLRequest` and a TLS handshake when TLS is offered.
-pub fn mysql(host: &str, port: u16, sni: &str) -> Speaks {
+pub(crate) fn mysql(host: &str, port: u16, sni: &str) -> Speaks {
     let mut sock = match connect(host, port, TIMEOUT) {
         Ok(s) => s,
         Err(e) => return Speaks::Unreachable(e.to_string()),

@@ -12,31 +12,26 @@ use crate::profile::files;
 /// The profile's TLS client settings, read once for every Kafka probe; a profile whose files
 /// cannot be read carries the reason, and every probe fails with it.
 #[derive(Clone)]
-pub struct ProfileTls(Result<Arc<rustls::ClientConfig>, String>);
+pub(crate) struct ProfileTls(Result<Arc<rustls::ClientConfig>, String>);
 
 impl ProfileTls {
     /// Reads `ca.crt`, `client.crt` and `client.key` from the folder `dir`.
-    pub fn from_profile(dir: &Path) -> Self {
+    pub(crate) fn from_profile(dir: &Path) -> Self {
         Self(client_config(dir).map(Arc::new))
     }
 
     /// A client identity from the PEM files a librdkafka config names (`ssl.ca.location`,
     /// `ssl.certificate.location`, `ssl.key.location`).
-    pub fn from_pem_files(ca: &Path, cert: &Path, key: &Path) -> Self {
+    pub(crate) fn from_pem_files(ca: &Path, cert: &Path, key: &Path) -> Self {
         Self(pem_config(ca, cert, key).map(Arc::new))
     }
 
     /// A client identity from DER parts (a Java keystore's chain and key, a truststore's CAs).
-    pub fn from_der(roots: Vec<Vec<u8>>, chain: Vec<Vec<u8>>, key: Vec<u8>) -> Self {
+    pub(crate) fn from_der(roots: Vec<Vec<u8>>, chain: Vec<Vec<u8>>, key: Vec<u8>) -> Self {
         let roots = roots.into_iter().map(CertificateDer::from).collect();
         let chain = chain.into_iter().map(CertificateDer::from).collect();
         let key = PrivateKeyDer::try_from(key).map_err(|e| format!("unusable private key: {e}"));
         Self(key.and_then(|k| build(roots, chain, k)).map(Arc::new))
-    }
-
-    /// Why no identity could be made (an unreadable file, a wrong password …).
-    pub fn failed(why: String) -> Self {
-        Self(Err(why))
     }
 
     /// The config, or why there is none.

@@ -5,35 +5,35 @@
 use super::Profile;
 
 /// The private key, PKCS#8 PEM.
-pub const CLIENT_KEY: &str = "client.key";
+pub(crate) const CLIENT_KEY: &str = "client.key";
 /// Leaf certificate then chain, PEM.
-pub const CLIENT_CRT: &str = "client.crt";
+pub(crate) const CLIENT_CRT: &str = "client.crt";
 /// The CA certificate, PEM.
-pub const CA_CRT: &str = "ca.crt";
+pub(crate) const CA_CRT: &str = "ca.crt";
 /// Key and chain, PKCS#12, alias `client`.
-pub const KEYSTORE: &str = "keystore.p12";
+pub(crate) const KEYSTORE: &str = "keystore.p12";
 /// The CA as a trusted entry, PKCS#12, alias `shiqi-ca`.
-pub const TRUSTSTORE: &str = "truststore.p12";
+pub(crate) const TRUSTSTORE: &str = "truststore.p12";
 /// The password of both PKCS#12 files.
-pub const KEYSTORE_PASSWORD: &str = "keystore.password";
+pub(crate) const KEYSTORE_PASSWORD: &str = "keystore.password";
 /// Java Kafka client settings.
-pub const CLIENT_PROPERTIES: &str = "client.properties";
+pub(crate) const CLIENT_PROPERTIES: &str = "client.properties";
 /// librdkafka (kcat) settings.
-pub const LIBRDKAFKA_CONF: &str = "librdkafka.conf";
+pub(crate) const LIBRDKAFKA_CONF: &str = "librdkafka.conf";
 /// MySQL/MariaDB client option file.
-pub const MY_CNF: &str = "my.cnf";
+pub(crate) const MY_CNF: &str = "my.cnf";
 /// The tunnel's ssh config.
-pub const SSH_CONFIG: &str = "ssh_config";
+pub(crate) const SSH_CONFIG: &str = "ssh_config";
 /// How to set up DataGrip.
-pub const DATAGRIP_MD: &str = "DATAGRIP.md";
+pub(crate) const DATAGRIP_MD: &str = "DATAGRIP.md";
 /// Environment variables for apps, scripts and Compose (`env_file:`).
-pub const SHIQI_ENV: &str = "shiqi.env";
+pub(crate) const SHIQI_ENV: &str = "shiqi.env";
 /// This profile's facts.
-pub const PROFILE_JSON: &str = "profile.json";
+pub(crate) const PROFILE_JSON: &str = "profile.json";
 
 /// What a profile file is made from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Source {
+pub(crate) enum Source {
     /// The private key (PKCS#8 PEM).
     Key,
     /// The leaf certificate and its chain (PEM).
@@ -54,7 +54,7 @@ pub enum Source {
 
 /// When a profile has the file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum When {
+pub(crate) enum When {
     /// Every profile.
     Always,
     /// Profiles of a server with Kafka brokers.
@@ -66,21 +66,21 @@ pub enum When {
 /// One kind of profile file: the one place setup, rotate, renew, the tunnel's refresh, the
 /// folder swap and doctor learn what a profile holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Kind {
+pub(crate) struct Kind {
     /// The file's name in the profile folder.
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// Holds a secret (the key, the password, or a config with the password): doctor
     /// allows no group or other bits on it.
-    pub secret: bool,
+    pub(crate) secret: bool,
     /// When the profile has it.
-    pub when: When,
+    pub(crate) when: When,
     /// What it is made from.
-    pub source: Source,
+    pub(crate) source: Source,
 }
 
 impl Kind {
     /// Whether `profile` has this file.
-    pub fn present(&self, profile: &Profile) -> bool {
+    pub(crate) fn present(&self, profile: &Profile) -> bool {
         match self.when {
             When::Always => true,
             When::WithKafka => !profile.brokers.is_empty(),
@@ -91,7 +91,7 @@ impl Kind {
 
 /// Every file of a profile, in the order they are written (`profile.json` last). A new
 /// file is one entry here and, when rendered, its template.
-pub const CATALOGUE: &[Kind] = &[
+pub(crate) const CATALOGUE: &[Kind] = &[
     Kind {
         name: CLIENT_KEY,
         secret: true,
@@ -173,13 +173,13 @@ pub const CATALOGUE: &[Kind] = &[
 ];
 
 /// The password in an existing profile's `keystore.password`, if it holds one.
-pub fn read_password(dir: &std::path::Path) -> Option<shiqi_ca::Secret<String>> {
+pub(crate) fn read_password(dir: &std::path::Path) -> Option<shiqi_ca::Secret<String>> {
     let text = std::fs::read_to_string(dir.join(KEYSTORE_PASSWORD)).ok()?;
     let pw = text.trim_end_matches(['\n', '\r']);
     (!pw.is_empty()).then(|| shiqi_ca::Secret::new(pw.to_owned()))
 }
 
 /// The kind of the file named `name`, if it is a profile file.
-pub fn kind(name: &str) -> Option<&'static Kind> {
+pub(crate) fn kind(name: &str) -> Option<&'static Kind> {
     CATALOGUE.iter().find(|k| k.name == name)
 }

@@ -19,14 +19,14 @@ const LOCKS: &str = ".locks";
 /// How long a command run by hand waits for another run on the same profile before it gives
 /// up: the tunnel's renewal holds the lock for a few seconds (one signature, one login per
 /// service), a setup for about as long.
-pub const PATIENCE: Duration = Duration::from_secs(120);
+pub(crate) const PATIENCE: Duration = Duration::from_secs(120);
 
 /// How often a waiting run tries the lock again.
 const RETRY: Duration = Duration::from_millis(100);
 
 /// The held lock of one name; released when dropped (or when the process dies).
 #[derive(Debug)]
-pub struct NameLock {
+pub(crate) struct NameLock {
     _file: File,
     root: PathBuf,
     name: ProfileName,
@@ -35,13 +35,13 @@ pub struct NameLock {
 impl NameLock {
     /// `.locks/NAME.SUFFIX` beside the lock: the files only its holder may change (the key
     /// journal, the renewal record).
-    pub fn file(&self, suffix: &str) -> PathBuf {
+    pub(crate) fn file(&self, suffix: &str) -> PathBuf {
         file(&self.root, &self.name, suffix)
     }
 }
 
 /// `ROOT/.locks/NAME.SUFFIX`.
-pub fn file(root: &Path, name: &ProfileName, suffix: &str) -> PathBuf {
+pub(crate) fn file(root: &Path, name: &ProfileName, suffix: &str) -> PathBuf {
     root.join(LOCKS).join(format!("{name}.{suffix}"))
 }
 
@@ -51,7 +51,7 @@ pub fn file(root: &Path, name: &ProfileName, suffix: &str) -> PathBuf {
 ///
 /// # Errors
 /// As [`lock`], [`ProfileError::Busy`] once `patience` has passed.
-pub async fn lock_waiting(
+pub(crate) async fn lock_waiting(
     root: &Path,
     name: &ProfileName,
     patience: Duration,
@@ -72,7 +72,7 @@ pub async fn lock_waiting(
 ///
 /// # Errors
 /// As [`lock_waiting`].
-pub fn lock_blocking(
+pub(crate) fn lock_blocking(
     root: &Path,
     name: &ProfileName,
     patience: Duration,
@@ -92,7 +92,7 @@ pub fn lock_blocking(
 ///
 /// # Errors
 /// [`ProfileError::Busy`] when another run holds the lock; [`Error::Io`] on file errors.
-pub fn lock(root: &Path, name: &ProfileName) -> Result<NameLock, Error> {
+pub(crate) fn lock(root: &Path, name: &ProfileName) -> Result<NameLock, Error> {
     let locks = root.join(LOCKS);
     fsutil::create_private_dir(root)?;
     fsutil::create_private_dir(&locks)?;

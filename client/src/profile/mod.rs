@@ -12,79 +12,78 @@ use time::OffsetDateTime;
 
 use crate::error::{Error, ProfileError};
 
-pub mod files;
-pub mod lock;
-pub mod plan;
-pub mod render;
-pub mod roots;
-pub mod store;
+pub(crate) mod files;
+pub(crate) mod lock;
+pub(crate) mod plan;
+pub(crate) mod render;
+pub(crate) mod roots;
+pub(crate) mod store;
 
-pub use crate::os::account::home;
-pub use roots::{Roots, tilde};
+pub(crate) use roots::{Roots, tilde};
 
 /// The `profile.json` format version this build writes and reads.
-pub const PROFILE_VERSION: u32 = 1;
+pub(crate) const PROFILE_VERSION: u32 = 1;
 
 /// The alias of the key entry in `keystore.p12`.
-pub const KEYSTORE_ALIAS: &str = "client";
+pub(crate) const KEYSTORE_ALIAS: &str = "client";
 /// The alias of the CA entry in `truststore.p12`.
-pub const TRUSTSTORE_ALIAS: &str = "shiqi-ca";
+pub(crate) const TRUSTSTORE_ALIAS: &str = "shiqi-ca";
 
 /// The folder of profile `name` under `root`.
-pub fn dir(root: &Path, name: &ProfileName) -> PathBuf {
+pub(crate) fn dir(root: &Path, name: &ProfileName) -> PathBuf {
     root.join(name.as_str())
 }
 
 /// `profile.json`.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Profile {
+pub(crate) struct Profile {
     /// [`PROFILE_VERSION`].
-    pub version: u32,
+    pub(crate) version: u32,
     /// The profile (and certificate CN, MySQL user) name.
-    pub name: ProfileName,
+    pub(crate) name: ProfileName,
     /// When setup wrote it.
     #[serde(with = "time::serde::rfc3339")]
-    pub created: OffsetDateTime,
+    pub(crate) created: OffsetDateTime,
     /// Where the server is and how we got in.
-    pub server: Server,
+    pub(crate) server: Server,
     /// The certificate.
-    pub certificate: Certificate,
+    pub(crate) certificate: Certificate,
     /// The brokers as they advertise themselves (empty when the agent could not list them).
-    pub brokers: Vec<Broker>,
+    pub(crate) brokers: Vec<Broker>,
     /// The MySQL server and user, if the server has one.
-    pub mysql: Option<MysqlFacts>,
+    pub(crate) mysql: Option<MysqlFacts>,
     /// The `Host` name in `ssh_config`.
-    pub tunnel_host: String,
+    pub(crate) tunnel_host: String,
     /// The local ports the tunnel forwards, with their targets on the server.
-    pub forwards: Vec<ForwardRecord>,
+    pub(crate) forwards: Vec<ForwardRecord>,
     /// Encryption of the PKCS#12 files.
-    pub p12_format: P12Format,
+    pub(crate) p12_format: P12Format,
     /// How Kafka clients reach the cluster (profiles from before the local endpoint: direct).
     #[serde(default, skip_serializing_if = "Endpoint::is_direct")]
-    pub endpoint: Endpoint,
+    pub(crate) endpoint: Endpoint,
     /// What the local endpoint allows (absent: the defaults).
     #[serde(default, skip_serializing_if = "EndpointOptions::is_default")]
-    pub endpoint_options: EndpointOptions,
+    pub(crate) endpoint_options: EndpointOptions,
 }
 
 /// What the local endpoint allows its clients (issue 42).
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct EndpointOptions {
+pub(crate) struct EndpointOptions {
     /// The most client connections it serves at once, Kafka and MySQL together: each costs a
     /// file descriptor and an SSH channel, and up to a frame's worth of memory.
     #[serde(default = "EndpointOptions::default_max_connections")]
-    pub max_connections: u32,
+    pub(crate) max_connections: u32,
     /// Whether `my.cnf` and the JDBC URL let the MySQL server ask for local files
     /// (`LOAD DATA LOCAL INFILE`): off unless `setup --allow-local-infile`, since a server (or a
     /// process posing as the endpoint while the tunnel is down) may ask for any file.
     #[serde(default)]
-    pub allow_local_infile: bool,
+    pub(crate) allow_local_infile: bool,
 }
 
 impl EndpointOptions {
     /// The default `max_connections`: far above what a laptop's clients open (a Kafka client
     /// holds one per broker and one to its coordinator), well below the usual 1024 descriptors.
-    pub const DEFAULT_MAX_CONNECTIONS: u32 = 256;
+    pub(crate) const DEFAULT_MAX_CONNECTIONS: u32 = 256;
 
     fn default_max_connections() -> u32 {
         Self::DEFAULT_MAX_CONNECTIONS
@@ -107,7 +106,7 @@ impl Default for EndpointOptions {
 /// How Kafka clients on the laptop reach the brokers.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(tag = "mode", rename_all = "lowercase")]
-pub enum Endpoint {
+pub(crate) enum Endpoint {
     /// The client dials every broker's advertised address, forwarded on the same port, and does
     /// TLS with the profile's keystore itself: needs brokers that advertise `localhost:P`, each
     /// on a port of its own.
@@ -126,26 +125,26 @@ pub enum Endpoint {
 
 /// One broker's port on the local endpoint.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
-pub struct LocalBroker {
+pub(crate) struct LocalBroker {
     /// The broker's node id.
-    pub id: i32,
+    pub(crate) id: i32,
     /// Its port on 127.0.0.1.
-    pub port: u16,
+    pub(crate) port: u16,
 }
 
 impl Endpoint {
     /// The local endpoint's default bootstrap port: Kafka's own, as a local broker would have.
-    pub const DEFAULT_PORT: u16 = 9092;
+    pub(crate) const DEFAULT_PORT: u16 = 9092;
     /// The highest bootstrap port: the brokers' ports are above it.
-    pub const MAX_PORT: u16 = 65000;
+    pub(crate) const MAX_PORT: u16 = 65000;
 
     /// Whether clients go to the brokers themselves.
-    pub fn is_direct(&self) -> bool {
+    pub(crate) fn is_direct(&self) -> bool {
         matches!(self, Self::Direct)
     }
 
     /// `local` or `direct`, as `--endpoint` takes it.
-    pub fn mode(&self) -> &'static str {
+    pub(crate) fn mode(&self) -> &'static str {
         match self {
             Self::Direct => "direct",
             Self::Local { .. } => "local",
@@ -155,7 +154,7 @@ impl Endpoint {
     /// A local endpoint on `bootstrap_port` with a port for each of `brokers` (kept from `self`
     /// where it has one, else the next free one above the bootstrap port, skipping `avoid`:
     /// the profile's other forwards).
-    pub fn local(&self, bootstrap_port: u16, brokers: &[Broker], avoid: &[u16]) -> Self {
+    pub(crate) fn local(&self, bootstrap_port: u16, brokers: &[Broker], avoid: &[u16]) -> Self {
         let mut kept = match self {
             Self::Local {
                 bootstrap_port: b,
@@ -181,7 +180,7 @@ impl Endpoint {
 
 /// The lowest port above `bootstrap` that no broker in `taken` has and `avoid` does not name
 /// (callers keep the bootstrap port below [`Endpoint::MAX_PORT`], so there is room).
-pub fn next_port(bootstrap: u16, taken: &[LocalBroker], avoid: &[u16]) -> u16 {
+pub(crate) fn next_port(bootstrap: u16, taken: &[LocalBroker], avoid: &[u16]) -> u16 {
     let mut port = bootstrap.saturating_add(1);
     while (taken.iter().any(|t| t.port == port) || avoid.contains(&port)) && port < u16::MAX {
         port += 1;
@@ -191,75 +190,75 @@ pub fn next_port(bootstrap: u16, taken: &[LocalBroker], avoid: &[u16]) -> u16 {
 
 /// The SSH side of a profile.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Server {
+pub(crate) struct Server {
     /// `--server` as given.
-    pub destination: String,
+    pub(crate) destination: String,
     /// The remote user.
-    pub user: String,
+    pub(crate) user: String,
     /// The host dialled (`HostName`).
-    pub host: String,
+    pub(crate) host: String,
     /// The port dialled.
-    pub port: u16,
+    pub(crate) port: u16,
     /// The known_hosts file that vouches for the host key.
-    pub known_hosts: PathBuf,
+    pub(crate) known_hosts: PathBuf,
     /// The key that authenticated.
-    pub ssh_key: KeyUsed,
+    pub(crate) ssh_key: KeyUsed,
     /// The agent command used on the server.
-    pub agent_command: String,
+    pub(crate) agent_command: String,
     /// `--jump` as given at setup; the config's own `ProxyJump` is read again each time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub jump: Option<String>,
+    pub(crate) jump: Option<String>,
     /// The jump hosts setup went through, nearest first (the tunnel's ssh_config names them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub jumps: Vec<JumpHost>,
+    pub(crate) jumps: Vec<JumpHost>,
     /// The user certificate that logged in with the key, when it came from a `CertificateFile`
     /// (one beside the key, `KEY-cert.pub`, or in the agent, OpenSSH finds by itself): the
     /// tunnel's ssh_config names it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub certificate_file: Option<PathBuf>,
+    pub(crate) certificate_file: Option<PathBuf>,
 }
 
 /// A jump host on the way to the server, as setup went through it.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct JumpHost {
+pub(crate) struct JumpHost {
     /// The host dialled (`HostName`).
-    pub host: String,
+    pub(crate) host: String,
     /// The port dialled.
-    pub port: u16,
+    pub(crate) port: u16,
     /// The user.
-    pub user: String,
+    pub(crate) user: String,
     /// The known_hosts file that vouched for its host key.
-    pub known_hosts: PathBuf,
+    pub(crate) known_hosts: PathBuf,
     /// The key that authenticated.
-    pub ssh_key: KeyUsed,
+    pub(crate) ssh_key: KeyUsed,
 }
 
 /// The issued certificate.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Certificate {
+pub(crate) struct Certificate {
     /// Serial number (hex).
-    pub serial: Serial,
+    pub(crate) serial: Serial,
     /// Start of validity.
     #[serde(with = "time::serde::rfc3339")]
-    pub not_before: OffsetDateTime,
+    pub(crate) not_before: OffsetDateTime,
     /// End of validity.
     #[serde(with = "time::serde::rfc3339")]
-    pub not_after: OffsetDateTime,
+    pub(crate) not_after: OffsetDateTime,
     /// The key algorithm.
-    pub key_type: KeyType,
+    pub(crate) key_type: KeyType,
 }
 
 /// One `LocalForward` of the tunnel.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
-pub struct ForwardRecord {
+pub(crate) struct ForwardRecord {
     /// Port on the laptop's 127.0.0.1.
-    pub local_port: u16,
+    pub(crate) local_port: u16,
     /// Host as the server resolves it.
-    pub remote_host: Host,
+    pub(crate) remote_host: Host,
     /// Port on that host.
-    pub remote_port: Port,
+    pub(crate) remote_port: Port,
     /// `kafka broker 1`, `mysql`.
-    pub purpose: String,
+    pub(crate) purpose: String,
 }
 
 impl Profile {
@@ -267,7 +266,7 @@ impl Profile {
     ///
     /// # Errors
     /// [`ProfileError::Read`] when it is missing, malformed, or from a newer version.
-    pub fn load(dir: &Path) -> Result<Self, Error> {
+    pub(crate) fn load(dir: &Path) -> Result<Self, Error> {
         let path = dir.join(files::PROFILE_JSON);
         let bad = |why: String| {
             Error::Profile(ProfileError::Read {
@@ -301,7 +300,7 @@ impl Profile {
     }
 
     /// Pretty JSON with a trailing newline.
-    pub fn to_json(&self) -> String {
+    pub(crate) fn to_json(&self) -> String {
         // Serializing plain structs of strings and numbers cannot fail.
         let mut s = serde_json::to_string_pretty(self).unwrap_or_default();
         s.push('\n');
@@ -312,7 +311,7 @@ impl Profile {
 /// The key the server accepted.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
-pub enum KeyUsed {
+pub(crate) enum KeyUsed {
     /// A private key file.
     File {
         /// Its path.

@@ -17,7 +17,7 @@ use crate::error::{Error, InputError, ProfileError};
 /// # Errors
 /// [`ProfileError::DuplicatePort`] when two brokers (or a broker and MySQL) share a port.
 // Seed: kafka-day-journal — a one-port tunnel hangs on brokers 2 and 3.
-pub fn forwards(
+pub(crate) fn forwards(
     brokers: &[Broker],
     mysql: Option<&MysqlFacts>,
     endpoint: &Endpoint,
@@ -91,7 +91,7 @@ pub fn forwards(
 /// # Errors
 /// As [`forwards`], for `direct` on a cluster with two brokers on one port (the error's hint
 /// names the local endpoint).
-pub fn choose_endpoint(
+pub(crate) fn choose_endpoint(
     local: Option<bool>,
     port: Option<u16>,
     current: &Endpoint,

@@ -15,22 +15,22 @@ use crate::error::{Error, ProfileError};
 
 /// The rendered text files of the catalogue ([`files::CATALOGUE`]) the profile has: Kafka's only
 /// with brokers, `my.cnf` only with MySQL.
-pub struct Rendered(BTreeMap<&'static str, Secret<String>>);
+pub(crate) struct Rendered(BTreeMap<&'static str, Secret<String>>);
 
 impl Rendered {
     /// The text of profile file `name`, when the profile has it. Kept as a [`Secret`]: some
     /// (`client.properties`) hold the keystore password.
-    pub fn get(&self, name: &str) -> Option<&str> {
+    pub(crate) fn get(&self, name: &str) -> Option<&str> {
         self.0.get(name).map(|t| t.expose().as_str())
     }
 
     /// Every rendered file, by name.
-    pub fn files(&self) -> impl Iterator<Item = (&'static str, &str)> {
+    pub(crate) fn files(&self) -> impl Iterator<Item = (&'static str, &str)> {
         self.0.iter().map(|(n, t)| (*n, t.expose().as_str()))
     }
 
     /// `ssh_config`, which every profile has.
-    pub fn ssh_config(&self) -> &str {
+    pub(crate) fn ssh_config(&self) -> &str {
         self.get(files::SSH_CONFIG).unwrap_or_default()
     }
 }
@@ -151,7 +151,7 @@ fn check_input(
 /// # Errors
 /// [`ProfileError::UnsafeValue`] when a string the laptop supplied could break a config file's syntax;
 /// [`ProfileError::Template`] only on a template bug.
-pub fn render(
+pub(crate) fn render(
     p: &Profile,
     forwards: &[ForwardRecord],
     dir: &Path,

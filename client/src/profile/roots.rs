@@ -10,11 +10,11 @@ use crate::profile::{dir, files};
 
 /// The profile folder root and `$HOME`, settled once per command.
 #[derive(Clone, Debug)]
-pub struct Roots {
+pub(crate) struct Roots {
     /// `$SHIQI_HOME` (default `~/.shiqi`), absolute.
-    pub root: PathBuf,
+    pub(crate) root: PathBuf,
     /// The user's home folder.
-    pub home: PathBuf,
+    pub(crate) home: PathBuf,
 }
 
 impl Roots {
@@ -22,7 +22,7 @@ impl Roots {
     ///
     /// # Errors
     /// [`InputError::NoHome`].
-    pub fn resolve(shiqi_home: Option<&Path>) -> Result<Self, Error> {
+    pub(crate) fn resolve(shiqi_home: Option<&Path>) -> Result<Self, Error> {
         let home = crate::os::account::home().ok_or(Error::Input(InputError::NoHome))?;
         let root = shiqi_home.map_or_else(|| home.join(".shiqi"), Path::to_path_buf);
         let root = std::path::absolute(&root).unwrap_or(root);
@@ -30,17 +30,17 @@ impl Roots {
     }
 
     /// The folder of profile `name`.
-    pub fn dir(&self, name: &ProfileName) -> PathBuf {
+    pub(crate) fn dir(&self, name: &ProfileName) -> PathBuf {
         dir(&self.root, name)
     }
 
     /// Whether `name` has a `profile.json` (staging folders and stray files are not profiles).
-    pub fn has(&self, name: &ProfileName) -> bool {
+    pub(crate) fn has(&self, name: &ProfileName) -> bool {
         self.dir(name).join(files::PROFILE_JSON).is_file()
     }
 
     /// Every profile name under the root, sorted.
-    pub fn profiles(&self) -> Vec<ProfileName> {
+    pub(crate) fn profiles(&self) -> Vec<ProfileName> {
         let mut names: Vec<ProfileName> = std::fs::read_dir(&self.root)
             .map(|entries| {
                 entries
@@ -60,7 +60,11 @@ impl Roots {
     /// # Errors
     /// [`ProfileError::NoProfiles`], [`ProfileError::WhichProfile`], [`ProfileError::NoSuchProfile`] or an invalid
     /// name.
-    pub fn pick(&self, name: Option<&str>, command: &'static str) -> Result<ProfileName, Error> {
+    pub(crate) fn pick(
+        &self,
+        name: Option<&str>,
+        command: &'static str,
+    ) -> Result<ProfileName, Error> {
         if let Some(given) = name.map(str::trim).filter(|n| !n.is_empty()) {
             let name: ProfileName = given.parse().map_err(|source| Error::Ca {
                 what: "use that profile name",
@@ -87,15 +91,10 @@ impl Roots {
             })),
         }
     }
-
-    /// `path` with the home folder shown as `~`.
-    pub fn show(&self, path: &Path) -> String {
-        tilde(path, &self.home)
-    }
 }
 
 /// `path` with the home folder shown as `~`, for messages and commands a user retypes.
-pub fn tilde(path: &Path, home: &Path) -> String {
+pub(crate) fn tilde(path: &Path, home: &Path) -> String {
     match path.strip_prefix(home) {
         Ok(rest) if rest.as_os_str().is_empty() => "~".to_owned(),
         Ok(rest) => format!("~/{}", rest.display()),

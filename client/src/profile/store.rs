@@ -27,7 +27,7 @@ use crate::error::{Error, ProfileError};
 /// [`ProfileError::Busy`] when another run held the lock for `patience`;
 /// [`ProfileError::Read`] when `profile.json` cannot be read; `change`'s error (nothing more is
 /// written); [`Error::Io`] when `profile.json` cannot be written.
-pub fn update<T>(
+pub(crate) fn update<T>(
     dir: &Path,
     patience: Duration,
     change: impl FnOnce(&mut Profile) -> Result<T, Error>,

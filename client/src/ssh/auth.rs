@@ -22,13 +22,13 @@ use crate::ssh::config::Target;
 use crate::ssh::known_hosts::fingerprint;
 
 /// Asks for the passphrase of an encrypted key file; `None` means skip the key.
-pub trait Passphrase {
+pub(crate) trait Passphrase {
     /// Called once per encrypted key file, and again after a wrong passphrase.
     fn passphrase(&self, key_file: &Path, retry: bool) -> Option<Secret<String>>;
 }
 
 /// Never asks: encrypted keys are skipped (no terminal, or `--yes`).
-pub struct NoPassphrase;
+pub(crate) struct NoPassphrase;
 
 impl Passphrase for NoPassphrase {
     fn passphrase(&self, _: &Path, _: bool) -> Option<Secret<String>> {
@@ -38,27 +38,27 @@ impl Passphrase for NoPassphrase {
 
 /// What authentication found.
 #[derive(Debug)]
-pub struct AuthOutcome {
+pub(crate) struct AuthOutcome {
     /// The key that worked.
-    pub used: KeyUsed,
+    pub(crate) used: KeyUsed,
     /// The user certificate that went with it, if one did.
-    pub certificate: Option<UsedCertificate>,
+    pub(crate) certificate: Option<UsedCertificate>,
     /// Things worth telling the user (skipped encrypted keys, agent trouble, expired
     /// certificates).
-    pub notes: Vec<String>,
+    pub(crate) notes: Vec<String>,
 }
 
 /// A user certificate the server accepted.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UsedCertificate {
+pub(crate) struct UsedCertificate {
     /// Where it was read from; `None`: the agent holds it.
-    pub file: Option<PathBuf>,
+    pub(crate) file: Option<PathBuf>,
     /// The key id the SSH CA gave it (what the server logs).
-    pub key_id: String,
+    pub(crate) key_id: String,
     /// Its principals.
-    pub principals: Vec<String>,
+    pub(crate) principals: Vec<String>,
     /// When it expires (Unix seconds; `u64::MAX`: never).
-    pub valid_before: u64,
+    pub(crate) valid_before: u64,
 }
 
 impl UsedCertificate {
@@ -153,7 +153,7 @@ fn unix_time(secs: u64) -> String {
 ///
 /// # Errors
 /// [`SshError::AuthFailed`] when no key is accepted; [`SshError::Protocol`] when the connection breaks.
-pub async fn authenticate<H: Handler>(
+pub(crate) async fn authenticate<H: Handler>(
     handle: &mut Handle<H>,
     target: &Target,
     passphrase: &dyn Passphrase,

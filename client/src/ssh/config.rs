@@ -17,52 +17,55 @@ use crate::ssh::known_hosts::HostKeyConfig;
 
 /// A destination resolved the way OpenSSH would: where to dial, as whom, with which keys.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Target {
+pub(crate) struct Target {
     /// The destination as given.
-    pub destination: Destination,
+    pub(crate) destination: Destination,
     /// The host to dial (`HostName`).
-    pub host: String,
+    pub(crate) host: String,
     /// The port to dial.
-    pub port: u16,
+    pub(crate) port: u16,
     /// The remote user.
-    pub user: String,
+    pub(crate) user: String,
     /// Identity files in the order to try; not filtered by existence.
-    pub identity_files: Vec<PathBuf>,
+    pub(crate) identity_files: Vec<PathBuf>,
     /// `CertificateFile`s: user certificates offered with the key they certify.
-    pub certificate_files: Vec<PathBuf>,
+    pub(crate) certificate_files: Vec<PathBuf>,
     /// `PKCS11Provider`, which this client does not load (it names the agent instead).
-    pub pkcs11_provider: Option<String>,
+    pub(crate) pkcs11_provider: Option<String>,
     /// `IdentitiesOnly yes`: agent keys only when they match an identity file.
-    pub identities_only: bool,
+    pub(crate) identities_only: bool,
     /// `IdentityAgent none` turns the agent off.
-    pub use_agent: bool,
+    pub(crate) use_agent: bool,
     /// `IdentityAgent PATH` (1Password, Secretive, a socket of one's own), expanded as ssh does;
     /// `None` means `SSH_AUTH_SOCK`, as when it is unset or says `SSH_AUTH_SOCK`.
-    pub identity_agent: Option<PathBuf>,
+    pub(crate) identity_agent: Option<PathBuf>,
     /// Files to look the host key up in; the first one is where new keys are learned.
-    pub known_hosts: Vec<PathBuf>,
+    pub(crate) known_hosts: Vec<PathBuf>,
     /// System-wide known_hosts files (read only).
-    pub global_known_hosts: Vec<PathBuf>,
+    pub(crate) global_known_hosts: Vec<PathBuf>,
     /// `HostKeyAlias`: the name the host key is recorded under, if not the host.
-    pub host_key_alias: Option<String>,
+    pub(crate) host_key_alias: Option<String>,
     /// `ProxyCommand`, which this client refuses (it would run a command from the config).
-    pub proxy_command: Option<String>,
+    pub(crate) proxy_command: Option<String>,
     /// `ProxyJump` as configured (or `--jump`), e.g. `bob@bastion:2222,homelab-gw`.
-    pub proxy_jump: Option<String>,
+    pub(crate) proxy_jump: Option<String>,
     /// The jump hosts, resolved, nearest first: the connection goes through each in turn.
-    pub jumps: Vec<Target>,
+    pub(crate) jumps: Vec<Target>,
     /// How the destination was resolved (`ssh -G` or `russh-config`), for `-v` output.
-    pub resolved_by: &'static str,
+    pub(crate) resolved_by: &'static str,
 }
 
 impl Target {
     /// The name the host key is recorded under in known_hosts.
-    pub fn host_key_name(&self) -> &str {
+    pub(crate) fn host_key_name(&self) -> &str {
         self.host_key_alias.as_deref().unwrap_or(&self.host)
     }
 
     /// What the host key check takes: this target's known_hosts files and `settings`.
-    pub fn host_key_config<'a>(&'a self, settings: &'a HostKeySettings) -> HostKeyConfig<'a> {
+    pub(crate) fn host_key_config<'a>(
+        &'a self,
+        settings: &'a HostKeySettings,
+    ) -> HostKeyConfig<'a> {
         HostKeyConfig {
             user_files: &self.known_hosts,
             global_files: &self.global_known_hosts,
@@ -74,32 +77,32 @@ impl Target {
 
 /// What the effective ssh config says about host keys besides the known_hosts files.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct HostKeySettings {
+pub(crate) struct HostKeySettings {
     /// `RevokedHostKeys`: key lists or KRLs whose keys are refused (OpenSSH 10.3 takes
     /// several; earlier versions one).
-    pub revoked_host_keys: Vec<PathBuf>,
+    pub(crate) revoked_host_keys: Vec<PathBuf>,
     /// `HashKnownHosts yes`: new hosts are learned under a hashed name.
-    pub hash_known_hosts: bool,
+    pub(crate) hash_known_hosts: bool,
 }
 
 /// Environment facts resolution depends on, gathered once so the logic stays testable.
 #[derive(Clone, Debug)]
-pub struct Env {
+pub(crate) struct Env {
     /// `$HOME`.
-    pub home: PathBuf,
+    pub(crate) home: PathBuf,
     /// The local user name (`%u`, and the default remote user without ssh).
-    pub local_user: String,
+    pub(crate) local_user: String,
     /// The `ssh` binary, when it exists and sees the same home as we do.
-    pub ssh: Option<PathBuf>,
+    pub(crate) ssh: Option<PathBuf>,
     /// `--known-hosts`: use this file instead of the configured ones.
-    pub known_hosts_override: Option<PathBuf>,
+    pub(crate) known_hosts_override: Option<PathBuf>,
     /// `--jump`: the jump hosts, overriding the config's `ProxyJump` as `ssh -J` does.
-    pub jump: Option<String>,
+    pub(crate) jump: Option<String>,
 }
 
 impl Env {
     /// Reads `$HOME`, `$USER` and `$PATH`.
-    pub fn from_process(home: PathBuf, known_hosts_override: Option<PathBuf>) -> Self {
+    pub(crate) fn from_process(home: PathBuf, known_hosts_override: Option<PathBuf>) -> Self {
         let account = crate::os::account::current();
         let local_user = std::env::var("USER")
             .or_else(|_| std::env::var("LOGNAME"))
@@ -121,7 +124,7 @@ impl Env {
 
     /// The same, with `--jump` (an empty value means none).
     #[must_use]
-    pub fn with_jump(mut self, jump: Option<&str>) -> Self {
+    pub(crate) fn with_jump(mut self, jump: Option<&str>) -> Self {
         self.jump = jump
             .map(str::trim)
             .filter(|j| !j.is_empty())
@@ -134,7 +137,7 @@ impl Env {
 ///
 /// # Errors
 /// [`InputError::InvalidDestination`] naming the hop that does not parse.
-pub fn check_jump(jump: Option<&str>) -> Result<Option<String>, Error> {
+pub(crate) fn check_jump(jump: Option<&str>) -> Result<Option<String>, Error> {
     let Some(jump) = jump.map(str::trim).filter(|j| !j.is_empty()) else {
         return Ok(None);
     };
@@ -151,7 +154,7 @@ const MAX_JUMPS: usize = 8;
 ///
 /// # Errors
 /// When `ssh -G` rejects the destination or `~/.ssh/config` cannot be read.
-pub fn resolve(dest: &Destination, env: &Env) -> Result<Target, Error> {
+pub(crate) fn resolve(dest: &Destination, env: &Env) -> Result<Target, Error> {
     let mut target = resolve_one(dest, env)?;
     if let Some(jump) = &env.jump {
         // `ssh -J` replaces both ProxyJump and ProxyCommand.
@@ -231,7 +234,7 @@ fn resolve_one(dest: &Destination, env: &Env) -> Result<Target, Error> {
 ///
 /// # Errors
 /// [`InputError::NoHome`], or [`SshError::Config`] when `ssh -G` fails.
-pub async fn host_key_settings(dest: &Destination) -> Result<HostKeySettings, Error> {
+pub(crate) async fn host_key_settings(dest: &Destination) -> Result<HostKeySettings, Error> {
     let env = Env::from_process(
         crate::os::account::home().ok_or(Error::Input(InputError::NoHome))?,
         None,
@@ -606,7 +609,7 @@ pub(crate) fn split_directive(line: &str) -> (&str, &str) {
 }
 
 /// Finds an executable on `$PATH`.
-pub fn find_in_path(name: &str) -> Option<PathBuf> {
+pub(crate) fn find_in_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|d| d.join(name))

@@ -7,13 +7,13 @@ use crate::error::{Error, InputError};
 
 /// What the user typed after `--server`: `user@host`, `ssh://user@host:port` or a Host alias.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Destination {
+pub(crate) struct Destination {
     /// `user@` part, if given.
-    pub user: Option<String>,
+    pub(crate) user: Option<String>,
     /// Host name, address (IPv6 without brackets) or `Host` alias.
-    pub host: String,
+    pub(crate) host: String,
     /// `:port` part (URI form only), if given.
-    pub port: Option<u16>,
+    pub(crate) port: Option<u16>,
 }
 
 impl Destination {
@@ -22,7 +22,7 @@ impl Destination {
     ///
     /// # Errors
     /// As [`Destination::from_str`].
-    pub fn parse_jump(s: &str) -> Result<Self, Error> {
+    pub(crate) fn parse_jump(s: &str) -> Result<Self, Error> {
         if s.starts_with("ssh://") {
             return s.parse();
         }

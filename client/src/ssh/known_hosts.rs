@@ -23,7 +23,7 @@ pub enum HostKeyPolicy {
 }
 
 /// What the effective ssh config says about host keys, as
-/// [`super::config::Target::host_key_config`] gathers it.
+/// `super::config::Target::host_key_config` gathers it.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct HostKeyConfig<'a> {
     /// `UserKnownHostsFile`: looked in first; new keys are learned into the first one.

@@ -1,11 +1,11 @@
-//! SSH with russh: one authenticated connection ([`Session`]) that later commands reuse —
+//! SSH with russh: one authenticated connection (`Session`) that later commands reuse —
 //! `setup` runs the agent over it, `tunnel` will open `direct-tcpip` channels on
-//! [`Session::handle`]. Host keys are checked in [`known_hosts`], keys tried in [`auth`], and
-//! where to connect is settled in [`config`]. Nothing here prints or prompts.
+//! `Session::handle`. Host keys are checked in [`known_hosts`], keys tried in `auth`, and
+//! where to connect is settled in `config`. Nothing here prints or prompts.
 
-pub mod auth;
-pub mod config;
-pub mod destination;
+pub(crate) mod auth;
+pub(crate) mod config;
+pub(crate) mod destination;
 pub mod hostfile;
 pub mod include;
 pub mod known_hosts;
@@ -27,7 +27,7 @@ use known_hosts::{HostKeyOutcome, HostKeyPolicy};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The russh handler: checks the host key and remembers the verdict for [`Session::connect`].
-pub struct Client {
+pub(crate) struct Client {
     target: Target,
     /// `RevokedHostKeys` and `HashKnownHosts`, asked of the ssh config just before connecting.
     host_keys: HostKeySettings,
@@ -81,19 +81,19 @@ impl client::Handler for Client {
 
 /// Output of a remote command.
 #[derive(Debug, Default)]
-pub struct Output {
+pub(crate) struct Output {
     /// Exit status (`None` if the server sent none, e.g. killed by a signal).
-    pub status: Option<u32>,
+    pub(crate) status: Option<u32>,
     /// The signal that ended it, if any.
-    pub signal: Option<String>,
+    pub(crate) signal: Option<String>,
     /// Captured stdout.
-    pub stdout: Vec<u8>,
+    pub(crate) stdout: Vec<u8>,
     /// Captured stderr.
-    pub stderr: Vec<u8>,
+    pub(crate) stderr: Vec<u8>,
 }
 
 /// An authenticated SSH connection.
-pub struct Session {
+pub(crate) struct Session {
     handle: Handle<Client>,
     /// The jump hosts' connections, nearest first; the session lives inside the last.
     jumps: Vec<Handle<Client>>,
@@ -112,7 +112,7 @@ impl Session {
     /// [`HostKeyPolicy::AcceptKey`]), [`SshError::HostKeyChanged`], a revoked host key (see
     /// [`known_hosts::check`]), [`SshError::Connect`], [`SshError::AuthFailed`], [`SshError::Timeout`].
     #[tracing::instrument(skip_all, fields(host = %target.host, port = target.port, user = %target.user))]
-    pub async fn connect(
+    pub(crate) async fn connect(
         target: &Target,
         policy: HostKeyPolicy,
         passphrase: &dyn Passphrase,
@@ -147,27 +147,27 @@ impl Session {
     }
 
     /// The russh handle, for opening more channels (`channel_open_direct_tcpip`).
-    pub fn handle(&self) -> &Handle<Client> {
+    pub(crate) fn handle(&self) -> &Handle<Client> {
         &self.handle
     }
 
     /// Where this session is connected.
-    pub fn target(&self) -> &Target {
+    pub(crate) fn target(&self) -> &Target {
         &self.target
     }
 
     /// How the server's host key was vouched for.
-    pub fn host_key(&self) -> &HostKeyOutcome {
+    pub(crate) fn host_key(&self) -> &HostKeyOutcome {
         &self.host_key
     }
 
     /// Which key authenticated, and notes from trying.
-    pub fn auth(&self) -> &AuthOutcome {
+    pub(crate) fn auth(&self) -> &AuthOutcome {
         &self.auth
     }
 
     /// Each jump host (`target().jumps`, in order): its host key outcome and the key used.
-    pub fn jump_outcomes(&self) -> &[(HostKeyOutcome, AuthOutcome)] {
+    pub(crate) fn jump_outcomes(&self) -> &[(HostKeyOutcome, AuthOutcome)] {
         &self.jump_outcomes
     }
 
@@ -176,7 +176,7 @@ impl Session {
     ///
     /// # Errors
     /// [`SshError::Protocol`] when the channel breaks, [`SshError::Timeout`] when it takes too long.
-    pub async fn exec(
+    pub(crate) async fn exec(
         &self,
         command: &str,
         stdin: &[u8],
@@ -233,7 +233,7 @@ impl Session {
     }
 
     /// Says goodbye to the server, then to each jump host.
-    pub async fn close(self) {
+    pub(crate) async fn close(self) {
         let _ = self
             .handle
             .disconnect(russh::Disconnect::ByApplication, "", "en")

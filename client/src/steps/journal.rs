@@ -34,25 +34,25 @@ fn renewal_path(root: &Path, name: &ProfileName) -> PathBuf {
 /// A renewal of one certificate that has not finished: what [`crate::ops::renew`] keeps
 /// between attempts.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Renewal {
+pub(crate) struct Renewal {
     /// The key of the profile certificate it replaces: the record is that certificate's.
-    pub replaces: String,
+    pub(crate) replaces: String,
     /// Certificates signed for it so far (refused ones included).
-    pub signed: u32,
+    pub(crate) signed: u32,
     /// The certificate signed and not yet proven, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pending: Option<Pending>,
+    pub(crate) pending: Option<Pending>,
 }
 
 /// A signed certificate that no service has accepted or refused yet, with its key.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Pending {
+pub(crate) struct Pending {
     /// Its key's identity (what the journal holds).
-    pub key_id: String,
+    pub(crate) key_id: String,
     /// The private key, PKCS#8 PEM (the file is 0600 in the 0700 `.locks`, like the profile's).
-    pub key_pem: String,
+    pub(crate) key_pem: String,
     /// The agent's `sign` reply, checked again when it is used.
-    pub reply: String,
+    pub(crate) reply: String,
 }
 
 impl std::fmt::Debug for Pending {
@@ -63,7 +63,7 @@ impl std::fmt::Debug for Pending {
 
 impl Renewal {
     /// A fresh record for the certificate whose key is `replaces`.
-    pub fn of(replaces: Option<&KeyId>) -> Self {
+    pub(crate) fn of(replaces: Option<&KeyId>) -> Self {
         Self {
             replaces: replaces.map(ToString::to_string).unwrap_or_default(),
             ..Self::default()
@@ -77,7 +77,7 @@ impl Renewal {
 
 /// The renewal record of `name`, read without the lock (doctor's look; a damaged one reads as
 /// none).
-pub fn renewal_of(root: &Path, name: &ProfileName) -> Option<Renewal> {
+pub(crate) fn renewal_of(root: &Path, name: &ProfileName) -> Option<Renewal> {
     read_renewal(&renewal_path(root, name))
 }
 
@@ -98,7 +98,7 @@ impl NameLock {
     }
 
     /// The journaled keys (an unreadable or damaged journal reads as what parses of it).
-    pub fn pending(&self) -> BTreeSet<KeyId> {
+    pub(crate) fn pending(&self) -> BTreeSet<KeyId> {
         std::fs::read_to_string(self.keys_file())
             .unwrap_or_default()
             .lines()
@@ -111,7 +111,7 @@ impl NameLock {
     ///
     /// # Errors
     /// [`Error::Io`] when the journal cannot be written (the run must not go on without it).
-    pub fn add(&self, key: &KeyId) -> Result<(), Error> {
+    pub(crate) fn add(&self, key: &KeyId) -> Result<(), Error> {
         let mut keys = self.pending();
         keys.insert(key.clone());
         self.write(&keys)
@@ -121,14 +121,14 @@ impl NameLock {
     ///
     /// # Errors
     /// [`Error::Io`] when the journal cannot be written.
-    pub fn forget(&self, key: &KeyId) -> Result<(), Error> {
+    pub(crate) fn forget(&self, key: &KeyId) -> Result<(), Error> {
         let mut keys = self.pending();
         keys.remove(key);
         self.write(&keys)
     }
 
     /// The renewal record, when it belongs to the certificate whose key is `current`.
-    pub fn renewal(&self, current: Option<&KeyId>) -> Option<Renewal> {
+    pub(crate) fn renewal(&self, current: Option<&KeyId>) -> Option<Renewal> {
         read_renewal(&self.renewal_file()).filter(|r| r.is_for(current))
     }
 
@@ -136,7 +136,7 @@ impl NameLock {
     ///
     /// # Errors
     /// [`Error::Io`] when it cannot be written.
-    pub fn set_renewal(&self, renewal: &Renewal) -> Result<(), Error> {
+    pub(crate) fn set_renewal(&self, renewal: &Renewal) -> Result<(), Error> {
         let text = serde_json::to_string_pretty(renewal).unwrap_or_default();
         fsutil::write_private(&self.renewal_file(), text.as_bytes())
     }
@@ -145,7 +145,7 @@ impl NameLock {
     ///
     /// # Errors
     /// [`Error::Io`] when it cannot be removed.
-    pub fn clear_renewal(&self) -> Result<(), Error> {
+    pub(crate) fn clear_renewal(&self) -> Result<(), Error> {
         match std::fs::remove_file(self.renewal_file()) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::Io {
                 action: "remove",
@@ -175,7 +175,7 @@ impl NameLock {
 /// Whether `error` is the agent's refusal to sign: it records a certificate in the same
 /// transaction that makes it, so a refusal means none was issued for the journaled key. (A
 /// `provision` that fails after signing says so with [`AgentError::Unfinished`] instead.)
-pub fn signing_refused(error: &anyhow::Error) -> bool {
+pub(crate) fn signing_refused(error: &anyhow::Error) -> bool {
     use shiqi_ca::protocol::RequestKind;
     error.chain().any(|e| {
         matches!(
@@ -189,7 +189,7 @@ pub fn signing_refused(error: &anyhow::Error) -> bool {
 }
 
 /// The key of the profile's certificate in `dir`: the key a run must never revoke.
-pub fn profile_key(dir: &Path) -> Option<KeyId> {
+pub(crate) fn profile_key(dir: &Path) -> Option<KeyId> {
     let pem = std::fs::read_to_string(dir.join(crate::profile::files::CLIENT_CRT)).ok()?;
     Some(shiqi_ca::cert::Cert::from_pem(&pem).ok()?.key_id())
 }
@@ -212,7 +212,7 @@ fn spared(record: Option<Renewal>, keep: Option<&KeyId>) -> (Option<KeyId>, bool
 ///
 /// # Errors
 /// The first agent or SSH error; the keys not yet revoked stay journaled for the next run.
-pub async fn settle(
+pub(crate) async fn settle(
     lock: &NameLock,
     session: &Session,
     agent: &AgentCommand,

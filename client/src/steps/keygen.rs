@@ -6,11 +6,11 @@ use shiqi_ca::key::{KeyType, PrivateKey};
 use crate::error::Error;
 
 /// A fresh key and the CSR (CN = the profile name) that asks the server to certify it.
-pub struct KeyAndCsr {
+pub(crate) struct KeyAndCsr {
     /// The private key (PKCS#8 when written).
-    pub key: PrivateKey,
+    pub(crate) key: PrivateKey,
     /// The CSR, PEM.
-    pub csr_pem: String,
+    pub(crate) csr_pem: String,
 }
 
 /// Generates a `key_type` key and a CSR for `name`.
@@ -18,7 +18,7 @@ pub struct KeyAndCsr {
 /// # Errors
 /// [`Error::Ca`] when the CA library cannot generate or sign.
 #[tracing::instrument(skip_all, fields(profile = %name, key_type = %key_type))]
-pub fn keygen(name: &ProfileName, key_type: KeyType) -> Result<KeyAndCsr, Error> {
+pub(crate) fn keygen(name: &ProfileName, key_type: KeyType) -> Result<KeyAndCsr, Error> {
     let key = PrivateKey::generate(key_type).map_err(|source| Error::Ca {
         what: "generate the private key",
         source,

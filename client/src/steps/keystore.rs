@@ -8,18 +8,18 @@ use crate::error::Error;
 use crate::profile::{KEYSTORE_ALIAS, TRUSTSTORE_ALIAS};
 
 /// `keystore.p12` and `truststore.p12` bytes.
-pub struct Stores {
+pub(crate) struct Stores {
     /// Key and chain, alias `client`.
-    pub keystore: Vec<u8>,
+    pub(crate) keystore: Vec<u8>,
     /// The CA as a trusted certificate, alias `shiqi-ca`.
-    pub truststore: Vec<u8>,
+    pub(crate) truststore: Vec<u8>,
 }
 
 /// Builds both stores under one password.
 ///
 /// # Errors
 /// [`Error::Ca`] when the CA library refuses (e.g. the chain does not match the key).
-pub fn stores(
+pub(crate) fn stores(
     key: &PrivateKey,
     chain_pem: &str,
     ca_pem: &str,

@@ -17,29 +17,29 @@ use crate::steps::keystore;
 use crate::steps::write::ProfileFile;
 
 /// What the files are made from.
-pub struct Inputs<'a> {
+pub(crate) struct Inputs<'a> {
     /// The profile folder the files will live in (they name their own paths).
-    pub dir: &'a Path,
+    pub(crate) dir: &'a Path,
     /// Where and as whom SSH logs in (for `ssh_config`).
-    pub target: &'a Target,
+    pub(crate) target: &'a Target,
     /// The private key.
-    pub key: &'a PrivateKey,
+    pub(crate) key: &'a PrivateKey,
     /// The certificate the server issued for it.
-    pub signed: &'a Signed,
+    pub(crate) signed: &'a Signed,
     /// `profile.json` as it will be written (name, server, certificate, brokers, MySQL).
-    pub profile: &'a Profile,
+    pub(crate) profile: &'a Profile,
     /// The tunnel's forwards.
-    pub forwards: &'a [crate::profile::ForwardRecord],
+    pub(crate) forwards: &'a [crate::profile::ForwardRecord],
     /// The password of both PKCS#12 files (kept across rotations: DataGrip and Java client
     /// configs store it).
-    pub password: &'a Secret<String>,
+    pub(crate) password: &'a Secret<String>,
 }
 
 /// Builds every file of the profile.
 ///
 /// # Errors
 /// [`Error::Ca`] when a keystore cannot be built, [`ProfileError::Template`](crate::error::ProfileError::Template) on a template bug.
-pub fn build(i: &Inputs<'_>) -> Result<Vec<ProfileFile>, Error> {
+pub(crate) fn build(i: &Inputs<'_>) -> Result<Vec<ProfileFile>, Error> {
     let p = i.profile;
     let stores = keystore::stores(
         i.key,

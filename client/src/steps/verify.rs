@@ -29,18 +29,22 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(6);
 
 /// One service's verdict on a certificate.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Login {
+pub(crate) struct Login {
     /// `Kafka broker 1 (localhost:19094)`, `MySQL (127.0.0.1:3306)`.
-    pub service: String,
+    pub(crate) service: String,
     /// The verdict.
-    pub check: Outcome,
+    pub(crate) check: Outcome,
     /// True when the service could not be reached at all (no verdict on the certificate).
-    pub unreachable: bool,
+    pub(crate) unreachable: bool,
 }
 
 /// The verdicts on the certificate in `identity_dir` (`ca.crt`, `client.crt`, `client.key`):
 /// every broker of `profile`, then MySQL.
-pub async fn logins(session: &Session, identity_dir: &Path, profile: &Profile) -> Vec<Login> {
+pub(crate) async fn logins(
+    session: &Session,
+    identity_dir: &Path,
+    profile: &Profile,
+) -> Vec<Login> {
     let mut out = Vec::new();
     let tls = ProfileTls::from_profile(identity_dir);
     for b in &profile.brokers {
@@ -88,7 +92,7 @@ pub async fn logins(session: &Session, identity_dir: &Path, profile: &Profile) -
 ///
 /// # Errors
 /// Why no broker answered (the last one's reason).
-pub async fn registered(
+pub(crate) async fn registered(
     session: &Session,
     identity_dir: &Path,
     brokers: &[Broker],
@@ -113,7 +117,7 @@ pub async fn registered(
 /// One line per broker that is registered but not serving (stopped, mid-restart), for setup
 /// and `tunnel up` to warn with: the metadata the agent read leaves it out, so the profile has
 /// no forward for it yet. A cluster that cannot tell (Kafka before 4.0) gives none.
-pub async fn not_serving(
+pub(crate) async fn not_serving(
     session: &Session,
     identity_dir: &Path,
     brokers: &[Broker],

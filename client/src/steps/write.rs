@@ -11,11 +11,11 @@ use crate::error::{Error, ProfileError};
 use crate::fsutil;
 
 /// One file of a profile: its name in the folder and its bytes.
-pub struct ProfileFile {
+pub(crate) struct ProfileFile {
     /// File name, e.g. `client.key`.
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// Content (may be a secret; never logged).
-    pub bytes: Vec<u8>,
+    pub(crate) bytes: Vec<u8>,
 }
 
 impl std::fmt::Debug for ProfileFile {
@@ -26,7 +26,7 @@ impl std::fmt::Debug for ProfileFile {
 
 /// What [`install`] did.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Installed {
+pub(crate) enum Installed {
     /// A new profile folder.
     Created(PathBuf),
     /// An existing profile was replaced (`--force`).
@@ -37,7 +37,7 @@ pub enum Installed {
 ///
 /// # Errors
 /// [`ProfileError::Exists`] when it exists and `force` is off.
-pub fn check_free(root: &Path, name: &ProfileName, force: bool) -> Result<(), Error> {
+pub(crate) fn check_free(root: &Path, name: &ProfileName, force: bool) -> Result<(), Error> {
     let dir = crate::profile::dir(root, name);
     if !force && dir.symlink_metadata().is_ok() {
         return Err(Error::Profile(ProfileError::Exists {
@@ -54,7 +54,7 @@ pub fn check_free(root: &Path, name: &ProfileName, force: bool) -> Result<(), Er
 /// [`ProfileError::Exists`] without `force`; [`Error::Io`] on any file-system failure, after
 /// which the staging folder is gone and the previous profile (if any) is untouched.
 #[tracing::instrument(skip_all, fields(profile = %name))]
-pub fn install(
+pub(crate) fn install(
     root: &Path,
     name: &ProfileName,
     files: &[ProfileFile],
@@ -104,7 +104,7 @@ pub fn install(
 /// A complete profile in a staging folder next to its target (`$SHIQI_HOME/.NAME.tmp-XXXX`),
 /// not yet in place: `rotate` checks the new certificate from here before anything changes.
 /// Dropped without [`Staged::replace`], it is removed and the old profile is untouched.
-pub struct Staged {
+pub(crate) struct Staged {
     root: PathBuf,
     target: PathBuf,
     staging: tempfile::TempDir,
@@ -121,7 +121,11 @@ impl std::fmt::Debug for Staged {
 ///
 /// # Errors
 /// [`Error::Io`] on any file-system failure (the staging folder is then removed).
-pub fn stage(root: &Path, name: &ProfileName, files: &[ProfileFile]) -> Result<Staged, Error> {
+pub(crate) fn stage(
+    root: &Path,
+    name: &ProfileName,
+    files: &[ProfileFile],
+) -> Result<Staged, Error> {
     fsutil::create_private_dir(root)?;
     let staging = tempfile::Builder::new()
         .prefix(&format!(".{name}.tmp-"))
@@ -146,7 +150,7 @@ pub fn stage(root: &Path, name: &ProfileName, files: &[ProfileFile]) -> Result<S
 
 impl Staged {
     /// The staging folder: a complete profile (its files name the final paths, not this one).
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.staging.path()
     }
 
@@ -160,7 +164,7 @@ impl Staged {
     ///
     /// # Errors
     /// [`Error::Io`]; the old profile is then untouched.
-    pub fn replace(self) -> Result<Installed, Error> {
+    pub(crate) fn replace(self) -> Result<Installed, Error> {
         if self.target.symlink_metadata().is_err() {
             std::fs::rename(self.staging.path(), &self.target).map_err(|source| Error::Io {
                 action: "move the new profile into place at",

@@ -61,15 +61,15 @@ const RENEW_RETRY_ENV: &str = "SHIQI_RENEW_RETRY_SECS";
 
 /// What the background process needs, settled by the command.
 #[derive(Clone, Debug)]
-pub struct Options {
+pub(crate) struct Options {
     /// `$SHIQI_HOME`.
-    pub root: PathBuf,
+    pub(crate) root: PathBuf,
     /// `$HOME`, for resolving the server like ssh does.
-    pub home: PathBuf,
+    pub(crate) home: PathBuf,
     /// The profile.
-    pub name: ProfileName,
+    pub(crate) name: ProfileName,
     /// How often to ask the cluster for its brokers besides after each connect; zero: only then.
-    pub check_every: Duration,
+    pub(crate) check_every: Duration,
 }
 
 /// Runs the tunnel until SIGTERM or SIGINT.
@@ -77,7 +77,7 @@ pub struct Options {
 /// # Errors
 /// Only while starting: the profile cannot be read, a port is taken ([`TunnelError::PortInUse`]), or
 /// the first login fails. Once up, failures are logged and retried, never returned.
-pub async fn run(opts: &Options) -> Result<(), Error> {
+pub(crate) async fn run(opts: &Options) -> Result<(), Error> {
     let paths = Paths::new(&opts.root, &opts.name);
     let me = std::process::id();
     if let Some(pid) = process::running(&paths.pid, &opts.root, &opts.name).filter(|p| *p != me) {
@@ -876,7 +876,7 @@ fn log_connected(session: &Session, server: &str) {
 }
 
 /// The error and its causes on one line, as the state file and the log carry it.
-pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
     let mut line = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

@@ -21,28 +21,28 @@ const WAIT_FOR_LINK: Duration = Duration::from_secs(20);
 /// The current SSH connection, numbered so a forward can ask for a newer one than the one that
 /// just failed it.
 #[derive(Clone)]
-pub struct Link {
+pub(crate) struct Link {
     /// Counts connections since start.
-    pub generation: u64,
+    pub(crate) generation: u64,
     /// The connection.
-    pub session: Arc<Session>,
+    pub(crate) session: Arc<Session>,
 }
 
 /// What every forward shares with the supervisor.
 #[derive(Clone)]
-pub struct Shared {
+pub(crate) struct Shared {
     /// The current connection; `None` while reconnecting.
-    pub link: watch::Receiver<Option<Link>>,
+    pub(crate) link: watch::Receiver<Option<Link>>,
     /// Poked when a channel could not be opened on a connection that looks dead.
-    pub lost: Arc<Notify>,
+    pub(crate) lost: Arc<Notify>,
     /// Poked when sshd refused a channel as administratively prohibited: its `permitopen`
     /// list is the one of the login, so a target allowed since (`enroll --sync` after a broker
     /// joined, maybe after the daemon saw the broker and logged in again) needs another login.
-    pub prohibited: Arc<Notify>,
+    pub(crate) prohibited: Arc<Notify>,
 }
 
 /// Serves `listener` until the task is aborted.
-pub async fn serve(listener: TcpListener, forward: ForwardRecord, shared: Shared) {
+pub(crate) async fn serve(listener: TcpListener, forward: ForwardRecord, shared: Shared) {
     let forward = Arc::new(forward);
     loop {
         match listener.accept().await {
@@ -74,7 +74,7 @@ async fn bridge(socket: TcpStream, peer: SocketAddr, f: &ForwardRecord, shared: 
 
 /// [`open_channel`] as a byte stream (`AsyncRead` + `AsyncWrite`), for the local endpoints that
 /// read and rewrite what passes.
-pub async fn open(
+pub(crate) async fn open(
     shared: &Shared,
     target: (&str, u16),
     peer: SocketAddr,
@@ -88,7 +88,7 @@ pub async fn open(
 /// A `direct-tcpip` channel to `target` (as the server resolves it) for the client `peer` of
 /// local `port`, on the current connection; `None`, logged, when there is none or the server
 /// refuses the channel.
-pub async fn open_channel(
+pub(crate) async fn open_channel(
     shared: &Shared,
     target: (&str, u16),
     peer: SocketAddr,

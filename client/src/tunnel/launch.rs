@@ -25,7 +25,7 @@ const LOG_ROTATE_BYTES: u64 = 1024 * 1024;
 /// # Errors
 /// [`TunnelError::Failed`] with the background process's own one-line error and hint (a taken
 /// port, a refused login), or [`Error::Io`] when it cannot be started.
-pub async fn start_daemon(
+pub(crate) async fn start_daemon(
     paths: &Paths,
     root: &Path,
     name: &ProfileName,
@@ -148,7 +148,7 @@ fn last_error(log: &Path) -> Option<(String, Option<String>)> {
 ///
 /// # Errors
 /// [`TunnelError::OpenSsh`] with the last line ssh logged.
-pub fn start_openssh(paths: &Paths, tunnel_host: &str) -> Result<(), Error> {
+pub(crate) fn start_openssh(paths: &Paths, tunnel_host: &str) -> Result<(), Error> {
     let log = open_log(&paths.log)?;
     let mut args: Vec<String> = vec!["-fN".into()];
     if !std::io::stdin().is_terminal() {
@@ -190,7 +190,7 @@ fn last_line(log: &Path) -> Option<String> {
 
 /// Whether an OpenSSH master for this profile answers on its control socket. A socket nobody
 /// answers on is removed (OpenSSH would refuse to start a new master next to it).
-pub fn openssh_alive(paths: &Paths, tunnel_host: &str) -> bool {
+pub(crate) fn openssh_alive(paths: &Paths, tunnel_host: &str) -> bool {
     if paths.control_socket.symlink_metadata().is_err() {
         return false;
     }
@@ -213,7 +213,7 @@ pub fn openssh_alive(paths: &Paths, tunnel_host: &str) -> bool {
 ///
 /// # Errors
 /// [`TunnelError::OpenSsh`] with what ssh said.
-pub fn stop_openssh(paths: &Paths, tunnel_host: &str) -> Result<(), Error> {
+pub(crate) fn stop_openssh(paths: &Paths, tunnel_host: &str) -> Result<(), Error> {
     let command = format!(
         "ssh -F {} -O exit {tunnel_host}",
         paths.ssh_config.display()

@@ -16,11 +16,11 @@ use crate::ssh::known_hosts::HostKeyPolicy;
 
 /// Where to log in: the recorded key alone first, then everything setup would try.
 #[derive(Clone, Debug)]
-pub struct Targets {
+pub(crate) struct Targets {
     /// Only the key `profile.json` recorded.
-    pub first: Target,
+    pub(crate) first: Target,
     /// Every key, when that differs from `first`.
-    pub fallback: Option<Target>,
+    pub(crate) fallback: Option<Target>,
 }
 
 impl Targets {
@@ -28,7 +28,7 @@ impl Targets {
     ///
     /// # Errors
     /// When the recorded destination no longer parses or `ssh -G` rejects it.
-    pub fn resolve(profile: &Profile, home: &Path) -> Result<Self, Error> {
+    pub(crate) fn resolve(profile: &Profile, home: &Path) -> Result<Self, Error> {
         let dest: Destination = profile.server.destination.parse()?;
         let env =
             Env::from_process(home.to_path_buf(), None).with_jump(profile.server.jump.as_deref());
@@ -37,7 +37,7 @@ impl Targets {
     }
 
     /// `user@host:port`, for messages and the log.
-    pub fn server(&self) -> String {
+    pub(crate) fn server(&self) -> String {
         let t = &self.first;
         format!("{}@{}:{}", t.user, t.host, t.port)
     }
@@ -47,7 +47,7 @@ impl Targets {
     ///
     /// # Errors
     /// As [`Session::connect`].
-    pub async fn connect(&self) -> Result<Session, Error> {
+    pub(crate) async fn connect(&self) -> Result<Session, Error> {
         match (
             Session::connect(&self.first, HostKeyPolicy::Strict, &NoPassphrase).await,
             &self.fallback,

@@ -9,7 +9,7 @@ use crate::error::{Error, TunnelError};
 use crate::os::port_owner::{self, Holder};
 
 /// `127.0.0.1:port`.
-pub fn loopback(port: u16) -> SocketAddr {
+pub(crate) fn loopback(port: u16) -> SocketAddr {
     SocketAddr::from((Ipv4Addr::LOCALHOST, port))
 }
 
@@ -19,7 +19,7 @@ pub fn loopback(port: u16) -> SocketAddr {
 ///
 /// # Errors
 /// [`TunnelError::PortInUse`] naming the holder when it can; [`TunnelError::Listen`] otherwise.
-pub fn bind(port: u16) -> Result<TcpListener, Error> {
+pub(crate) fn bind(port: u16) -> Result<TcpListener, Error> {
     let listen = |socket: TcpSocket| {
         socket.set_reuseaddr(crate::os::LISTEN_REUSEADDR)?;
         socket.bind(loopback(port))?;
@@ -42,7 +42,7 @@ pub fn bind(port: u16) -> Result<TcpListener, Error> {
 ///
 /// # Errors
 /// The bind's own error.
-pub fn try_bind(port: u16) -> std::io::Result<TcpListener> {
+pub(crate) fn try_bind(port: u16) -> std::io::Result<TcpListener> {
     let socket = TcpSocket::new_v4()?;
     socket.set_reuseaddr(crate::os::LISTEN_REUSEADDR)?;
     socket.bind(loopback(port))?;
@@ -50,7 +50,7 @@ pub fn try_bind(port: u16) -> std::io::Result<TcpListener> {
 }
 
 /// Whether something listens where `127.0.0.1:port` would.
-pub fn is_taken(port: u16) -> bool {
+pub(crate) fn is_taken(port: u16) -> bool {
     port_owner::is_taken(port)
 }
 
@@ -60,7 +60,7 @@ pub fn is_taken(port: u16) -> bool {
 ///
 /// # Errors
 /// [`TunnelError::PortInUse`] naming the holder when it can.
-pub fn check_free(port: u16) -> Result<(), Error> {
+pub(crate) fn check_free(port: u16) -> Result<(), Error> {
     let lent = || matches!(try_bind(port), Err(e) if e.kind() == std::io::ErrorKind::AddrInUse);
     if is_taken(port) || lent() {
         return Err(Error::Tunnel(TunnelError::PortInUse {
@@ -74,7 +74,7 @@ pub fn check_free(port: u16) -> Result<(), Error> {
 /// Who keeps `127.0.0.1:port` from being bound (displayed as `` `socat` (pid 4242) ``, ``a
 /// process of user `bob` ``, or a connection whose source port it is); `None` when this OS does
 /// not say.
-pub fn owner_of(port: u16) -> Option<Holder> {
+pub(crate) fn owner_of(port: u16) -> Option<Holder> {
     port_owner::owner(port)
 }
 

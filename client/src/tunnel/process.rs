@@ -13,10 +13,10 @@ use crate::fsutil;
 use crate::os::control::{self, Request};
 
 /// The hidden subcommand the background process runs (`shiqi-connect … tunnel run NAME`).
-pub const RUN: [&str; 2] = ["tunnel", "run"];
+pub(crate) const RUN: [&str; 2] = ["tunnel", "run"];
 
 /// The arguments after the program name that start the background process for `name`.
-pub fn daemon_args(root: &Path, name: &ProfileName, verbose: u8) -> Vec<OsString> {
+pub(crate) fn daemon_args(root: &Path, name: &ProfileName, verbose: u8) -> Vec<OsString> {
     let mut args: Vec<OsString> = vec!["--home".into(), root.as_os_str().to_owned()];
     if verbose > 0 {
         args.push(format!("-{}", "v".repeat(usize::from(verbose.min(2)))).into());
@@ -28,7 +28,7 @@ pub fn daemon_args(root: &Path, name: &ProfileName, verbose: u8) -> Vec<OsString
 
 /// Whether a command line ([`cmdline`]) is the background process of `name`
 /// under `root`.
-pub fn is_daemon_cmdline(args: &[String], root: &Path, name: &ProfileName) -> bool {
+pub(crate) fn is_daemon_cmdline(args: &[String], root: &Path, name: &ProfileName) -> bool {
     let root = root.to_string_lossy();
     // macOS's `ps` gives the line as one word (os/process/ps.rs): then the words in order.
     let joined = format!(" {} ", args.join(" "));
@@ -39,10 +39,10 @@ pub fn is_daemon_cmdline(args: &[String], root: &Path, name: &ProfileName) -> bo
     has(&["--home", &root]) && has(&[RUN[0], RUN[1], name.as_str()])
 }
 
-pub use crate::os::process::{alive, cmdline};
+pub(crate) use crate::os::process::{alive, cmdline};
 
 /// The pid in a pid file, if it holds one.
-pub fn read_pid(path: &Path) -> Option<u32> {
+pub(crate) fn read_pid(path: &Path) -> Option<u32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
@@ -50,13 +50,13 @@ pub fn read_pid(path: &Path) -> Option<u32> {
 ///
 /// # Errors
 /// [`Error::Io`] when the profile folder is not writable.
-pub fn write_pid(path: &Path) -> Result<(), Error> {
+pub(crate) fn write_pid(path: &Path) -> Result<(), Error> {
     fsutil::write_private(path, format!("{}\n", std::process::id()).as_bytes())
 }
 
 /// The running background process of `name`, from its pid file; `None` when there is none or
 /// the file is stale.
-pub fn running(pid_file: &Path, root: &Path, name: &ProfileName) -> Option<u32> {
+pub(crate) fn running(pid_file: &Path, root: &Path, name: &ProfileName) -> Option<u32> {
     let pid = read_pid(pid_file)?;
     let ours = alive(pid) && cmdline(pid).is_some_and(|a| is_daemon_cmdline(&a, root, name));
     ours.then_some(pid)
@@ -66,12 +66,12 @@ pub fn running(pid_file: &Path, root: &Path, name: &ProfileName) -> Option<u32> 
 ///
 /// # Errors
 /// [`TunnelError::Signal`] when it cannot be sent (gone, or not ours to signal).
-pub fn send(pid: u32, request: Request) -> Result<(), Error> {
+pub(crate) fn send(pid: u32, request: Request) -> Result<(), Error> {
     control::send(pid, request).map_err(|source| Error::Tunnel(TunnelError::Signal { pid, source }))
 }
 
 /// Waits until `pid` is gone; `false` when it is still there after `timeout`.
-pub async fn wait_gone(pid: u32, timeout: Duration) -> bool {
+pub(crate) async fn wait_gone(pid: u32, timeout: Duration) -> bool {
     let deadline = Instant::now() + timeout;
     while alive(pid) {
         if Instant::now() >= deadline {
@@ -88,7 +88,7 @@ pub async fn wait_gone(pid: u32, timeout: Duration) -> bool {
 /// # Errors
 /// [`TunnelError::Signal`] when it cannot be signalled; [`TunnelError::Stuck`] when even SIGKILL does
 /// not end it.
-pub async fn stop(pid: u32, grace: Duration) -> Result<bool, Error> {
+pub(crate) async fn stop(pid: u32, grace: Duration) -> Result<bool, Error> {
     send(pid, Request::Stop)?;
     if wait_gone(pid, grace).await {
         return Ok(false);

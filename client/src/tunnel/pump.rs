@@ -25,7 +25,7 @@ const BATCH: usize = 64;
 
 /// Copies until both directions are done; the bytes moved each way (up to the server, down to
 /// the client), or the first error.
-pub async fn run(socket: TcpStream, channel: Channel<Msg>) -> std::io::Result<(u64, u64)> {
+pub(crate) async fn run(socket: TcpStream, channel: Channel<Msg>) -> std::io::Result<(u64, u64)> {
     let (from_client, to_client) = socket.into_split();
     let (from_server, to_server) = channel.split();
     let up = async {

@@ -20,22 +20,22 @@ use crate::profile::{render, store};
 
 /// The profile as the current broker list makes it.
 #[derive(Clone, Debug)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// `profile.json` with the new brokers and forwards.
-    pub profile: Profile,
+    pub(crate) profile: Profile,
     /// The forwards, for rendering `ssh_config`.
-    pub forwards: Vec<ForwardRecord>,
+    pub(crate) forwards: Vec<ForwardRecord>,
     /// Forwards that are new (or whose target changed).
-    pub added: Vec<ForwardRecord>,
+    pub(crate) added: Vec<ForwardRecord>,
     /// Forwards that are gone (or whose target changed).
-    pub removed: Vec<ForwardRecord>,
+    pub(crate) removed: Vec<ForwardRecord>,
     /// Brokers the laptop would not reach through the tunnel (see `plan::forwards`).
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
 }
 
 impl Plan {
     /// Whether anything differs from the profile on disk (in any order).
-    pub fn changed(&self, old: &Profile) -> bool {
+    pub(crate) fn changed(&self, old: &Profile) -> bool {
         fn sorted<T: Clone + Ord>(v: &[T]) -> Vec<T> {
             let mut v = v.to_vec();
             v.sort();
@@ -50,7 +50,7 @@ impl Plan {
 impl Plan {
     /// The forwards it adds and drops, in words (`; new forward 127.0.0.1:49094 (Kafka broker
     /// 4 …); dropped …`), empty when only the broker list changed.
-    pub fn forward_changes(&self) -> String {
+    pub(crate) fn forward_changes(&self) -> String {
         let list = |v: &[ForwardRecord]| {
             v.iter()
                 .map(|f| format!("127.0.0.1:{} ({})", f.local_port, f.purpose))
@@ -74,7 +74,7 @@ impl Plan {
 ///
 /// # Errors
 /// As [`plan()`].
-pub fn plan_keeping(old: &Profile, brokers: Vec<Broker>) -> Result<Plan, Error> {
+pub(crate) fn plan_keeping(old: &Profile, brokers: Vec<Broker>) -> Result<Plan, Error> {
     let mut p = plan(old, brokers)?;
     let kept: Vec<ForwardRecord> = p
         .removed
@@ -104,7 +104,7 @@ pub fn plan_keeping(old: &Profile, brokers: Vec<Broker>) -> Result<Plan, Error> 
 ///
 /// # Errors
 /// [`ProfileError::DuplicatePort`](crate::error::ProfileError::DuplicatePort) when the cluster now has two brokers on one port.
-pub fn plan(old: &Profile, mut brokers: Vec<Broker>) -> Result<Plan, Error> {
+pub(crate) fn plan(old: &Profile, mut brokers: Vec<Broker>) -> Result<Plan, Error> {
     brokers.sort_by_key(|b| b.id);
     let (forwards, warnings) = plan::forwards(&brokers, old.mysql.as_ref(), &old.endpoint)?;
     let records: Vec<ForwardRecord> = forwards.iter().map(Clone::clone).collect();
@@ -146,7 +146,7 @@ pub fn plan(old: &Profile, mut brokers: Vec<Broker>) -> Result<Plan, Error> {
 /// As [`store::update`] and `make`; [`ProfileError::Template`](crate::error::ProfileError::Template) on a template bug; [`Error::Io`] when a
 /// file cannot be written (each file is replaced atomically, so a reader sees the old one or
 /// the new one).
-pub fn apply(
+pub(crate) fn apply(
     dir: &Path,
     host_key_alias: Option<&str>,
     patience: Duration,
@@ -172,7 +172,7 @@ pub fn apply(
 /// # Errors
 /// [`ProfileError::Busy`](crate::error::ProfileError::Busy) while a rotation holds the lock (the caller tries again later);
 /// [`ProfileError::Read`](crate::error::ProfileError::Read) or [`Error::Io`].
-pub fn write_endpoint(
+pub(crate) fn write_endpoint(
     dir: &Path,
     endpoint: Endpoint,
     brokers: Vec<Broker>,
@@ -211,7 +211,7 @@ pub fn write_endpoint(
 /// # Errors
 /// As [`plan()`] (direct on a cluster with two brokers on one port) and [`store::update`];
 /// [`Error::Io`] when a file cannot be written.
-pub fn switch_endpoint(
+pub(crate) fn switch_endpoint(
     endpoint: Endpoint,
     dir: &Path,
     host_key_alias: Option<&str>,

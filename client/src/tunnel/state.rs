@@ -14,7 +14,7 @@ use crate::profile::ForwardRecord;
 /// Where the background process is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Phase {
+pub(crate) enum Phase {
     /// Binding the ports and connecting for the first time.
     Starting,
     /// Connected; every listed forward is served.
@@ -38,104 +38,104 @@ impl std::fmt::Display for Phase {
 
 /// The state file's content.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct State {
+pub(crate) struct State {
     /// The background process.
-    pub pid: u32,
+    pub(crate) pid: u32,
     /// What it is doing.
-    pub phase: Phase,
+    pub(crate) phase: Phase,
     /// Since when.
     #[serde(with = "time::serde::rfc3339")]
-    pub since: OffsetDateTime,
+    pub(crate) since: OffsetDateTime,
     /// `user@host:port` of the SSH server.
-    pub server: String,
+    pub(crate) server: String,
     /// How many times the profile was reloaded (`tunnel up` on a running tunnel bumps it).
-    pub generation: u64,
+    pub(crate) generation: u64,
     /// The forwards being served.
-    pub forwards: Vec<ForwardRecord>,
+    pub(crate) forwards: Vec<ForwardRecord>,
     /// The last error (why it failed, or why the last reconnect attempt did not work).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
     /// The fix for `error`, when there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hint: Option<String>,
+    pub(crate) hint: Option<String>,
     /// Forwards the last reload could not add (a taken port), one line each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub problems: Vec<String>,
+    pub(crate) problems: Vec<String>,
     /// What the tunnel last learned of the cluster's brokers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub brokers: Option<BrokersCheck>,
+    pub(crate) brokers: Option<BrokersCheck>,
     /// The local endpoint's ports (bootstrap first), when the profile uses it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub endpoint: Vec<ForwardRecord>,
+    pub(crate) endpoint: Vec<ForwardRecord>,
     /// The certificate as the daemon renews it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub renewal: Option<Renewal>,
+    pub(crate) renewal: Option<Renewal>,
     /// Connections the local endpoint closed because another account opened them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub refused: Option<Refused>,
+    pub(crate) refused: Option<Refused>,
 }
 
 /// The local endpoint's refusals of other accounts' connections.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Refused {
+pub(crate) struct Refused {
     /// How many since the tunnel started.
-    pub count: u64,
+    pub(crate) count: u64,
     /// The last one, in words (its address, uid and account name, the port it reached).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last: Option<String>,
+    pub(crate) last: Option<String>,
 }
 
 /// The daemon's renewals of the profile's certificate.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Renewal {
+pub(crate) struct Renewal {
     /// The certificate's end.
     #[serde(with = "time::serde::rfc3339")]
-    pub not_after: OffsetDateTime,
+    pub(crate) not_after: OffsetDateTime,
     /// When the daemon renews it (a third of its lifetime before the end, plus jitter).
     #[serde(with = "time::serde::rfc3339")]
-    pub due: OffsetDateTime,
+    pub(crate) due: OffsetDateTime,
     /// The last renewal, in words (`serial A → B at …`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last: Option<String>,
+    pub(crate) last: Option<String>,
     /// Why the last attempt failed, while it keeps retrying.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
     /// What to do about it (the error's hint), when there is something.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hint: Option<String>,
+    pub(crate) hint: Option<String>,
     /// Failed attempts since the last renewal (or since the tunnel started).
     #[serde(default, skip_serializing_if = "is_zero")]
-    pub attempts: u32,
+    pub(crate) attempts: u32,
     /// When it tries again after a failure.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         with = "time::serde::rfc3339::option"
     )]
-    pub retry_at: Option<OffsetDateTime>,
+    pub(crate) retry_at: Option<OffsetDateTime>,
 }
 
 /// The daemon's last look at the cluster's brokers (on every reconnect and periodically).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BrokersCheck {
+pub(crate) struct BrokersCheck {
     /// When it last asked.
     #[serde(with = "time::serde::rfc3339")]
-    pub checked: OffsetDateTime,
+    pub(crate) checked: OffsetDateTime,
     /// Why the last question got no answer, if it did not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
     /// Registered brokers that are not serving, one line each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub not_serving: Vec<String>,
+    pub(crate) not_serving: Vec<String>,
     /// The last change it made, with its time (`2026-12-04 19:30:05 UTC: new forward …`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_change: Option<String>,
+    pub(crate) last_change: Option<String>,
 }
 
 impl State {
     /// Reads the state file; `None` when it is missing or unreadable (a crash mid-way cannot
     /// leave half a file, but an older build may have left another shape).
-    pub fn read(path: &Path) -> Option<Self> {
+    pub(crate) fn read(path: &Path) -> Option<Self> {
         let text = std::fs::read_to_string(path).ok()?;
         serde_json::from_str(&text).ok()
     }
@@ -144,7 +144,7 @@ impl State {
     ///
     /// # Errors
     /// [`Error::Io`] when the profile folder is not writable.
-    pub fn write(&self, path: &Path) -> Result<(), Error> {
+    pub(crate) fn write(&self, path: &Path) -> Result<(), Error> {
         // Serializing plain strings and numbers cannot fail.
         let mut text = serde_json::to_string_pretty(self).unwrap_or_default();
         text.push('\n');
@@ -153,7 +153,7 @@ impl State {
 }
 
 /// Removes a file that may not exist.
-pub fn remove(path: &Path) {
+pub(crate) fn remove(path: &Path) {
     match std::fs::remove_file(path) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

@@ -23,7 +23,7 @@ const PORTS_FREE_TIMEOUT: Duration = Duration::from_secs(5);
 ///
 /// # Errors
 /// When the process cannot be signalled or will not exit.
-pub async fn down(s: &Settings, printer: &Printer) -> anyhow::Result<ExitCode> {
+pub(crate) async fn down(s: &Settings, printer: &Printer) -> anyhow::Result<ExitCode> {
     let profile = Profile::load(&s.paths.dir)?;
     let mut stopped = Vec::new();
     if let Some(pid) = process::running(&s.paths.pid, &s.root, &s.name) {

@@ -18,19 +18,19 @@ use crate::tunnel::Paths;
 
 /// Everything a tunnel command needs, settled before anything runs.
 #[derive(Clone, Debug)]
-pub struct Settings {
+pub(crate) struct Settings {
     /// The profile.
-    pub name: ProfileName,
+    pub(crate) name: ProfileName,
     /// `$SHIQI_HOME` (default `~/.shiqi`), absolute.
-    pub root: PathBuf,
+    pub(crate) root: PathBuf,
     /// `$HOME`.
-    pub home: PathBuf,
+    pub(crate) home: PathBuf,
     /// The profile's tunnel files.
-    pub paths: Paths,
+    pub(crate) paths: Paths,
     /// `--json`.
-    pub json: bool,
+    pub(crate) json: bool,
     /// `-v` count, passed on to the background process.
-    pub verbose: u8,
+    pub(crate) verbose: u8,
 }
 
 impl Settings {
@@ -39,7 +39,7 @@ impl Settings {
     ///
     /// # Errors
     /// As [`Roots::pick`], or [`InputError::NoHome`](crate::error::InputError::NoHome).
-    pub fn resolve(
+    pub(crate) fn resolve(
         name: Option<&str>,
         command: &'static str,
         global: &GlobalArgs,
@@ -67,15 +67,15 @@ mod status;
 mod up;
 
 use background::run_daemon;
-pub use down::down;
-pub use status::status;
-pub use up::up;
+pub(crate) use down::down;
+pub(crate) use status::status;
+pub(crate) use up::up;
 
 /// Runs one tunnel verb.
 ///
 /// # Errors
 /// The failing step's error, with context.
-pub async fn run(
+pub(crate) async fn run(
     args: &TunnelArgs,
     global: &GlobalArgs,
     printer: &Printer,

@@ -166,7 +166,7 @@ struct StatusReport {
 ///
 /// # Errors
 /// Only when the profile cannot be read.
-pub async fn status(s: &Settings) -> anyhow::Result<ExitCode> {
+pub(crate) async fn status(s: &Settings) -> anyhow::Result<ExitCode> {
     let profile = Profile::load(&s.paths.dir)?;
     let tunnel = if let Some(pid) = process::running(&s.paths.pid, &s.root, &s.name) {
         Some(Running::ours(pid, State::read(&s.paths.state)))

@@ -43,7 +43,7 @@ struct UpReport<'a> {
 ///
 /// # Errors
 /// No login, a taken port, or the background process's own one-line error.
-pub async fn up(
+pub(crate) async fn up(
     s: &Settings,
     openssh: bool,
     check_every: u64,

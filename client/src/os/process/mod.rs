@@ -10,6 +10,6 @@ mod ps;
 mod sysinfo;
 
 #[cfg(target_os = "macos")]
-pub use ps::{alive, cmdline};
+pub(crate) use ps::{alive, cmdline};
 #[cfg(not(target_os = "macos"))]
-pub use sysinfo::{alive, cmdline};
+pub(crate) use sysinfo::{alive, cmdline};

@@ -19,12 +19,12 @@ fn column(pid: u32, column: &str) -> Option<String> {
 /// The command line of `pid` as one word: `ps` joins the arguments with spaces and cannot
 /// split them back, so callers match against the joined line (see
 /// `tunnel::process::is_daemon_cmdline`).
-pub fn cmdline(pid: u32) -> Option<Vec<String>> {
+pub(crate) fn cmdline(pid: u32) -> Option<Vec<String>> {
     column(pid, "command=").map(|line| vec![line])
 }
 
 /// Whether `pid` exists and is not a zombie (`Z` in its state).
-pub fn alive(pid: u32) -> bool {
+pub(crate) fn alive(pid: u32) -> bool {
     column(pid, "state=").is_some_and(|state| !state.starts_with('Z'))
 }
 

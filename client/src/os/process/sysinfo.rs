@@ -12,7 +12,7 @@ fn load(pid: u32) -> Option<System> {
 }
 
 /// The command line of `pid`, if it runs and may be looked at.
-pub fn cmdline(pid: u32) -> Option<Vec<String>> {
+pub(crate) fn cmdline(pid: u32) -> Option<Vec<String>> {
     let sys = load(pid)?;
     let process = sys.process(Pid::from_u32(pid))?;
     Some(
@@ -26,7 +26,7 @@ pub fn cmdline(pid: u32) -> Option<Vec<String>> {
 
 /// Whether `pid` exists and has not exited (a zombie whose parent has not reaped it counts as
 /// gone: it holds no ports).
-pub fn alive(pid: u32) -> bool {
+pub(crate) fn alive(pid: u32) -> bool {
     load(pid)
         .and_then(|sys| sys.process(Pid::from_u32(pid)).map(|p| p.status()))
         .is_some_and(|s| !matches!(s, ProcessStatus::Zombie | ProcessStatus::Dead))

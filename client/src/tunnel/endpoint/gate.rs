@@ -20,7 +20,7 @@ use crate::os::port_owner::{self, Peer};
 
 /// Why a connection is not served.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// Another account's process connected.
     Stranger(String),
     /// `max_connections` client connections are open already.
@@ -29,15 +29,15 @@ pub enum Refusal {
 
 /// The refusals so far, for the state file.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Refused {
+pub(crate) struct Refused {
     /// How many connections from other accounts were closed.
-    pub count: u64,
+    pub(crate) count: u64,
     /// The last one, in words (`127.0.0.1:40002, uid 1003 (`bob`), on port 9092`).
-    pub last: Option<String>,
+    pub(crate) last: Option<String>,
 }
 
 /// The endpoint's door: one per endpoint, shared by its Kafka and MySQL ports.
-pub struct Gate {
+pub(crate) struct Gate {
     permits: Arc<Semaphore>,
     max: usize,
     /// Set when a connection found no permit, cleared when one gets a permit again: the limit
@@ -53,7 +53,7 @@ pub struct Gate {
 
 impl Gate {
     /// A gate that lets `max` client connections in at once (at least one).
-    pub fn new(max: usize) -> Self {
+    pub(crate) fn new(max: usize) -> Self {
         let max = max.max(1);
         Self {
             permits: Arc::new(Semaphore::new(max)),
@@ -68,7 +68,7 @@ impl Gate {
 
     /// Lets the connection accepted at `local` from `peer` in, or says why not (logged here).
     /// The permit is held for as long as the connection is served.
-    pub async fn admit(
+    pub(crate) async fn admit(
         &self,
         local: SocketAddr,
         peer: SocketAddr,
@@ -126,7 +126,7 @@ impl Gate {
     }
 
     /// The refusals so far.
-    pub fn refused(&self) -> Refused {
+    pub(crate) fn refused(&self) -> Refused {
         Refused {
             count: self.refused.load(Ordering::Relaxed),
             last: self
@@ -138,7 +138,7 @@ impl Gate {
     }
 
     /// Fires after a refusal of a stranger.
-    pub fn changed(&self) -> Arc<Notify> {
+    pub(crate) fn changed(&self) -> Arc<Notify> {
         self.changed.clone()
     }
 }

@@ -4,17 +4,17 @@
 //! It listens on 127.0.0.1 only: one bootstrap port and one port per broker id. Each client
 //! connection gets a `direct-tcpip` channel to its broker's advertised address *as the server
 //! resolves it*, TLS over that with the profile's certificate (the broker's name checked against
-//! the profile's CA, as a Java client checks it), and [`relay`] in between, which passes requests
+//! the profile's CA, as a Java client checks it), and `relay` in between, which passes requests
 //! as they are and rewrites every broker address in the answers to this endpoint's ports
 //! ([`rewrite`]). A broker that appears in an answer gets its port then and there.
 //!
-//! The certificate acts for whoever the endpoint serves, so [`gate`] serves the tunnel's own
+//! The certificate acts for whoever the endpoint serves, so `gate` serves the tunnel's own
 //! account only (where the OS says who connects) and caps connections. Requests and records
 //! are never logged.
 
-pub mod gate;
-pub mod mysql;
-pub mod relay;
+pub(crate) mod gate;
+pub(crate) mod mysql;
+pub(crate) mod relay;
 pub mod rewrite;
 
 use std::collections::BTreeMap;
@@ -40,7 +40,7 @@ const MAX_BROKERS: usize = 128;
 
 /// Which upstream a local port leads to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Role {
+pub(crate) enum Role {
     /// The bootstrap port: any broker that answers.
     Bootstrap,
     /// One broker, by id.
@@ -50,11 +50,11 @@ pub enum Role {
 /// A broker's address as the server resolves it (parsed from the cluster's answers into the
 /// strict types that may reach a channel request and a TLS server name).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Upstream {
+pub(crate) struct Upstream {
     /// The advertised host.
-    pub host: Host,
+    pub(crate) host: Host,
     /// The advertised port.
-    pub port: Port,
+    pub(crate) port: Port,
 }
 
 struct Slot {
@@ -71,7 +71,7 @@ struct State {
 }
 
 /// The running endpoint: its listeners and what each leads to.
-pub struct LocalEndpoint {
+pub(crate) struct LocalEndpoint {
     state: Mutex<State>,
     shared: Shared,
     dir: PathBuf,
@@ -89,7 +89,7 @@ impl LocalEndpoint {
     ///
     /// # Errors
     /// [`TunnelError::PortInUse`](crate::error::TunnelError::PortInUse) when a port is taken: the commonest failure, found before login.
-    pub fn bind(endpoint: &Endpoint) -> Result<Option<Vec<(Role, TcpListener)>>, Error> {
+    pub(crate) fn bind(endpoint: &Endpoint) -> Result<Option<Vec<(Role, TcpListener)>>, Error> {
         let Endpoint::Local {
             bootstrap_port,
             brokers: ports_of,
@@ -108,7 +108,7 @@ impl LocalEndpoint {
 
     /// Serves the listeners from [`Self::bind`], at most `max_connections` client connections
     /// at once.
-    pub fn start(
+    pub(crate) fn start(
         dir: PathBuf,
         listeners: Vec<(Role, TcpListener)>,
         brokers: &[Broker],
@@ -165,7 +165,7 @@ impl LocalEndpoint {
 
     /// Where a connection to `role` goes: its broker, or for the bootstrap port every known
     /// broker in id order (the first that answers serves).
-    pub fn upstreams(&self, role: Role) -> Vec<Upstream> {
+    pub(crate) fn upstreams(&self, role: Role) -> Vec<Upstream> {
         let st = self.lock();
         match role {
             Role::Broker(id) => st
@@ -185,7 +185,7 @@ impl LocalEndpoint {
     /// Takes what `profile.json` records (after `tunnel up` asked the agent): a broker with a
     /// recorded port but no listener gets one on that port, then every broker's address is
     /// learned as from an answer.
-    pub fn adopt(self: &Arc<Self>, endpoint: &Endpoint, brokers: &[Broker]) {
+    pub(crate) fn adopt(self: &Arc<Self>, endpoint: &Endpoint, brokers: &[Broker]) {
         if let Endpoint::Local { brokers: ports, .. } = endpoint {
             let mut st = self.lock();
             for b in ports {
@@ -220,7 +220,7 @@ impl LocalEndpoint {
 
     /// Records the cluster's current brokers (the daemon's look at the cluster), binding a port
     /// for any new one.
-    pub fn learn(self: &Arc<Self>, brokers: &[Broker]) {
+    pub(crate) fn learn(self: &Arc<Self>, brokers: &[Broker]) {
         for b in brokers {
             let node = rewrite::Node {
                 id: b.id,
@@ -233,7 +233,7 @@ impl LocalEndpoint {
 
     /// The local port for `node`, bound now if the broker is new; its upstream follows the
     /// latest answer. `None` when its address is not a host and port, or no port is free.
-    pub fn port_for(self: &Arc<Self>, node: &rewrite::Node) -> Option<u16> {
+    pub(crate) fn port_for(self: &Arc<Self>, node: &rewrite::Node) -> Option<u16> {
         let upstream = Upstream {
             host: node.host.parse().ok()?,
             port: u16::try_from(node.port)
@@ -292,17 +292,17 @@ impl LocalEndpoint {
     }
 
     /// Fires after a broker got its first port (see the field).
-    pub fn new_broker(&self) -> Arc<Notify> {
+    pub(crate) fn new_broker(&self) -> Arc<Notify> {
         self.new_broker.clone()
     }
 
     /// Marks the endpoint as changed again (its last [`Self::take_changes`] could not be written).
-    pub fn keep_changes(&self) {
+    pub(crate) fn keep_changes(&self) {
         self.lock().changed = true;
     }
 
     /// The endpoint as `profile.json` keeps it, when its brokers changed since the last call.
-    pub fn take_changes(&self) -> Option<(Endpoint, Vec<Broker>)> {
+    pub(crate) fn take_changes(&self) -> Option<(Endpoint, Vec<Broker>)> {
         let mut st = self.lock();
         if !std::mem::take(&mut st.changed) {
             return None;
@@ -336,7 +336,7 @@ impl LocalEndpoint {
     /// the daemon's own renewal): every new upstream connection presents the newest
     /// certificate. The file is small; comparing its bytes cannot miss a change as a time
     /// stamp can.
-    pub fn tls(&self) -> ProfileTls {
+    pub(crate) fn tls(&self) -> ProfileTls {
         let crt = std::fs::read(self.dir.join(files::CLIENT_CRT)).ok();
         let mut cached = self.tls.lock().unwrap_or_else(PoisonError::into_inner);
         match &*cached {
@@ -350,17 +350,17 @@ impl LocalEndpoint {
     }
 
     /// Who may connect.
-    pub fn gate(&self) -> &gate::Gate {
+    pub(crate) fn gate(&self) -> &gate::Gate {
         &self.gate
     }
 
     /// The SSH connection the channels go through.
-    pub fn shared(&self) -> &Shared {
+    pub(crate) fn shared(&self) -> &Shared {
         &self.shared
     }
 
     /// Stops every listener (open client connections end with the SSH connection).
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         let mut st = self.lock();
         if let Some(t) = st.bootstrap_task.take() {
             t.abort();
@@ -371,7 +371,7 @@ impl LocalEndpoint {
     }
 
     /// Every port it listens on, bootstrap first, with what it leads to.
-    pub fn listening(&self) -> Vec<(Role, u16, Option<Upstream>)> {
+    pub(crate) fn listening(&self) -> Vec<(Role, u16, Option<Upstream>)> {
         let st = self.lock();
         let mut out = vec![(Role::Bootstrap, st.bootstrap_port, None)];
         for (id, s) in &st.brokers {

@@ -58,7 +58,7 @@ const ER_CON_COUNT_ERROR: (u16, &str) = (1040, "08004");
 
 /// Serves `listener` until the task is aborted: every connection goes to `upstream` (MySQL as
 /// the server sees it).
-pub async fn serve(listener: TcpListener, upstream: Upstream, ep: Arc<LocalEndpoint>) {
+pub(crate) async fn serve(listener: TcpListener, upstream: Upstream, ep: Arc<LocalEndpoint>) {
     let upstream = Arc::new(upstream);
     loop {
         match listener.accept().await {

@@ -38,7 +38,7 @@ const BUFFER: usize = 64 * 1024;
 static DECODING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MAX_ANSWER / 1024);
 
 /// Serves `listener` until the task is aborted.
-pub async fn serve(listener: TcpListener, role: Role, ep: Arc<LocalEndpoint>) {
+pub(crate) async fn serve(listener: TcpListener, role: Role, ep: Arc<LocalEndpoint>) {
     loop {
         match listener.accept().await {
             Ok((socket, peer)) => {
