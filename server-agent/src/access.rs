@@ -10,7 +10,7 @@
 
 use shiqi_ca::inventory::access::Role;
 
-pub use crate::caller::Caller;
+pub(crate) use crate::caller::Caller;
 use crate::error::AgentError;
 use crate::handler::{Audience, Handler};
 use crate::state::Context;
@@ -21,7 +21,11 @@ use crate::state::Context;
 ///
 /// # Errors
 /// [`AgentError::Forbidden`] naming the key, the request and what the role allows.
-pub fn authorize(ctx: &Context, caller: &Caller, request: &dyn Handler) -> Result<(), AgentError> {
+pub(crate) fn authorize(
+    ctx: &Context,
+    caller: &Caller,
+    request: &dyn Handler,
+) -> Result<(), AgentError> {
     match request.audience() {
         // `serve` inside a request; the machine's own documentation (`man DIR` would write
         // files as the agent's account).

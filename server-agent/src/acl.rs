@@ -10,7 +10,7 @@ use shiqi_ca::protocol::KafkaAcl;
 /// What an ACL is on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum ResourceType {
+pub(crate) enum ResourceType {
     /// A topic.
     Topic,
     /// A consumer group.
@@ -28,7 +28,7 @@ pub enum ResourceType {
 /// How an ACL's resource name matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum PatternType {
+pub(crate) enum PatternType {
     /// The name exactly (`*` means every resource of the type).
     Literal,
     /// Every resource whose name starts with the name.
@@ -41,7 +41,7 @@ pub enum PatternType {
 /// What an ACL allows (or denies).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Operation {
+pub(crate) enum Operation {
     /// Every operation.
     All,
     /// Consume (topic), join and commit (group).
@@ -73,7 +73,7 @@ pub enum Operation {
 /// Allow or deny.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Permission {
+pub(crate) enum Permission {
     /// Grants the operation.
     Allow,
     /// Forbids it, whatever else allows it.
@@ -85,40 +85,40 @@ pub enum Permission {
 
 /// One ACL: `principal` may (or may not) do `operation` on the matching resources from `host`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct AclBinding {
+pub(crate) struct AclBinding {
     /// The resource type.
-    pub resource: ResourceType,
+    pub(crate) resource: ResourceType,
     /// The resource name or prefix.
-    pub name: String,
+    pub(crate) name: String,
     /// How `name` matches.
-    pub pattern: PatternType,
+    pub(crate) pattern: PatternType,
     /// `User:NAME` (the brokers map a client certificate's `CN=NAME` to `User:NAME`).
-    pub principal: String,
+    pub(crate) principal: String,
     /// The client host, `*` for any.
-    pub host: String,
+    pub(crate) host: String,
     /// The operation.
-    pub operation: Operation,
+    pub(crate) operation: Operation,
     /// Allow or deny.
-    pub permission: Permission,
+    pub(crate) permission: Permission,
 }
 
 /// Which ACLs to describe or delete; `None` matches anything in that field.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AclFilter {
+pub(crate) struct AclFilter {
     /// The resource type.
-    pub resource: Option<ResourceType>,
+    pub(crate) resource: Option<ResourceType>,
     /// The exact resource name (or prefix, for prefixed ACLs).
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
     /// The pattern type.
-    pub pattern: Option<PatternType>,
+    pub(crate) pattern: Option<PatternType>,
     /// The principal, e.g. `User:saige`.
-    pub principal: Option<String>,
+    pub(crate) principal: Option<String>,
     /// The host.
-    pub host: Option<String>,
+    pub(crate) host: Option<String>,
     /// The operation.
-    pub operation: Option<Operation>,
+    pub(crate) operation: Option<Operation>,
     /// The permission.
-    pub permission: Option<Permission>,
+    pub(crate) permission: Option<Permission>,
 }
 
 /// Each enum's wire code (Kafka's `code()`), and back; `Unknown` is 0, which no request sends.
@@ -126,7 +126,7 @@ macro_rules! wire_codes {
     ($t:ty { $($variant:ident = $code:literal),* $(,)? }) => {
         impl $t {
             /// The code Kafka's requests carry (0 for `Unknown`).
-            pub fn wire(self) -> i8 {
+            pub(crate) fn wire(self) -> i8 {
                 match self {
                     $(Self::$variant => $code,)*
                     Self::Unknown => 0,
@@ -134,7 +134,7 @@ macro_rules! wire_codes {
             }
 
             /// What a reply's code means; a code this build does not know is `Unknown`.
-            pub fn from_wire(code: i8) -> Self {
+            pub(crate) fn from_wire(code: i8) -> Self {
                 match code {
                     $($code => Self::$variant,)*
                     _ => Self::Unknown,
@@ -162,16 +162,8 @@ wire_codes!(Operation {
 wire_codes!(Permission { Deny = 2, Allow = 3 });
 
 impl ResourceType {
-    /// Every type a config or a request may name.
-    pub const KNOWN: [Self; 4] = [
-        Self::Topic,
-        Self::Group,
-        Self::Cluster,
-        Self::TransactionalId,
-    ];
-
     /// The config spelling (`transactional-id`).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Topic => "topic",
             Self::Group => "group",
@@ -182,7 +174,7 @@ impl ResourceType {
     }
 
     /// The operations Kafka defines for this resource type (Kafka's `AclCommand` table).
-    pub fn operations(self) -> &'static [Operation] {
+    pub(crate) fn operations(self) -> &'static [Operation] {
         use Operation::*;
         match self {
             Self::Topic => &[
@@ -214,11 +206,8 @@ impl ResourceType {
 }
 
 impl PatternType {
-    /// Every pattern type a config or a request may name.
-    pub const KNOWN: [Self; 2] = [Self::Literal, Self::Prefixed];
-
     /// The config spelling.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Literal => "literal",
             Self::Prefixed => "prefixed",
@@ -228,23 +217,8 @@ impl PatternType {
 }
 
 impl Operation {
-    /// Every operation a config or a request may name.
-    pub const KNOWN: [Self; 11] = [
-        Self::All,
-        Self::Read,
-        Self::Write,
-        Self::Create,
-        Self::Delete,
-        Self::Alter,
-        Self::Describe,
-        Self::ClusterAction,
-        Self::DescribeConfigs,
-        Self::AlterConfigs,
-        Self::IdempotentWrite,
-    ];
-
     /// The config spelling (`describe-configs`).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::All => "all",
             Self::Read => "read",
@@ -264,7 +238,7 @@ impl Operation {
 
 impl Permission {
     /// The config spelling.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Allow => "allow",
             Self::Deny => "deny",
@@ -303,7 +277,7 @@ impl fmt::Display for AclBinding {
 
 impl AclBinding {
     /// The wire form for `KafkaUserResponse`.
-    pub fn to_wire(&self) -> KafkaAcl {
+    pub(crate) fn to_wire(&self) -> KafkaAcl {
         KafkaAcl {
             principal: self.principal.as_str().into(),
             resource: self.resource.as_str().into(),
@@ -318,23 +292,10 @@ impl AclBinding {
 
 impl AclFilter {
     /// Every ACL of one principal.
-    pub fn principal(principal: impl Into<String>) -> Self {
+    pub(crate) fn principal(principal: impl Into<String>) -> Self {
         Self {
             principal: Some(principal.into()),
             ..Self::default()
-        }
-    }
-
-    /// Exactly this binding.
-    pub fn exact(b: &AclBinding) -> Self {
-        Self {
-            resource: Some(b.resource),
-            name: Some(b.name.clone()),
-            pattern: Some(b.pattern),
-            principal: Some(b.principal.clone()),
-            host: Some(b.host.clone()),
-            operation: Some(b.operation),
-            permission: Some(b.permission),
         }
     }
 }

@@ -20,17 +20,17 @@ use crate::state::Context;
 
 /// One audit line.
 #[derive(Debug, Serialize)]
-pub struct Entry<'a> {
+pub(crate) struct Entry<'a> {
     /// `sign`, `mysql-user`, `revoke`, `server-cert`, `init`.
-    pub action: &'a str,
+    pub(crate) action: &'a str,
     /// The name acted on.
-    pub name: &'a str,
+    pub(crate) name: &'a str,
     /// The serial, when a certificate is involved.
-    pub serial: Option<String>,
+    pub(crate) serial: Option<String>,
     /// `ok` or `refused` / `failed`.
-    pub outcome: &'a str,
+    pub(crate) outcome: &'a str,
     /// One line on why, for refusals and failures.
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -68,7 +68,7 @@ const MAX_REASON: usize = 300;
 
 /// Appends one line. A failure to write the audit log is reported on stderr but does not undo
 /// the action (the inventory is the record of truth).
-pub fn record(ctx: &Context, entry: &Entry<'_>) {
+pub(crate) fn record(ctx: &Context, entry: &Entry<'_>) {
     let (via, key, key_name, role, account, sudo_user) = match &ctx.caller {
         Caller::Key(k) => (
             "key",

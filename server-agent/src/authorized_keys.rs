@@ -27,20 +27,20 @@ const HEADER: &str = "# Keys enrolled with `shiqi-ca-agent enroll` (lines ending
 
 /// What [`sync`] wrote.
 #[derive(Debug)]
-pub struct Synced {
+pub(crate) struct Synced {
     /// The file.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// Lines that were not the agent's and give a shell on this account.
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
     /// Where every enrolled key may forward to.
-    pub targets: Vec<String>,
+    pub(crate) targets: Vec<String>,
 }
 
 /// The file `enroll` manages (`[access] authorized_keys`, else the agent account's own).
 ///
 /// # Errors
 /// [`AgentError::Request`] when the account has no home in the password database.
-pub fn path(ctx: &Context) -> Result<PathBuf, AgentError> {
+pub(crate) fn path(ctx: &Context) -> Result<PathBuf, AgentError> {
     if let Some(p) = &ctx.config.access.authorized_keys {
         return Ok(p.clone());
     }
@@ -53,7 +53,7 @@ pub fn path(ctx: &Context) -> Result<PathBuf, AgentError> {
 ///
 /// # Errors
 /// [`AgentError::Request`] when the account has no home in the password database.
-pub fn principals_path(ctx: &Context) -> Result<PathBuf, AgentError> {
+pub(crate) fn principals_path(ctx: &Context) -> Result<PathBuf, AgentError> {
     if let Some(p) = &ctx.config.access.authorized_principals {
         return Ok(p.clone());
     }
@@ -65,7 +65,7 @@ pub fn principals_path(ctx: &Context) -> Result<PathBuf, AgentError> {
 ///
 /// # Errors
 /// [`AgentError::Request`] when a path cannot be written inside the option's quotes.
-pub fn forced_command(ctx: &Context, who: &Enrollment) -> Result<String, AgentError> {
+pub(crate) fn forced_command(ctx: &Context, who: &Enrollment) -> Result<String, AgentError> {
     let exe = std::env::current_exe().map_err(|why| AgentError::File {
         path: PathBuf::from("/proc/self/exe"),
         why,
@@ -112,7 +112,7 @@ fn word(path: &Path) -> Result<String, AgentError> {
 
 /// The line for one key, or for one principal (`AuthorizedPrincipalsFile` lines take the same
 /// options, then the principal; they have no comment, so the forced command marks them).
-pub fn line(key: &Enrollment, command: &str, permit_open: &[String]) -> String {
+pub(crate) fn line(key: &Enrollment, command: &str, permit_open: &[String]) -> String {
     let mut options = vec!["restrict".to_owned()];
     if !permit_open.is_empty() {
         options.push("port-forwarding".to_owned());
@@ -132,7 +132,7 @@ pub fn line(key: &Enrollment, command: &str, permit_open: &[String]) -> String {
 
 /// The file's new text: the lines of `existing` that are not the agent's, then one line per
 /// key; and a warning per foreign line that gives a shell (no forced command).
-pub fn render(
+pub(crate) fn render(
     existing: &str,
     keys: &[(Enrollment, String)],
     permit_open: &[String],
@@ -169,7 +169,7 @@ fn is_ours(line: &str) -> bool {
 
 /// Why [`sync`] rewrites the file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Purpose {
+pub(crate) enum Purpose {
     /// A key is added, or every line rewritten (`enroll --sync`): sshd must hold the agent's
     /// account to forwards only ([`crate::sshd::check`]), and the forward targets are asked
     /// afresh (the cluster's advertised brokers).
@@ -184,7 +184,11 @@ pub enum Purpose {
 /// [`AgentError::SshdUnsafe`] (installing while sshd lets the account listen or forward
 /// sockets), the cluster's error (when the targets need its brokers), [`AgentError::File`] or
 /// [`AgentError::Request`]. Nothing is written then.
-pub fn sync(ctx: &Context, keys: &[Enrollment], purpose: Purpose) -> Result<Synced, AgentError> {
+pub(crate) fn sync(
+    ctx: &Context,
+    keys: &[Enrollment],
+    purpose: Purpose,
+) -> Result<Synced, AgentError> {
     let path = path(ctx)?;
     let existing = match std::fs::read_to_string(&path) {
         Ok(t) => t,

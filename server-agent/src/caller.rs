@@ -8,7 +8,7 @@ use shiqi_ca::inventory::access::{Enrollment, Role};
 
 /// Who runs this request.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Caller {
+pub(crate) enum Caller {
     /// A shell on the agent's own account: may do everything.
     Local {
         /// The Unix account (from the process's uid, not from `$USER`).
@@ -28,7 +28,7 @@ pub enum Caller {
 
 impl Caller {
     /// The caller of a process started from a shell: the account of its real uid.
-    pub fn local() -> Self {
+    pub(crate) fn local() -> Self {
         let uid = nix::unistd::getuid();
         let account = nix::unistd::User::from_uid(uid)
             .ok()
@@ -41,7 +41,7 @@ impl Caller {
     }
 
     /// The key's role, or `None` for a local caller.
-    pub fn role(&self) -> Option<Role> {
+    pub(crate) fn role(&self) -> Option<Role> {
         match self {
             Self::Local { .. } | Self::Unenrolled { .. } => None,
             Self::Key(k) => Some(k.role),

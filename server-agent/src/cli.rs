@@ -1,5 +1,5 @@
 //! The command line's top: the program, its global options, and the subcommands of
-//! [`Command`], whose arguments live each with its command (`commands/NAME.rs`). Each doc
+//! `Command`, whose arguments live each with its command (`commands/NAME.rs`). Each doc
 //! comment is the help text.
 // The doc comments below are `--help` text, which clap prints as written: `[default: …]` and
 // `<state-dir>` are for people, not rustdoc links or HTML.
@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser};
 
-pub use crate::commands::Command;
+pub(crate) use crate::commands::Command;
 
 /// `--version`: the version, the commit built from and the target.
 pub const VERSION: &str = shiqi_ca::version!();
@@ -26,7 +26,7 @@ pub struct Cli {
     pub verbose: u8,
     /// What to do.
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 /// Options every command takes.

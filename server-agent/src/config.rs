@@ -12,19 +12,19 @@ use crate::error::AgentError;
 /// The whole config file.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct Config {
+pub(crate) struct Config {
     /// The Kafka cluster.
-    pub kafka: KafkaConfig,
+    pub(crate) kafka: KafkaConfig,
     /// The MySQL/MariaDB server.
-    pub mysql: MysqlConfig,
+    pub(crate) mysql: MysqlConfig,
     /// Default certificate lifetimes.
-    pub lifetime: LifetimeConfig,
+    pub(crate) lifetime: LifetimeConfig,
     /// The certificate revocation list.
-    pub crl: CrlConfig,
+    pub(crate) crl: CrlConfig,
     /// Who may reach the agent over SSH (`enroll`).
-    pub access: AccessConfig,
+    pub(crate) access: AccessConfig,
     /// What one enrolled key may cost the server.
-    pub limits: LimitsConfig,
+    pub(crate) limits: LimitsConfig,
 }
 
 /// `[limits]`: what an enrolled key can make the server do, so that one key (or whoever stole
@@ -38,13 +38,13 @@ pub struct Config {
 /// ```
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct LimitsConfig {
+pub(crate) struct LimitsConfig {
     /// Unexpired client certificates (valid or revoked) a `user` key's name may hold; a `sign`
     /// past it is refused. A revoked certificate counts until it expires because it stays in
     /// the CRL. Admin keys are not capped (they may revoke and sign any name).
-    pub certificates_per_name: u32,
+    pub(crate) certificates_per_name: u32,
     /// Requests one enrolled key may send per minute, refused ones included.
-    pub requests_per_minute: u32,
+    pub(crate) requests_per_minute: u32,
 }
 
 impl Default for LimitsConfig {
@@ -68,21 +68,21 @@ impl Default for LimitsConfig {
 /// ```
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct AccessConfig {
+pub(crate) struct AccessConfig {
     /// The file `enroll` manages. Default: `~/.ssh/authorized_keys` of the account the agent
     /// runs as (from the password database, not `$HOME`).
-    pub authorized_keys: Option<PathBuf>,
+    pub(crate) authorized_keys: Option<PathBuf>,
     /// The file `enroll --ssh-principal` manages, which sshd's `AuthorizedPrincipalsFile` names
     /// for the agent's account. Default: `~/.ssh/authorized_principals` of that account.
-    pub authorized_principals: Option<PathBuf>,
+    pub(crate) authorized_principals: Option<PathBuf>,
     /// The sshd config `enroll` checks (`sshd -T`) before it installs a key line.
-    pub sshd_config: PathBuf,
+    pub(crate) sshd_config: PathBuf,
     /// The sshd binary that reads it.
-    pub sshd: PathBuf,
+    pub(crate) sshd: PathBuf,
     /// Where an enrolled key may forward ports to (`permitopen`, `HOST:PORT` or `HOST:*`): the
     /// tunnel's targets. Default: `[mysql] host:port`, the `[kafka] bootstrap` servers and every
     /// broker the cluster advertises when `enroll` runs (`enroll --sync` after brokers change).
-    pub permit_open: Option<Vec<String>>,
+    pub(crate) permit_open: Option<Vec<String>>,
 }
 
 impl Default for AccessConfig {
@@ -153,7 +153,7 @@ impl Config {
     /// exactly the MySQL address, the bootstrap servers and `brokers` (what the cluster
     /// advertises), so that a key reaches those services and no other port on the server's
     /// loopback (controller listeners, a plaintext listener, JMX, whatever else runs there).
-    pub fn permit_open(&self, brokers: &[(String, u16)]) -> Vec<String> {
+    pub(crate) fn permit_open(&self, brokers: &[(String, u16)]) -> Vec<String> {
         if let Some(list) = &self.access.permit_open {
             return list.clone();
         }
@@ -182,7 +182,7 @@ impl Config {
 
     /// Whether the default targets need the cluster's advertised brokers (Kafka is configured
     /// and `[access] permit_open` does not list the targets itself).
-    pub fn permit_open_asks_kafka(&self) -> bool {
+    pub(crate) fn permit_open_asks_kafka(&self) -> bool {
         self.access.permit_open.is_none() && !self.kafka.bootstrap.is_empty()
     }
 }
@@ -198,18 +198,18 @@ fn host_port(host: &str, port: &str) -> String {
 /// `[kafka]`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct KafkaConfig {
+pub(crate) struct KafkaConfig {
     /// Bootstrap address as the server sees it; empty disables Kafka.
-    pub bootstrap: String,
+    pub(crate) bootstrap: String,
     /// CN of the agent's own short-lived admin certificate (a super user on the brokers).
-    pub admin_name: String,
+    pub(crate) admin_name: String,
     /// How long to wait for the cluster, in seconds.
-    pub timeout_secs: u64,
+    pub(crate) timeout_secs: u64,
     /// Names that must never get a client certificate (broker identities, super users).
-    pub reserved_names: Vec<String>,
+    pub(crate) reserved_names: Vec<String>,
     /// The ACLs `kafka-user NAME` gives principal `User:NAME` (allow, from any host). A
     /// `[[kafka.grants]]` table in the file replaces this whole list.
-    pub grants: Vec<KafkaGrant>,
+    pub(crate) grants: Vec<KafkaGrant>,
 }
 
 /// One `[[kafka.grants]]` entry: some operations on the resources a name or prefix matches.
@@ -223,16 +223,16 @@ pub struct KafkaConfig {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct KafkaGrant {
+pub(crate) struct KafkaGrant {
     /// The resource type.
-    pub resource: ResourceType,
+    pub(crate) resource: ResourceType,
     /// How `name` matches.
     #[serde(default = "literal")]
-    pub pattern: PatternType,
+    pub(crate) pattern: PatternType,
     /// The resource name or prefix; `{name}` stands for the user's name.
-    pub name: String,
+    pub(crate) name: String,
     /// What the user may do there.
-    pub operations: Vec<Operation>,
+    pub(crate) operations: Vec<Operation>,
 }
 
 fn literal() -> PatternType {
@@ -257,7 +257,7 @@ impl KafkaGrant {
     /// needs READ on its group, so `--group app.NAME`, not the random `console-consumer-…`).
     /// No IDEMPOTENT_WRITE on the cluster: since Kafka 3.0 WRITE on a topic implies it
     /// (KIP-679), and the default idempotent producer works with the topic grant alone.
-    pub fn defaults() -> Vec<Self> {
+    pub(crate) fn defaults() -> Vec<Self> {
         use Operation::*;
         vec![
             Self::new(
@@ -270,7 +270,7 @@ impl KafkaGrant {
     }
 
     /// The ACLs for principal `User:NAME`, one per operation.
-    pub fn bindings(&self, name: &ProfileName) -> Vec<AclBinding> {
+    pub(crate) fn bindings(&self, name: &ProfileName) -> Vec<AclBinding> {
         let resource_name = self.name.replace(NAME_PLACEHOLDER, name.as_str());
         self.operations
             .iter()
@@ -367,32 +367,32 @@ impl Default for KafkaConfig {
 }
 
 /// Where Debian's and Ubuntu's MariaDB and MySQL packages put mysqld's socket.
-pub const DEFAULT_MYSQL_SOCKET: &str = "/run/mysqld/mysqld.sock";
+pub(crate) const DEFAULT_MYSQL_SOCKET: &str = "/run/mysqld/mysqld.sock";
 
 /// `[mysql]`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct MysqlConfig {
+pub(crate) struct MysqlConfig {
     /// Where mysqld listens, as the server sees it (the tunnel's target); empty disables MySQL.
-    pub host: String,
+    pub(crate) host: String,
     /// Its port.
-    pub port: u16,
+    pub(crate) port: u16,
     /// The agent's admin account.
-    pub admin_user: String,
+    pub(crate) admin_user: String,
     /// File holding the admin password, relative to the state directory. A missing file means
     /// no password: an account that logs in by socket credentials (`unix_socket`, `auth_socket`).
-    pub admin_password_file: PathBuf,
+    pub(crate) admin_password_file: PathBuf,
     /// mysqld's Unix socket, where the admin logs in (default Debian's and Ubuntu's). `""` means
     /// TCP to `host:port`, which needs [`MysqlConfig::admin_tls_ca`].
-    pub admin_socket: Option<PathBuf>,
+    pub(crate) admin_socket: Option<PathBuf>,
     /// The CA that signed MySQL's server certificate (absolute, or relative to the state
     /// directory: `ca.crt` when it came from `server-cert --kind mysql`). The admin's TCP login
     /// runs inside TLS verified against this CA alone and against `host` as the server's name.
-    pub admin_tls_ca: Option<PathBuf>,
+    pub(crate) admin_tls_ca: Option<PathBuf>,
     /// Host part of the users the agent creates: SSH forwards arrive from the server's loopback.
-    pub user_host: String,
+    pub(crate) user_host: String,
     /// Grants for every user, each as `PRIVILEGES ON db.table`.
-    pub grants: Vec<String>,
+    pub(crate) grants: Vec<String>,
 }
 
 impl Default for MysqlConfig {
@@ -443,15 +443,15 @@ impl MysqlConfig {
 /// `[lifetime]`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct LifetimeConfig {
+pub(crate) struct LifetimeConfig {
     /// Client certificates, in days.
-    pub client_days: u32,
+    pub(crate) client_days: u32,
     /// Server certificates, in days.
-    pub server_days: u32,
+    pub(crate) server_days: u32,
     /// The CA, in days.
-    pub ca_days: u32,
+    pub(crate) ca_days: u32,
     /// The agent's own admin certificate, in minutes.
-    pub admin_minutes: u32,
+    pub(crate) admin_minutes: u32,
 }
 
 impl Default for LifetimeConfig {
@@ -476,20 +476,20 @@ impl Default for LifetimeConfig {
 /// ```
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct CrlConfig {
+pub(crate) struct CrlConfig {
     /// A folder the servers can read (MariaDB's `ssl_crl`, the brokers' CRL distribution
     /// point): every new `crl.pem` / `crl.der` is also copied there (0644). Unset: the CRL stays
     /// in the state directory only.
-    pub publish_dir: Option<PathBuf>,
+    pub(crate) publish_dir: Option<PathBuf>,
     /// The CRL distribution point written into every certificate issued from now on. Default:
     /// `file://<publish_dir>/crl.der` when `publish_dir` is set; `""` writes none. Keep it
     /// stable: certificates issued earlier keep the URL they were given.
-    pub distribution_point: Option<String>,
+    pub(crate) distribution_point: Option<String>,
     /// How long each CRL is valid (`nextUpdate - thisUpdate`), in days.
-    pub validity_days: u32,
+    pub(crate) validity_days: u32,
     /// A CRL is regenerated (by `sign`, `revoke` and `crl --refresh`) once fewer than this many
     /// days are left before its `nextUpdate`.
-    pub refresh_before_days: u32,
+    pub(crate) refresh_before_days: u32,
 }
 
 impl Default for CrlConfig {
@@ -505,7 +505,7 @@ impl Default for CrlConfig {
 
 impl CrlConfig {
     /// The distribution point URL to write into certificates, if any.
-    pub fn distribution_point(&self) -> Option<String> {
+    pub(crate) fn distribution_point(&self) -> Option<String> {
         match (&self.distribution_point, &self.publish_dir) {
             (Some(url), _) if url.trim().is_empty() => None,
             (Some(url), _) => Some(url.trim().to_owned()),
@@ -515,12 +515,12 @@ impl CrlConfig {
     }
 
     /// [`CrlConfig::validity_days`] as a duration.
-    pub fn validity(&self) -> time::Duration {
+    pub(crate) fn validity(&self) -> time::Duration {
         time::Duration::days(i64::from(self.validity_days))
     }
 
     /// [`CrlConfig::refresh_before_days`] as a duration.
-    pub fn refresh_before(&self) -> time::Duration {
+    pub(crate) fn refresh_before(&self) -> time::Duration {
         time::Duration::days(i64::from(self.refresh_before_days))
     }
 
@@ -561,7 +561,7 @@ impl CrlConfig {
 impl Config {
     /// Reads the config; a missing file at the default path means all defaults, a missing file
     /// named explicitly is an error.
-    pub fn load(path: &Path, explicit: bool) -> Result<Self, AgentError> {
+    pub(crate) fn load(path: &Path, explicit: bool) -> Result<Self, AgentError> {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => {
@@ -654,7 +654,7 @@ impl Config {
 
     /// Names that may never be signed for: the agent's identities and the configured reserved
     /// names.
-    pub fn reserved_names(&self) -> Vec<&str> {
+    pub(crate) fn reserved_names(&self) -> Vec<&str> {
         let mut names = vec![
             self.kafka.admin_name.as_str(),
             self.mysql.admin_user.as_str(),

@@ -26,16 +26,16 @@ use crate::fsutil;
 use crate::state::Context;
 
 /// The PEM file name (MariaDB, `openssl crl`).
-pub const CRL_PEM: &str = "crl.pem";
+pub(crate) const CRL_PEM: &str = "crl.pem";
 /// The DER file name (the distribution point Java fetches).
-pub const CRL_DER: &str = "crl.der";
+pub(crate) const CRL_DER: &str = "crl.der";
 const LOCK: &str = "crl.lock";
 /// Present while MySQL may hold an older CRL than the state directory's (a reload failed).
-pub const RELOAD_PENDING: &str = "mysql-reload.pending";
+pub(crate) const RELOAD_PENDING: &str = "mysql-reload.pending";
 
 /// When to write a new CRL.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum When {
+pub(crate) enum When {
     /// Always (after a revocation, or `crl` without `--refresh`).
     Always,
     /// Only when the CRL is missing, unreadable or due (fewer than `refresh_before_days` left);
@@ -45,18 +45,18 @@ pub enum When {
 
 /// What [`update`] did.
 #[derive(Clone, Debug)]
-pub struct Updated {
+pub(crate) struct Updated {
     /// The CRL now on disk.
-    pub facts: CrlFacts,
+    pub(crate) facts: CrlFacts,
     /// A new CRL was signed.
-    pub regenerated: bool,
+    pub(crate) regenerated: bool,
     /// The publish directory's copy was (re)written; the servers should re-read it.
-    pub published: bool,
+    pub(crate) published: bool,
 }
 
 impl Updated {
     /// Whether MySQL should be asked to re-read its CRL.
-    pub fn changed(&self) -> bool {
+    pub(crate) fn changed(&self) -> bool {
         self.regenerated || self.published
     }
 }
@@ -72,7 +72,7 @@ impl Updated {
 /// # Errors
 /// When the lock, the inventory or a file write fails; nothing is half-written (every file is
 /// replaced by a rename).
-pub fn update(ctx: &Context, ca: &Ca, when: When) -> Result<Updated, AgentError> {
+pub(crate) fn update(ctx: &Context, ca: &Ca, when: When) -> Result<Updated, AgentError> {
     let _lock = lock(&ctx.path(LOCK))?;
     let now = OffsetDateTime::now_utc();
     let cfg = &ctx.config.crl;
@@ -230,7 +230,7 @@ fn read_file(path: &Path) -> Result<Vec<u8>, AgentError> {
 ///
 /// # Errors
 /// When the server cannot be reached or refuses.
-pub fn reload_mysql(ctx: &Context) -> Result<Option<String>, AgentError> {
+pub(crate) fn reload_mysql(ctx: &Context) -> Result<Option<String>, AgentError> {
     if ctx.config.crl.publish_dir.is_none() || ctx.config.mysql.host.is_empty() {
         return Ok(None);
     }
@@ -241,13 +241,13 @@ pub fn reload_mysql(ctx: &Context) -> Result<Option<String>, AgentError> {
 
 /// Whether an earlier reload failed, so MySQL may still hold an older CRL than the one on disk:
 /// the next `sign`, `revoke` or `crl --refresh` retries it even though the CRL did not change.
-pub fn reload_pending(ctx: &Context) -> bool {
+pub(crate) fn reload_pending(ctx: &Context) -> bool {
     ctx.path(RELOAD_PENDING).exists()
 }
 
 /// Records the outcome of a reload: a failure leaves [`RELOAD_PENDING`] behind (durably, so a
 /// later process sees it), a success removes it.
-pub fn note_reload(ctx: &Context, ok: bool) {
+pub(crate) fn note_reload(ctx: &Context, ok: bool) {
     let path = ctx.path(RELOAD_PENDING);
     let result = if ok {
         match std::fs::remove_file(&path) {

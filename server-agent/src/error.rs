@@ -45,7 +45,7 @@ pub enum AgentError {
         why: std::io::Error,
     },
     /// install found a path it must not follow or change: a link, or a folder or file another
-    /// account can change ([`crate::install`]'s folder handles).
+    /// account can change (`crate::install`'s folder handles).
     #[error("`{}` is {why}: install (as root) changes nothing through what another account can change", path.display())]
     Planted {
         /// The path.
@@ -258,7 +258,7 @@ pub enum AgentError {
 
 impl AgentError {
     /// One next step for the user.
-    pub fn hint(&self) -> Option<String> {
+    pub(crate) fn hint(&self) -> Option<String> {
         Some(match self {
             Self::Argument { why: source, .. } | Self::Ca(source) => return source.hint(),
             Self::Planted { fix, .. } => fix.clone(),

@@ -16,14 +16,14 @@ fn file_error(path: &Path) -> impl FnOnce(std::io::Error) -> AgentError + '_ {
 }
 
 /// Creates `dir` (and parents) and sets it to 0700.
-pub fn create_private_dir(dir: &Path) -> Result<(), AgentError> {
+pub(crate) fn create_private_dir(dir: &Path) -> Result<(), AgentError> {
     fs::create_dir_all(dir).map_err(file_error(dir))?;
     fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(file_error(dir))
 }
 
 /// Creates `dir` with mode 0700 if it is missing; an existing folder keeps its mode and owner
 /// (`server-cert --out /etc/kafka` must not lock the broker out of its own folder).
-pub fn ensure_dir(dir: &Path) -> Result<(), AgentError> {
+pub(crate) fn ensure_dir(dir: &Path) -> Result<(), AgentError> {
     match fs::metadata(dir) {
         Ok(m) if m.is_dir() => Ok(()),
         Ok(_) => Err(AgentError::File {
@@ -35,12 +35,12 @@ pub fn ensure_dir(dir: &Path) -> Result<(), AgentError> {
 }
 
 /// Writes `bytes` to `path` atomically with mode 0600.
-pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), AgentError> {
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> Result<(), AgentError> {
     write_atomic(path, bytes, 0o600)
 }
 
 /// Writes `bytes` to `path` atomically with the given mode (0644 for public certificates).
-pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), AgentError> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), AgentError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(file_error(path))?;
     tmp.as_file()
@@ -56,7 +56,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), AgentErr
 }
 
 /// Writes `bytes` to `path` only if it does not exist yet (0600); false if it existed.
-pub fn create_new_private(path: &Path, bytes: &[u8]) -> Result<bool, AgentError> {
+pub(crate) fn create_new_private(path: &Path, bytes: &[u8]) -> Result<bool, AgentError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(file_error(path))?;
     tmp.write_all(bytes).map_err(file_error(path))?;

@@ -12,7 +12,7 @@ use crate::state::Context;
 
 /// Who may send a subcommand (before its own [`Handler::user_may`] is asked).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Audience {
+pub(crate) enum Audience {
     /// Nobody, as a request: `serve` never runs inside one, and `completions` and `man` are
     /// answered before any caller is looked at.
     Nobody,
@@ -24,7 +24,7 @@ pub enum Audience {
 
 /// One subcommand's facts and its run. Every method but [`Handler::action`] and
 /// [`Handler::run`] has the default of an admin-only command that acts on no name.
-pub trait Handler {
+pub(crate) trait Handler {
     /// The subcommand as the audit log names it (`kafka-user-revoke` for `kafka-user
     /// --revoke`).
     fn action(&self) -> &'static str;

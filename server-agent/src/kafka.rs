@@ -42,25 +42,25 @@ const MAX_FRAME: usize = frame::MAX_ADMIN_ANSWER;
 
 /// The agent's admin connection to the cluster: the TLS identity and where to reach it. Nothing
 /// is sent until a request; each request opens its own connection.
-pub struct Admin<'a> {
+pub(crate) struct Admin<'a> {
     ctx: &'a Context,
     tls: Arc<rustls::ClientConfig>,
     servers: Vec<(String, u16)>,
     /// `[kafka] timeout_secs`, at least one second.
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// `[kafka] bootstrap` as configured, for errors.
-    pub bootstrap: String,
+    pub(crate) bootstrap: String,
 }
 
 /// One broker as the metadata names it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Node {
+pub(crate) struct Node {
     /// `node.id`.
-    pub id: i32,
+    pub(crate) id: i32,
     /// The advertised host.
-    pub host: String,
+    pub(crate) host: String,
     /// The advertised port.
-    pub port: i32,
+    pub(crate) port: i32,
 }
 
 impl<'a> Admin<'a> {
@@ -68,7 +68,7 @@ impl<'a> Admin<'a> {
     ///
     /// # Errors
     /// [`AgentError::KafkaDisabled`] without a bootstrap; the admin identity's or TLS's error.
-    pub fn connect(ctx: &'a Context, ca: &Ca) -> Result<Self, AgentError> {
+    pub(crate) fn connect(ctx: &'a Context, ca: &Ca) -> Result<Self, AgentError> {
         let bootstrap = ctx.config.kafka.bootstrap.clone();
         if bootstrap.is_empty() {
             return Err(AgentError::KafkaDisabled);
@@ -95,7 +95,7 @@ impl<'a> Admin<'a> {
     }
 
     /// An [`AgentError::Kafka`] naming this cluster.
-    pub fn error(&self, why: String) -> AgentError {
+    pub(crate) fn error(&self, why: String) -> AgentError {
         AgentError::Kafka {
             bootstrap: self.bootstrap.clone(),
             why,
@@ -106,7 +106,7 @@ impl<'a> Admin<'a> {
     ///
     /// # Errors
     /// [`AgentError::Kafka`] when no bootstrap server answers.
-    pub fn nodes(&self) -> Result<Vec<Node>, AgentError> {
+    pub(crate) fn nodes(&self) -> Result<Vec<Node>, AgentError> {
         let request = MetadataRequest::default().with_topics(Some(Vec::new()));
         let reply = self
             .ctx
@@ -128,7 +128,7 @@ impl<'a> Admin<'a> {
     /// # Errors
     /// [`AgentError::InvalidAcl`] before anything is sent for an `Unknown` field;
     /// [`AgentError::KafkaAcl`] when the request fails or the cluster refuses any binding.
-    pub fn create_acls(&self, bindings: &[AclBinding]) -> Result<(), AgentError> {
+    pub(crate) fn create_acls(&self, bindings: &[AclBinding]) -> Result<(), AgentError> {
         if bindings.is_empty() {
             return Ok(());
         }
@@ -166,7 +166,7 @@ impl<'a> Admin<'a> {
     ///
     /// # Errors
     /// [`AgentError::KafkaAcl`] when the request fails or the broker answers with an error.
-    pub fn describe_acls(
+    pub(crate) fn describe_acls(
         &self,
         filter: &AclFilter,
         node: Option<&Node>,
@@ -214,7 +214,7 @@ impl<'a> Admin<'a> {
     ///
     /// # Errors
     /// [`AgentError::KafkaAcl`] when the request fails or the cluster refuses a filter.
-    pub fn delete_acls(&self, filters: &[AclFilter]) -> Result<Vec<AclBinding>, AgentError> {
+    pub(crate) fn delete_acls(&self, filters: &[AclFilter]) -> Result<Vec<AclBinding>, AgentError> {
         let wire = filters
             .iter()
             .map(|f| {
@@ -295,7 +295,7 @@ impl<'a> Admin<'a> {
 ///
 /// # Errors
 /// When the CA or the identity cannot be used.
-pub fn tls_config(
+pub(crate) fn tls_config(
     ca: &Ca,
     identity: Option<(&PrivateKey, &Cert)>,
 ) -> Result<Arc<rustls::ClientConfig>, String> {
@@ -324,7 +324,7 @@ pub fn tls_config(
 
 /// How one request to one broker failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AskError {
+pub(crate) enum AskError {
     /// No TCP connection (nothing listens, no route, the name does not resolve).
     Connect(String),
     /// The TLS handshake failed, or the broker closed the connection before answering: what a
@@ -351,7 +351,7 @@ impl std::fmt::Display for AskError {
 ///
 /// # Errors
 /// [`AskError`], telling a refusal from a broker that is not there.
-pub async fn ask<R: Request>(
+pub(crate) async fn ask<R: Request>(
     tls: Arc<rustls::ClientConfig>,
     (host, port): (String, u16),
     request: R,
@@ -492,7 +492,7 @@ fn with_subject(e: AgentError, subject: &str) -> AgentError {
 /// The metadata is the brokers' word, relayed to laptops that write it into their configs, so
 /// each advertised host and port is parsed into the wire types here: a broker advertising
 /// something that is not a host name is refused, naming the broker.
-pub fn brokers(admin: &Admin<'_>) -> Result<KafkaFacts, AgentError> {
+pub(crate) fn brokers(admin: &Admin<'_>) -> Result<KafkaFacts, AgentError> {
     let kafka_error = |why: String| admin.error(why);
     let bootstrap: Bootstrap = admin
         .bootstrap

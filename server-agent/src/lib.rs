@@ -6,31 +6,31 @@
 //! (mysql_async) and Kafka (`kafka-protocol` over rustls). No `unsafe`, no C Kafka library.
 #![forbid(unsafe_code)]
 
-pub mod access;
-pub mod acl;
-pub mod audit;
-pub mod authorized_keys;
-pub mod caller;
-pub mod check;
+pub(crate) mod access;
+pub(crate) mod acl;
+pub(crate) mod audit;
+pub(crate) mod authorized_keys;
+pub(crate) mod caller;
+pub(crate) mod check;
 pub mod cli;
-pub mod commands;
-pub mod config;
-pub mod crl;
-pub mod error;
-pub mod fsutil;
-pub mod handler;
-pub mod install;
-pub mod kafka;
-pub mod limits;
+pub(crate) mod commands;
+pub(crate) mod config;
+pub(crate) mod crl;
+pub(crate) mod error;
+pub(crate) mod fsutil;
+pub(crate) mod handler;
+pub(crate) mod install;
+pub(crate) mod kafka;
+pub(crate) mod limits;
 pub mod logging;
-pub mod mysql;
-pub mod name_lock;
-pub mod ops;
-pub mod render;
+pub(crate) mod mysql;
+pub(crate) mod name_lock;
+pub(crate) mod ops;
+pub(crate) mod render;
 pub mod report;
-pub mod sql;
-pub mod sshd;
-pub mod state;
+pub(crate) mod sql;
+pub(crate) mod sshd;
+pub(crate) mod state;
 
 use clap::CommandFactory as _;
 

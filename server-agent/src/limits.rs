@@ -28,7 +28,7 @@ const WINDOW: Duration = Duration::from_secs(60);
 /// # Errors
 /// [`AgentError::RateLimited`], or [`AgentError::File`] when the file cannot be used (the
 /// request is refused then too: a limit that fails open is no limit).
-pub fn charge_request(ctx: &Context, caller: &Caller) -> Result<(), AgentError> {
+pub(crate) fn charge_request(ctx: &Context, caller: &Caller) -> Result<(), AgentError> {
     let fingerprint = match caller {
         Caller::Local { .. } => return Ok(()),
         Caller::Key(k) => k.fingerprint.as_str(),
@@ -116,7 +116,7 @@ fn with_locked(path: &Path, f: impl FnOnce(&mut Vec<u64>) -> bool) -> Result<boo
 ///
 /// # Errors
 /// [`AgentError::TooManyCertificates`], or the inventory's error.
-pub fn check_certificate_cap(
+pub(crate) fn check_certificate_cap(
     ctx: &Context,
     inventory: &Inventory,
     name: &ProfileName,

@@ -13,7 +13,7 @@ use crate::sql::{check_grant, quote};
 use crate::state::Context;
 
 /// The server's address as a string, for messages.
-pub fn address(ctx: &Context) -> String {
+pub(crate) fn address(ctx: &Context) -> String {
     let m = &ctx.config.mysql;
     match &m.admin_socket {
         Some(s) => format!("unix:{}", s.display()),
@@ -24,7 +24,7 @@ pub fn address(ctx: &Context) -> String {
 /// Connects as the agent's admin account: over mysqld's Unix socket, or over TCP inside TLS
 /// verified against `[mysql] admin_tls_ca` alone (config loading refuses anything else, see
 /// `MysqlConfig::check_admin_path`). Either way the password never crosses a TCP socket in clear.
-pub async fn connect(ctx: &Context) -> Result<Conn, AgentError> {
+pub(crate) async fn connect(ctx: &Context) -> Result<Conn, AgentError> {
     let m = &ctx.config.mysql;
     if m.host.is_empty() {
         return Err(AgentError::MysqlDisabled);
@@ -77,7 +77,7 @@ pub async fn connect(ctx: &Context) -> Result<Conn, AgentError> {
 
 /// The outcome of [`ensure_user`].
 #[derive(Debug, PartialEq, Eq)]
-pub enum Ensured {
+pub(crate) enum Ensured {
     /// The account was created.
     Created,
     /// The account existed (made by us) and its requirements and grants were refreshed.
@@ -90,7 +90,7 @@ pub enum Ensured {
 /// # Errors
 /// [`AgentError::ForeignAccount`] when an account of that name exists that is not tied to our
 /// CA (root, system accounts, anything made by hand).
-pub async fn ensure_user(
+pub(crate) async fn ensure_user(
     conn: &mut Conn,
     address: &str,
     name: &ProfileName,
@@ -166,7 +166,7 @@ const ER_NO_SUCH_THREAD: u16 = 1094;
 ///
 /// # Errors
 /// When neither statement is accepted.
-pub async fn reload_tls(conn: &mut Conn, address: &str) -> Result<&'static str, AgentError> {
+pub(crate) async fn reload_tls(conn: &mut Conn, address: &str) -> Result<&'static str, AgentError> {
     let sql_error = |e: mysql_async::Error| AgentError::Mysql {
         address: address.to_owned(),
         why: e.to_string(),
@@ -187,7 +187,7 @@ pub async fn reload_tls(conn: &mut Conn, address: &str) -> Result<&'static str, 
 ///
 /// # Errors
 /// When the process list cannot be read or a `KILL` is refused.
-pub async fn kill_sessions(
+pub(crate) async fn kill_sessions(
     conn: &mut Conn,
     address: &str,
     name: &ProfileName,
@@ -221,7 +221,7 @@ pub async fn kill_sessions(
 ///
 /// # Errors
 /// When the server refuses.
-pub async fn lock_account(
+pub(crate) async fn lock_account(
     conn: &mut Conn,
     address: &str,
     name: &ProfileName,

@@ -26,7 +26,7 @@ const WAIT: Duration = Duration::from_secs(120);
 
 /// Held while it lives.
 #[derive(Debug)]
-pub struct NameLock {
+pub(crate) struct NameLock {
     _file: File,
 }
 
@@ -35,7 +35,7 @@ pub struct NameLock {
 /// # Errors
 /// [`AgentError::File`] when the lock file cannot be opened, [`AgentError::Busy`] when another
 /// request holds it too long.
-pub fn acquire(ctx: &Context, name: &ProfileName) -> Result<NameLock, AgentError> {
+pub(crate) fn acquire(ctx: &Context, name: &ProfileName) -> Result<NameLock, AgentError> {
     acquire_within(ctx, name, WAIT)
 }
 
@@ -82,7 +82,7 @@ fn acquire_within(
 ///
 /// # Errors
 /// `Blocked` or [`AgentError::NoCertificate`] when it may not; the inventory's error.
-pub fn still_entitled(ctx: &Context, name: &ProfileName) -> Result<(), AgentError> {
+pub(crate) fn still_entitled(ctx: &Context, name: &ProfileName) -> Result<(), AgentError> {
     let inventory = ctx.inventory()?;
     if let Some(block) = inventory.blocked(name.as_str())? {
         return Err(shiqi_ca::Error::Blocked {

@@ -6,7 +6,7 @@ use serde::Serialize;
 use crate::error::AgentError;
 
 /// Renders the named template with `ctx`.
-pub fn render(name: &'static str, ctx: impl Serialize) -> Result<String, AgentError> {
+pub(crate) fn render(name: &'static str, ctx: impl Serialize) -> Result<String, AgentError> {
     shiqi_render::render(name, ctx).map_err(|e| AgentError::Template {
         name,
         why: e.to_string(),

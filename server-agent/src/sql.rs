@@ -4,7 +4,7 @@
 
 /// A SQL string literal. Backslashes and quotes are escaped; the inputs here never contain
 /// them (names are validated, DNs are ours), this is the second lock on the door.
-pub fn quote(s: &str) -> String {
+pub(crate) fn quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('\'');
     for c in s.chars() {
@@ -21,7 +21,7 @@ pub fn quote(s: &str) -> String {
 
 /// A grant from the config: `PRIVILEGE[, PRIVILEGE…] ON db.table` with plain identifiers,
 /// backquotes and `*` only.
-pub fn check_grant(grant: &str) -> Result<(), String> {
+pub(crate) fn check_grant(grant: &str) -> Result<(), String> {
     let Some((privileges, target)) = grant.split_once(" ON ") else {
         return Err("expected `PRIVILEGES ON db.table`".to_owned());
     };
@@ -47,7 +47,7 @@ pub fn check_grant(grant: &str) -> Result<(), String> {
 }
 
 /// The host part of an account: a host name, an IP address or a `%` pattern, nothing quoted.
-pub fn check_account_part(s: &str) -> Result<(), String> {
+pub(crate) fn check_account_part(s: &str) -> Result<(), String> {
     if !s.is_empty()
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '%' | ':'))

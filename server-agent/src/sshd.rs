@@ -16,15 +16,15 @@ use crate::state::Context;
 
 /// One setting the agent's account must get: as `sshd -T` prints it, as sshd_config spells
 /// it, the value, and whether an sshd built without it (no GSSAPI or Kerberos) may leave it out.
-pub struct Rule {
+pub(crate) struct Rule {
     /// `sshd -T`'s key.
-    pub key: &'static str,
+    pub(crate) key: &'static str,
     /// sshd_config's keyword.
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// The required value.
-    pub value: &'static str,
+    pub(crate) value: &'static str,
     /// Absent from `sshd -T` is fine (the feature is not built in).
-    pub optional: bool,
+    pub(crate) optional: bool,
 }
 
 const fn rule(key: &'static str, name: &'static str, value: &'static str) -> Rule {
@@ -42,7 +42,7 @@ const fn rule(key: &'static str, name: &'static str, value: &'static str) -> Rul
 /// `~/.ssh/rc` run; and every way in besides the enrolled keys' forced commands: keys from an
 /// `AuthorizedKeysCommand` (EC2 Instance Connect) or principals from a command, GSSAPI,
 /// host-based or keyboard-interactive (PAM) logins, passwords.
-pub const REQUIRED: [Rule; 14] = [
+pub(crate) const REQUIRED: [Rule; 14] = [
     rule("allowtcpforwarding", "AllowTcpForwarding", "local"),
     rule(
         "allowstreamlocalforwarding",
@@ -79,7 +79,7 @@ pub const REQUIRED: [Rule; 14] = [
 /// Where certificates may log in: only through the principals file `enroll --ssh-principal`
 /// writes (each line with its forced command). Without one, sshd lets any certificate from a
 /// `TrustedUserCAKeys` CA that names the account log in with a shell.
-pub const PRINCIPALS_FILE: &str = ".ssh/authorized_principals";
+pub(crate) const PRINCIPALS_FILE: &str = ".ssh/authorized_principals";
 
 /// Where the checks pretend the connection comes from: a laptop anywhere (TEST-NET-1), and the
 /// address this request came from when it came over SSH. `Match Address` blocks for other
@@ -89,7 +89,7 @@ const ANY_LAPTOP: &str = "192.0.2.1";
 /// The block to add to sshd_config for `account`: every [`REQUIRED`] setting, the principals
 /// file, and `ExposeAuthInfo` (sshd then tells the agent which certificate logged in, for the
 /// audit log).
-pub fn block(account: &str) -> String {
+pub(crate) fn block(account: &str) -> String {
     let mut text = format!("Match User {account}\n");
     for r in REQUIRED {
         text.push_str(&format!("    {} {}\n", r.name, r.value));
@@ -105,7 +105,7 @@ pub fn block(account: &str) -> String {
 /// # Errors
 /// [`AgentError::SshdUnsafe`] naming each setting that differs, or [`AgentError::Request`] when
 /// sshd cannot be asked.
-pub fn check(ctx: &Context, account: &str) -> Result<(), AgentError> {
+pub(crate) fn check(ctx: &Context, account: &str) -> Result<(), AgentError> {
     let mut addresses = vec![ANY_LAPTOP.to_owned()];
     if let Some(from) = std::env::var("SSH_CLIENT")
         .ok()
@@ -137,7 +137,7 @@ pub fn check(ctx: &Context, account: &str) -> Result<(), AgentError> {
 ///
 /// # Errors
 /// [`AgentError::Request`] when sshd cannot be asked.
-pub fn unsafe_settings(
+pub(crate) fn unsafe_settings(
     sshd: &Path,
     config: &Path,
     account: &str,
@@ -153,10 +153,10 @@ pub fn unsafe_settings(
 }
 
 /// The address [`unsafe_settings`] pretends a laptop connects from.
-pub const LAPTOP_ADDRESS: &str = ANY_LAPTOP;
+pub(crate) const LAPTOP_ADDRESS: &str = ANY_LAPTOP;
 
 /// The pid file sshd (`sshd -T -f config`) writes, for a reload by SIGHUP.
-pub fn pid_file(sshd: &Path, config: &Path) -> Option<std::path::PathBuf> {
+pub(crate) fn pid_file(sshd: &Path, config: &Path) -> Option<std::path::PathBuf> {
     let scratch = tempfile::tempdir().ok()?;
     let host_key = throwaway_host_key(scratch.path()).ok()?;
     let printed = effective(sshd, config, &host_key, "root", ANY_LAPTOP).ok()?;
@@ -174,7 +174,11 @@ pub fn pid_file(sshd: &Path, config: &Path) -> Option<std::path::PathBuf> {
 ///
 /// # Errors
 /// [`AgentError::Request`] naming the settings to add, or when sshd cannot be asked.
-pub fn check_principals(ctx: &Context, account: &str, file: &Path) -> Result<(), AgentError> {
+pub(crate) fn check_principals(
+    ctx: &Context,
+    account: &str,
+    file: &Path,
+) -> Result<(), AgentError> {
     let access = &ctx.config.access;
     let scratch = tempfile::tempdir().map_err(|why| AgentError::File {
         path: std::env::temp_dir(),

@@ -19,27 +19,27 @@ use crate::fsutil;
 
 /// The state directory, the loaded config, who asks, and the runtime.
 #[derive(Debug)]
-pub struct Context {
+pub(crate) struct Context {
     /// The state directory.
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// The config.
-    pub config: Config,
+    pub(crate) config: Config,
     /// The config file named with `--config`, if one was (the forced command repeats it).
-    pub config_path: Option<PathBuf>,
+    pub(crate) config_path: Option<PathBuf>,
     /// Who runs this request (audit lines, enrollments and blocks name it).
-    pub caller: Caller,
+    pub(crate) caller: Caller,
     /// The key id of the SSH certificate a principal's caller logged in with, as sshd exposed
     /// it (`ExposeAuthInfo`), for the audit log.
-    pub certificate_key_id: Option<String>,
+    pub(crate) certificate_key_id: Option<String>,
     runtime: tokio::runtime::Runtime,
 }
 
 /// The agent's own client identity for the Kafka admin API.
-pub struct AdminIdentity {
+pub(crate) struct AdminIdentity {
     /// Its key.
-    pub key: PrivateKey,
+    pub(crate) key: PrivateKey,
     /// Its certificate.
-    pub cert: Cert,
+    pub(crate) cert: Cert,
 }
 
 impl Context {
@@ -48,7 +48,7 @@ impl Context {
     ///
     /// # Errors
     /// An unreadable or invalid config, or no runtime.
-    pub fn new(dir: &Path, config: Option<&Path>) -> Result<Self, AgentError> {
+    pub(crate) fn new(dir: &Path, config: Option<&Path>) -> Result<Self, AgentError> {
         let loaded = match config {
             Some(p) => Config::load(p, true)?,
             None => Config::load(&dir.join("agent.toml"), false)?,
@@ -63,7 +63,7 @@ impl Context {
     /// # Errors
     /// [`AgentError::Runtime`].
     #[expect(clippy::disallowed_methods, reason = "this is the agent's one runtime")]
-    pub fn with_config(dir: PathBuf, config: Config) -> Result<Self, AgentError> {
+    pub(crate) fn with_config(dir: PathBuf, config: Config) -> Result<Self, AgentError> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -79,17 +79,17 @@ impl Context {
     }
 
     /// Runs `future` to completion on the process's runtime.
-    pub fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
+    pub(crate) fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
         self.runtime.block_on(future)
     }
 
     /// A file in the state directory.
-    pub fn path(&self, name: &str) -> PathBuf {
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
         self.dir.join(name)
     }
 
     /// Loads the CA.
-    pub fn ca(&self) -> Result<Ca, AgentError> {
+    pub(crate) fn ca(&self) -> Result<Ca, AgentError> {
         let key_path = self.path("ca.key");
         if !key_path.exists() {
             return Err(AgentError::NoCa {
@@ -103,13 +103,13 @@ impl Context {
     }
 
     /// Opens the inventory.
-    pub fn inventory(&self) -> Result<Inventory, shiqi_ca::Error> {
+    pub(crate) fn inventory(&self) -> Result<Inventory, shiqi_ca::Error> {
         Inventory::open(&self.path("inventory.sqlite"))
     }
 
     /// The agent's admin identity: the cached one while it has more than a quarter of its life
     /// left, else a fresh one (recorded in the inventory as kind `admin`).
-    pub fn admin_identity(&self, ca: &Ca) -> Result<AdminIdentity, AgentError> {
+    pub(crate) fn admin_identity(&self, ca: &Ca) -> Result<AdminIdentity, AgentError> {
         let dir = self.path("admin");
         let (key_path, cert_path) = (dir.join("admin.key"), dir.join("admin.crt"));
         let lifetime =

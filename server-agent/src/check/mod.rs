@@ -19,12 +19,12 @@ use crate::state::Context;
 
 /// How long `check` waits for a server to refuse the revoked throwaway. The JVM re-reads a
 /// changed CRL file within 30 s; MySQL re-reads it when the agent asks.
-pub const REVOCATION_WAIT: Duration = Duration::from_secs(90);
+pub(crate) const REVOCATION_WAIT: Duration = Duration::from_secs(90);
 
 /// One finding's verdict.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Status {
+pub(crate) enum Status {
     /// As it should be.
     Ok,
     /// Works, but something will bite later.
@@ -37,19 +37,19 @@ pub enum Status {
 
 /// One line of the report.
 #[derive(Clone, Debug, Serialize)]
-pub struct Finding {
+pub(crate) struct Finding {
     /// A stable id, e.g. `kafka.client_auth` (with `@broker` for per-broker findings).
-    pub id: String,
+    pub(crate) id: String,
     /// The verdict.
-    pub status: Status,
+    pub(crate) status: Status,
     /// What was found.
-    pub text: String,
+    pub(crate) text: String,
     /// What to do, for `warn` and `fail`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub fix: Option<String>,
+    pub(crate) fix: Option<String>,
     /// A measurement, e.g. the seconds until a revoked certificate was refused.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub seconds: Option<f64>,
+    pub(crate) seconds: Option<f64>,
 }
 
 impl Finding {
@@ -92,13 +92,13 @@ impl Finding {
 
 /// What `check` runs.
 #[derive(Clone, Copy, Debug)]
-pub struct Options {
+pub(crate) struct Options {
     /// Also revoke the throwaway and time each server's refusal.
-    pub revocation: bool,
+    pub(crate) revocation: bool,
 }
 
 /// Every finding, in a fixed order: this host, then Kafka, then MySQL, then revocation.
-pub fn run(ctx: &Context, options: Options) -> Vec<Finding> {
+pub(crate) fn run(ctx: &Context, options: Options) -> Vec<Finding> {
     let mut findings = local::check(ctx);
     let ca = match ctx.ca() {
         Ok(ca) => ca,
@@ -200,7 +200,7 @@ fn revocation(
 }
 
 /// The report as text: one line per finding, the fix indented below a failure or warning.
-pub fn text(findings: &[Finding]) -> String {
+pub(crate) fn text(findings: &[Finding]) -> String {
     let mut out = String::new();
     for f in findings {
         let mark = match f.status {

@@ -11,13 +11,13 @@ use crate::state::Context;
 
 /// `backup --out FILE`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct BackupArgs {
+pub(crate) struct BackupArgs {
     /// Where to write the encrypted backup (replaced atomically, mode 0600).
     #[arg(long, value_name = "FILE")]
-    pub out: PathBuf,
+    pub(crate) out: PathBuf,
     /// The passphrase's file (its first line), or `-` for stdin; never an argument.
     #[arg(long, value_name = "FILE")]
-    pub passphrase_file: PathBuf,
+    pub(crate) passphrase_file: PathBuf,
 }
 
 impl Handler for BackupArgs {
@@ -40,15 +40,15 @@ impl Handler for BackupArgs {
 
 /// `restore FILE`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct RestoreArgs {
+pub(crate) struct RestoreArgs {
     /// The backup `backup --out` wrote.
-    pub file: PathBuf,
+    pub(crate) file: PathBuf,
     /// The passphrase's file (its first line), or `-` for stdin.
     #[arg(long, value_name = "FILE")]
-    pub passphrase_file: PathBuf,
+    pub(crate) passphrase_file: PathBuf,
     /// Restore over a CA that is there (moved aside into `before-restore-TIME/` first).
     #[arg(long)]
-    pub force: bool,
+    pub(crate) force: bool,
 }
 
 impl Handler for RestoreArgs {
@@ -70,7 +70,7 @@ impl Handler for RestoreArgs {
 }
 
 /// Writes the encrypted backup and records it for `check`.
-pub fn backup(ctx: &Context, args: &BackupArgs) -> anyhow::Result<()> {
+pub(crate) fn backup(ctx: &Context, args: &BackupArgs) -> anyhow::Result<()> {
     let passphrase = backup::passphrase(&args.passphrase_file)?;
     let (sealed, manifest) = backup::create(ctx, passphrase)?;
     crate::fsutil::write_private(&args.out, &sealed)?;
@@ -97,7 +97,7 @@ pub fn backup(ctx: &Context, args: &BackupArgs) -> anyhow::Result<()> {
 }
 
 /// Puts a backup's CA into the state directory.
-pub fn restore(ctx: &Context, args: &RestoreArgs) -> anyhow::Result<()> {
+pub(crate) fn restore(ctx: &Context, args: &RestoreArgs) -> anyhow::Result<()> {
     let passphrase = backup::passphrase(&args.passphrase_file)?;
     let sealed = std::fs::read(&args.file).map_err(|why| AgentError::File {
         path: args.file.clone(),

@@ -8,10 +8,10 @@ use crate::state::Context;
 
 /// `brokers`.
 #[derive(Debug, clap::Args)]
-pub struct BrokersArgs {
+pub(crate) struct BrokersArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 impl Handler for BrokersArgs {
@@ -33,7 +33,7 @@ impl Handler for BrokersArgs {
 }
 
 /// Asks the cluster and prints a table or JSON.
-pub fn run(ctx: &Context, args: &BrokersArgs) -> anyhow::Result<()> {
+pub(crate) fn run(ctx: &Context, args: &BrokersArgs) -> anyhow::Result<()> {
     let ca = ctx.ca()?;
     let kafka = crate::kafka::brokers(&crate::kafka::Admin::connect(ctx, &ca)?)?;
     if args.json {

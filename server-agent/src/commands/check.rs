@@ -8,14 +8,14 @@ use crate::state::Context;
 
 /// `check`.
 #[derive(Debug, clap::Args)]
-pub struct CheckArgs {
+pub(crate) struct CheckArgs {
     /// Print the findings as JSON.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// Do not revoke the throwaway certificate and time the servers' refusal (quicker; the
     /// revocation checks are then skipped).
     #[arg(long)]
-    pub no_revocation: bool,
+    pub(crate) no_revocation: bool,
 }
 
 impl Handler for CheckArgs {
@@ -29,7 +29,7 @@ impl Handler for CheckArgs {
 }
 
 /// Runs `check`.
-pub fn run(ctx: &Context, args: &CheckArgs) -> anyhow::Result<()> {
+pub(crate) fn run(ctx: &Context, args: &CheckArgs) -> anyhow::Result<()> {
     // As root it would ask sshd about root's settings, read the CA as nobody else can and
     // leave root-owned files in the account's state: the agent's checks are the account's.
     if nix::unistd::geteuid().is_root() {

@@ -14,17 +14,17 @@ use crate::state::Context;
 
 /// `crl`.
 #[derive(Debug, clap::Args)]
-pub struct CrlArgs {
+pub(crate) struct CrlArgs {
     /// Only when it is due: missing, or fewer than `[crl] refresh_before_days` left.
     #[arg(long)]
-    pub refresh: bool,
+    pub(crate) refresh: bool,
     /// Do not ask MySQL to re-read the CRL (the servers are about to start and read it anyway,
     /// e.g. `ExecStartPre=` before mariadbd).
     #[arg(long)]
-    pub no_reload: bool,
+    pub(crate) no_reload: bool,
     /// Print JSON instead of one line.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 impl Handler for CrlArgs {
@@ -38,7 +38,7 @@ impl Handler for CrlArgs {
 }
 
 /// Runs `crl`.
-pub fn run(ctx: &Context, args: &CrlArgs) -> anyhow::Result<()> {
+pub(crate) fn run(ctx: &Context, args: &CrlArgs) -> anyhow::Result<()> {
     let when = if args.refresh {
         When::IfDue
     } else {

@@ -14,10 +14,10 @@ use crate::state::Context;
 
 /// `completions SHELL`.
 #[derive(Debug, clap::Args)]
-pub struct CompletionsArgs {
+pub(crate) struct CompletionsArgs {
     /// The shell.
     #[arg(value_enum)]
-    pub shell: clap_complete::Shell,
+    pub(crate) shell: clap_complete::Shell,
 }
 
 impl Handler for CompletionsArgs {
@@ -44,10 +44,10 @@ impl Handler for CompletionsArgs {
 
 /// `man [DIR]`.
 #[derive(Debug, clap::Args)]
-pub struct ManArgs {
+pub(crate) struct ManArgs {
     /// Write every page into this folder instead of printing the main one.
     #[arg(value_name = "DIR")]
-    pub dir: Option<PathBuf>,
+    pub(crate) dir: Option<PathBuf>,
 }
 
 impl Handler for ManArgs {
@@ -76,7 +76,7 @@ impl Handler for ManArgs {
 const BIN: &str = "shiqi-ca-agent";
 
 /// The completion script for `shell` of the command line `cli` (`Cli::command()`).
-pub fn script(shell: Shell, mut cli: clap::Command) -> String {
+pub(crate) fn script(shell: Shell, mut cli: clap::Command) -> String {
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut cli, BIN, &mut out);
     String::from_utf8_lossy(&out).into_owned()
@@ -86,12 +86,12 @@ pub fn script(shell: Shell, mut cli: clap::Command) -> String {
 ///
 /// # Errors
 /// When stdout cannot be written.
-pub fn completions(shell: Shell, cli: clap::Command) -> anyhow::Result<()> {
+pub(crate) fn completions(shell: Shell, cli: clap::Command) -> anyhow::Result<()> {
     print_text(&script(shell, cli))
 }
 
 /// Every page of the command line `cli`: file name and roff text, the main page first.
-pub fn pages(cli: clap::Command) -> Vec<(String, Vec<u8>)> {
+pub(crate) fn pages(cli: clap::Command) -> Vec<(String, Vec<u8>)> {
     let mut cmd = cli.disable_help_subcommand(true);
     // Gives each subcommand its full name (`shiqi-ca-agent-server-cert`), as clap_mangen's own
     // `generate_to` does.
@@ -116,7 +116,7 @@ fn walk(cmd: clap::Command, out: &mut Vec<(String, Vec<u8>)>) {
 ///
 /// # Errors
 /// When `dir` or a page cannot be written, or stdout cannot.
-pub fn man(dir: Option<&Path>, cli: clap::Command) -> anyhow::Result<()> {
+pub(crate) fn man(dir: Option<&Path>, cli: clap::Command) -> anyhow::Result<()> {
     let pages = pages(cli);
     let Some(dir) = dir else {
         return print_text(&String::from_utf8_lossy(&pages[0].1));

@@ -23,34 +23,34 @@ use crate::state::Context;
 #[derive(Debug, clap::Args)]
 #[command(group = clap::ArgGroup::new("action").required(true)
     .args(["name", "list", "remove", "sync"]))]
-pub struct EnrollArgs {
+pub(crate) struct EnrollArgs {
     /// The name the key acts as (its profile name; a `user` may only ask for this name).
     #[arg(requires_all = ["who", "role"])]
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
     /// The person's public key: an OpenSSH `.pub` file, or `-` for one line on stdin.
     #[arg(long, value_name = "FILE", requires = "name", group = "who")]
-    pub ssh_key: Option<PathBuf>,
+    pub(crate) ssh_key: Option<PathBuf>,
     /// Instead of a key: a principal of user certificates signed by an SSH CA that sshd trusts
     /// (`TrustedUserCAKeys`), installed in `authorized_principals` (sshd's
     /// `AuthorizedPrincipalsFile` for the agent's account).
     #[arg(long, value_name = "PRINCIPAL", requires = "name", group = "who")]
-    pub ssh_principal: Option<String>,
+    pub(crate) ssh_principal: Option<String>,
     /// `user`: only its own name; `admin`: everything.
     #[arg(long, requires = "name")]
-    pub role: Option<String>,
+    pub(crate) role: Option<String>,
     /// List the enrolled keys.
     #[arg(long)]
-    pub list: bool,
+    pub(crate) list: bool,
     /// Remove the key with this fingerprint (`SHA256:…`, as `--list` shows it).
     #[arg(long, value_name = "FINGERPRINT")]
-    pub remove: Option<String>,
+    pub(crate) remove: Option<String>,
     /// Rewrite `authorized_keys` from the enrolled keys (after changing `[access]` or moving
     /// the agent binary).
     #[arg(long)]
-    pub sync: bool,
+    pub(crate) sync: bool,
     /// With `--list`: JSON instead of a table.
     #[arg(long, requires = "list")]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 impl Handler for EnrollArgs {
@@ -75,7 +75,7 @@ impl Handler for EnrollArgs {
 const MAX_KEY_BYTES: u64 = 16 * 1024;
 
 /// Runs the one action asked for.
-pub fn run(ctx: &Context, args: &EnrollArgs) -> anyhow::Result<()> {
+pub(crate) fn run(ctx: &Context, args: &EnrollArgs) -> anyhow::Result<()> {
     if args.list {
         return list(ctx, args.json);
     }

@@ -12,13 +12,13 @@ use crate::state::Context;
 
 /// `init`.
 #[derive(Debug, clap::Args)]
-pub struct InitArgs {
+pub(crate) struct InitArgs {
     /// The CA key: `p256` (ECDSA P-256) or `rsa3072`.
     #[arg(long, default_value = "p256", env = "SHIQI_CA_KEY_TYPE")]
-    pub key_type: String,
+    pub(crate) key_type: String,
     /// The CA certificate's common name.
     #[arg(long, default_value = "shiqi-connect CA", env = "SHIQI_CA_COMMON_NAME")]
-    pub common_name: String,
+    pub(crate) common_name: String,
 }
 
 impl Handler for InitArgs {
@@ -32,7 +32,7 @@ impl Handler for InitArgs {
 }
 
 /// Creates the CA key (0600), certificate and inventory in a 0700 state directory.
-pub fn run(ctx: &Context, args: &InitArgs) -> anyhow::Result<()> {
+pub(crate) fn run(ctx: &Context, args: &InitArgs) -> anyhow::Result<()> {
     let key_type: KeyType = args.key_type.parse()?;
     if !matches!(key_type, KeyType::EcdsaP256 | KeyType::Rsa3072) {
         anyhow::bail!("the CA key must be `p256` or `rsa3072`, not `{key_type}`");

@@ -22,7 +22,7 @@ impl Handler for InstallArgs {
 }
 
 /// Runs `install`, printing each step's line even when a step fails.
-pub fn run(state_dir: &Path, args: Box<InstallArgs>) -> anyhow::Result<()> {
+pub(crate) fn run(state_dir: &Path, args: Box<InstallArgs>) -> anyhow::Result<()> {
     let mut install = Install::new(*args, state_dir)?;
     let result = install.run();
     crate::commands::print_text(&install.text())?;

@@ -11,13 +11,13 @@ use crate::state::Context;
 
 /// `kafka-user`.
 #[derive(Debug, clap::Args)]
-pub struct KafkaUserArgs {
+pub(crate) struct KafkaUserArgs {
     /// The user (and certificate) name; the principal is `User:NAME`.
-    pub name: String,
+    pub(crate) name: String,
     /// Delete every ACL of `User:NAME` instead (no certificate needed), and list what was
     /// deleted.
     #[arg(long)]
-    pub revoke: bool,
+    pub(crate) revoke: bool,
 }
 
 impl Handler for KafkaUserArgs {
@@ -55,7 +55,7 @@ impl Handler for KafkaUserArgs {
 }
 
 /// Grants or revokes and prints a `KafkaUserResponse`.
-pub fn run(ctx: &Context, args: &KafkaUserArgs) -> anyhow::Result<()> {
+pub(crate) fn run(ctx: &Context, args: &KafkaUserArgs) -> anyhow::Result<()> {
     let result = if args.revoke {
         let revoked = acls::user_name(ctx, &args.name).and_then(|name| acls::revoke(ctx, &name));
         acls::record(ctx, "kafka-user-revoke", &args.name, &revoked);

@@ -12,16 +12,16 @@ use crate::state::Context;
 
 /// `list`.
 #[derive(Debug, clap::Args)]
-pub struct ListArgs {
+pub(crate) struct ListArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// Only the certificates of this name.
     #[arg(long)]
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
     /// Only `valid`, `revoked` or `expired` ones.
     #[arg(long)]
-    pub status: Option<String>,
+    pub(crate) status: Option<String>,
 }
 
 impl Handler for ListArgs {
@@ -39,7 +39,7 @@ impl Handler for ListArgs {
 const NAME_WIDTH: usize = shiqi_ca::name::MAX_NAME_LEN;
 
 /// Prints the certificates the filters select.
-pub fn run(ctx: &Context, args: &ListArgs) -> anyhow::Result<()> {
+pub(crate) fn run(ctx: &Context, args: &ListArgs) -> anyhow::Result<()> {
     let status = match args.status.as_deref().map(str::trim) {
         None => None,
         Some("valid") => Some(Listed::Valid),

@@ -6,24 +6,24 @@
 //! [`Command::handler`]); a request the laptop sends is also a variant of the shared
 //! [`protocol::Request`], its words, and its reply type in `shiqi_ca::protocol`.
 
-pub mod backup;
-pub mod brokers;
-pub mod check;
-pub mod crl;
-pub mod docs;
-pub mod enroll;
-pub mod init;
-pub mod install;
-pub mod kafka_user;
-pub mod list;
-pub mod mysql_user;
-pub mod provision;
-pub mod revoke;
-pub mod serve;
-pub mod server_cert;
-pub mod sign;
-pub mod unblock;
-pub mod version;
+pub(crate) mod backup;
+pub(crate) mod brokers;
+pub(crate) mod check;
+pub(crate) mod crl;
+pub(crate) mod docs;
+pub(crate) mod enroll;
+pub(crate) mod init;
+pub(crate) mod install;
+pub(crate) mod kafka_user;
+pub(crate) mod list;
+pub(crate) mod mysql_user;
+pub(crate) mod provision;
+pub(crate) mod revoke;
+pub(crate) mod serve;
+pub(crate) mod server_cert;
+pub(crate) mod sign;
+pub(crate) mod unblock;
+pub(crate) mod version;
 
 use std::io::{Read as _, Write as _};
 
@@ -36,7 +36,7 @@ use crate::handler::Handler;
 
 /// The agent's commands.
 #[derive(Debug, clap::Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Create the private CA in the state directory (refuses to overwrite one).
     Init(init::InitArgs),
     /// Issue a server certificate and write what that server needs (keystores, config fragment).
@@ -97,7 +97,7 @@ pub enum Command {
 
 impl Command {
     /// The command's facts and its run.
-    pub fn handler(&self) -> &dyn Handler {
+    pub(crate) fn handler(&self) -> &dyn Handler {
         match self {
             Self::Init(a) => a,
             Self::ServerCert(a) => a,

@@ -9,9 +9,9 @@ use crate::state::Context;
 
 /// `mysql-user`.
 #[derive(Debug, clap::Args)]
-pub struct MysqlUserArgs {
+pub(crate) struct MysqlUserArgs {
     /// The user (and certificate) name.
-    pub name: String,
+    pub(crate) name: String,
 }
 
 impl Handler for MysqlUserArgs {
@@ -41,7 +41,7 @@ impl Handler for MysqlUserArgs {
 }
 
 /// Creates or refreshes the account and prints a `MysqlUserResponse`.
-pub fn run(ctx: &Context, args: &MysqlUserArgs) -> anyhow::Result<()> {
+pub(crate) fn run(ctx: &Context, args: &MysqlUserArgs) -> anyhow::Result<()> {
     let name = args
         .name
         .parse::<ProfileName>()

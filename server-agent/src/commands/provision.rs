@@ -17,13 +17,13 @@ use crate::state::Context;
 
 /// `provision`.
 #[derive(Debug, clap::Args)]
-pub struct ProvisionArgs {
+pub(crate) struct ProvisionArgs {
     /// The name the certificate, the Kafka principal and the MySQL user are for.
     #[arg(long)]
-    pub name: String,
+    pub(crate) name: String,
     /// Neither ask Kafka for its brokers nor grant ACLs.
     #[arg(long)]
-    pub no_kafka: bool,
+    pub(crate) no_kafka: bool,
 }
 
 impl Handler for ProvisionArgs {
@@ -60,7 +60,7 @@ impl Handler for ProvisionArgs {
 }
 
 /// Signs, grants, creates, and prints a `ProvisionResponse`.
-pub fn run(ctx: &Context, args: &ProvisionArgs) -> anyhow::Result<()> {
+pub(crate) fn run(ctx: &Context, args: &ProvisionArgs) -> anyhow::Result<()> {
     let csr = super::read_csr()?;
     let cluster = Cluster::new(ctx, !args.no_kafka);
     let certificate = sign::issue(ctx, &args.name, &csr, None, &cluster)?;

@@ -18,21 +18,21 @@ use crate::state::Context;
 /// `revoke`.
 #[derive(Debug, clap::Args)]
 #[command(group = clap::ArgGroup::new("which").required(true).args(["serial", "name"]))]
-pub struct RevokeArgs {
+pub(crate) struct RevokeArgs {
     /// The serial (hex, as `list` prints it) of the certificate to revoke.
-    pub serial: Option<String>,
+    pub(crate) serial: Option<String>,
     /// Revoke every valid client certificate of NAME instead.
     #[arg(long)]
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
     /// With `--name`: only the certificates of NAME for this public key (the SHA-256 of its
     /// SubjectPublicKeyInfo, hex). Finding none is not an error: the laptop uses this to
     /// revoke a certificate whose setup never finished.
     #[arg(long, requires = "name")]
-    pub key: Option<String>,
+    pub(crate) key: Option<String>,
     /// Why: unspecified, key-compromise, ca-compromise, affiliation-changed, superseded,
     /// cessation-of-operation or certificate-hold.
     #[arg(long, default_value = "unspecified")]
-    pub reason: String,
+    pub(crate) reason: String,
 }
 
 impl Handler for RevokeArgs {
@@ -102,7 +102,7 @@ impl Handler for RevokeArgs {
 }
 
 /// Revokes, prints a `RevokeResponse`, and writes one audit line per certificate.
-pub fn run(ctx: &Context, args: &RevokeArgs) -> anyhow::Result<()> {
+pub(crate) fn run(ctx: &Context, args: &RevokeArgs) -> anyhow::Result<()> {
     let result = parse(args).and_then(|(target, reason)| revoke::revoke(ctx, &target, reason));
     let asked = args
         .name

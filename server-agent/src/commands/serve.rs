@@ -17,18 +17,18 @@ use crate::state::Context;
 
 /// `serve`.
 #[derive(Debug, clap::Args)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// The fingerprint of the key sshd authenticated (`SHA256:…`), written by `enroll`.
     #[arg(
         long,
         value_name = "FINGERPRINT",
         required_unless_present = "principal"
     )]
-    pub key: Option<String>,
+    pub(crate) key: Option<String>,
     /// The certificate principal sshd authenticated (its `AuthorizedPrincipalsFile` line),
     /// written by `enroll --ssh-principal`.
     #[arg(long, value_name = "PRINCIPAL", conflicts_with = "key")]
-    pub principal: Option<String>,
+    pub(crate) principal: Option<String>,
 }
 
 impl Handler for ServeArgs {
@@ -61,10 +61,10 @@ impl Handler for ServeArgs {
     version,
     about = "The shiqi CA agent (through SSH)"
 )]
-pub struct Request {
+pub(crate) struct Request {
     /// What to do.
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 /// The program name a request must start with (any path to it: `--agent-command` may name one).
@@ -93,7 +93,7 @@ fn certificate_key_id() -> Option<String> {
 }
 
 /// Looks the key up, parses the request, checks the role and runs it.
-pub fn run(ctx: &mut Context, args: ServeArgs) -> anyhow::Result<()> {
+pub(crate) fn run(ctx: &mut Context, args: ServeArgs) -> anyhow::Result<()> {
     // The identity sshd authenticated: a key's fingerprint, or a certificate's principal.
     let fingerprint = match (&args.key, &args.principal) {
         (_, Some(p)) => format!("{}{}", Enrollment::PRINCIPAL, p.trim()),

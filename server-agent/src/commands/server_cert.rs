@@ -20,7 +20,7 @@ use crate::state::Context;
 // The variants' doc comments are `--help` text: `[mysqld]` is a section, not a rustdoc link.
 #[allow(rustdoc::broken_intra_doc_links)]
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum ServerKind {
+pub(crate) enum ServerKind {
     /// A Kafka broker: PKCS#12 keystore + truststore + server.properties fragment.
     Kafka,
     /// MariaDB/MySQL: PEM files + a [mysqld] fragment.
@@ -31,23 +31,23 @@ pub enum ServerKind {
 // `[default: …]` is `--help` text, not a rustdoc link.
 #[allow(rustdoc::broken_intra_doc_links)]
 #[derive(Debug, clap::Args)]
-pub struct ServerCertArgs {
+pub(crate) struct ServerCertArgs {
     /// The certificate's common name (e.g. `kafka-broker`, `mariadb`).
-    pub name: String,
+    pub(crate) name: String,
     /// The server kind.
     #[arg(long, value_enum)]
-    pub kind: ServerKind,
+    pub(crate) kind: ServerKind,
     /// A DNS name or IP address clients verify (repeat for each; for a broker every advertised
     /// host name).
     #[arg(long = "san", required = true)]
-    pub sans: Vec<String>,
+    pub(crate) sans: Vec<String>,
     /// Where to write the files: created 0700 if missing; an existing folder keeps its mode.
     /// Keys and keystores are written 0600, certificates 0644.
     #[arg(long)]
-    pub out: PathBuf,
+    pub(crate) out: PathBuf,
     /// Validity in days [default: config `lifetime.server_days`].
     #[arg(long)]
-    pub days: Option<u64>,
+    pub(crate) days: Option<u64>,
 }
 
 impl Handler for ServerCertArgs {
@@ -105,7 +105,7 @@ fn crl_for_mysql(ctx: &Context, ca: &shiqi_ca::issue::Ca) -> anyhow::Result<Opti
 }
 
 /// Issues the certificate and writes the server's files into `--out`.
-pub fn run(ctx: &Context, args: &ServerCertArgs) -> anyhow::Result<()> {
+pub(crate) fn run(ctx: &Context, args: &ServerCertArgs) -> anyhow::Result<()> {
     let name: shiqi_ca::ProfileName = args.name.parse()?;
     // Everything the caller gave is checked before a serial is spent.
     for san in &args.sans {

@@ -11,17 +11,17 @@ use crate::state::Context;
 
 /// `sign`.
 #[derive(Debug, clap::Args)]
-pub struct SignArgs {
+pub(crate) struct SignArgs {
     /// The name the certificate is for; the CSR's subject must be exactly CN=NAME.
     #[arg(long)]
-    pub name: String,
+    pub(crate) name: String,
     /// Skip asking Kafka for its brokers (the answer then lists that fact as missing).
     #[arg(long)]
-    pub no_kafka: bool,
+    pub(crate) no_kafka: bool,
     /// The serial of the certificate this one replaces (`shiqi-connect rotate`/`renew`): it must
     /// be a client certificate of the same name. Recorded in the audit log as a `rotate`.
     #[arg(long, value_name = "SERIAL")]
-    pub replaces: Option<String>,
+    pub(crate) replaces: Option<String>,
 }
 
 impl Handler for SignArgs {
@@ -68,7 +68,7 @@ impl Handler for SignArgs {
 }
 
 /// Signs the CSR and prints the answer.
-pub fn run(ctx: &Context, args: &SignArgs) -> anyhow::Result<()> {
+pub(crate) fn run(ctx: &Context, args: &SignArgs) -> anyhow::Result<()> {
     let cluster = Cluster::new(ctx, !args.no_kafka);
     let response = super::read_csr()
         .and_then(|csr| sign::issue(ctx, &args.name, &csr, args.replaces.as_deref(), &cluster))?;

@@ -8,9 +8,9 @@ use crate::state::Context;
 
 /// `unblock`.
 #[derive(Debug, clap::Args)]
-pub struct UnblockArgs {
+pub(crate) struct UnblockArgs {
     /// The name.
-    pub name: String,
+    pub(crate) name: String,
 }
 
 impl Handler for UnblockArgs {
@@ -36,7 +36,7 @@ impl Handler for UnblockArgs {
 }
 
 /// Unblocks and says what it did.
-pub fn run(ctx: &Context, args: &UnblockArgs) -> anyhow::Result<()> {
+pub(crate) fn run(ctx: &Context, args: &UnblockArgs) -> anyhow::Result<()> {
     let name: ProfileName = args.name.trim().parse()?;
     let lifted = ctx.inventory()?.unblock(name.as_str())?;
     let text = match &lifted {

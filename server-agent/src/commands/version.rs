@@ -8,10 +8,10 @@ use crate::state::Context;
 
 /// `version`.
 #[derive(Debug, clap::Args)]
-pub struct VersionArgs {
+pub(crate) struct VersionArgs {
     /// Print JSON instead of text.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 impl Handler for VersionArgs {
@@ -33,7 +33,7 @@ impl Handler for VersionArgs {
 }
 
 /// Prints the build and protocol, as JSON or as two lines.
-pub fn run(args: &VersionArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: &VersionArgs) -> anyhow::Result<()> {
     let build = shiqi_ca::version!();
     if args.json {
         return crate::commands::print_json(&VersionResponse {

@@ -22,11 +22,11 @@ use std::process::Command;
 
 use crate::error::AgentError;
 
-pub use args::{InstallArgs, Timer};
+pub(crate) use args::{InstallArgs, Timer};
 
 /// What a step found or did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Changed something (or, in a dry run, would have).
     Done,
     /// Nothing to change.
@@ -43,7 +43,7 @@ impl Outcome {
 }
 
 /// The install run: its options, and what each step reported.
-pub struct Install {
+pub(crate) struct Install {
     args: InstallArgs,
     state_dir: PathBuf,
     /// This executable, which the account's steps run.
@@ -59,7 +59,7 @@ impl Install {
     ///
     /// # Errors
     /// When this executable cannot be found (the account runs it).
-    pub fn new(args: InstallArgs, state_dir: &Path) -> Result<Self, AgentError> {
+    pub(crate) fn new(args: InstallArgs, state_dir: &Path) -> Result<Self, AgentError> {
         let exe = std::env::current_exe().map_err(|why| AgentError::File {
             path: PathBuf::from("/proc/self/exe"),
             why,
@@ -74,7 +74,7 @@ impl Install {
     }
 
     /// Whether nothing may change.
-    pub fn dry_run(&self) -> bool {
+    pub(crate) fn dry_run(&self) -> bool {
         self.args.dry_run
     }
 
@@ -87,7 +87,7 @@ impl Install {
     ///
     /// # Errors
     /// The failing step's error; the lines so far are kept for [`Install::text`].
-    pub fn run(&mut self) -> Result<(), AgentError> {
+    pub(crate) fn run(&mut self) -> Result<(), AgentError> {
         if !nix::unistd::geteuid().is_root() {
             return Err(AgentError::Request {
                 why: "install must run as root (it creates an account and writes sshd's and \
@@ -265,7 +265,7 @@ impl Install {
     }
 
     /// The report: one line per step, then the summary.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         let mut out = String::new();
         for (outcome, step, text) in &self.lines {
             let mark = match (outcome, self.dry_run()) {
@@ -295,7 +295,7 @@ impl Install {
     }
 
     /// How many steps changed something.
-    pub fn changed(&self) -> usize {
+    pub(crate) fn changed(&self) -> usize {
         self.lines.iter().filter(|l| l.0 == Outcome::Done).count()
     }
 

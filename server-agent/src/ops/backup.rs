@@ -40,44 +40,44 @@ const FILES: [(&str, bool); 4] = [
 const MAX_BYTES: u64 = 1 << 30;
 /// How far a restored CA's CRL number moves ahead (a CA that signs a CRL a minute would need
 /// two years to reach it).
-pub const CRL_NUMBER_SKIP: u64 = 1_000_000;
+pub(crate) const CRL_NUMBER_SKIP: u64 = 1_000_000;
 /// Where the last backup is recorded, for `check`.
-pub const RECORD: &str = "backup.json";
+pub(crate) const RECORD: &str = "backup.json";
 /// The shortest passphrase taken (age's scrypt makes each guess cost ~1 s of CPU, but a short
 /// one is still a short one).
 const MIN_PASSPHRASE: usize = 12;
 
 /// What a backup says about itself.
 #[derive(Debug, Serialize, Deserialize)]
-pub struct Manifest {
+pub(crate) struct Manifest {
     /// The archive format (1).
-    pub format: u32,
+    pub(crate) format: u32,
     /// When it was made (RFC 3339).
-    pub created_at: String,
+    pub(crate) created_at: String,
     /// The agent that made it (`--version`).
-    pub agent: String,
+    pub(crate) agent: String,
     /// The CA's subject.
-    pub ca_subject: String,
+    pub(crate) ca_subject: String,
     /// Client and server certificates in the inventory, and how many of them are revoked.
-    pub certificates: usize,
+    pub(crate) certificates: usize,
     /// Of which revoked.
-    pub revoked: usize,
+    pub(crate) revoked: usize,
     /// The files in the archive.
-    pub files: Vec<String>,
+    pub(crate) files: Vec<String>,
 }
 
 /// The record of the last backup, in the state directory (no secret in it).
 #[derive(Debug, Serialize, Deserialize)]
-pub struct Record {
+pub(crate) struct Record {
     /// When (RFC 3339).
-    pub at: String,
+    pub(crate) at: String,
     /// Where it was written.
-    pub file: String,
+    pub(crate) file: String,
 }
 
 /// Reads a passphrase from `source` (a file, or `-` for stdin): the first line, at least
 /// 12 characters. Never an argument: argv is visible to every account.
-pub fn passphrase(source: &Path) -> Result<SecretString, AgentError> {
+pub(crate) fn passphrase(source: &Path) -> Result<SecretString, AgentError> {
     let mut text = String::new();
     let limited =
         |r: &mut dyn std::io::Read, text: &mut String| r.take(4096).read_to_string(text).map(drop);
@@ -107,7 +107,10 @@ pub fn passphrase(source: &Path) -> Result<SecretString, AgentError> {
 }
 
 /// Makes the encrypted archive of `ctx`'s CA; returns it and its manifest.
-pub fn create(ctx: &Context, passphrase: SecretString) -> Result<(Vec<u8>, Manifest), AgentError> {
+pub(crate) fn create(
+    ctx: &Context,
+    passphrase: SecretString,
+) -> Result<(Vec<u8>, Manifest), AgentError> {
     let ca = ctx.ca()?;
     let scratch = tempfile::tempdir_in(&ctx.dir).map_err(|why| AgentError::File {
         path: ctx.dir.clone(),
@@ -181,7 +184,7 @@ fn now() -> String {
 }
 
 /// Records that a backup of `ctx` went to `file`.
-pub fn record(ctx: &Context, file: &Path) -> Result<(), AgentError> {
+pub(crate) fn record(ctx: &Context, file: &Path) -> Result<(), AgentError> {
     let record = Record {
         at: now(),
         file: file.display().to_string(),
@@ -193,22 +196,26 @@ pub fn record(ctx: &Context, file: &Path) -> Result<(), AgentError> {
 }
 
 /// The last backup's record, if any.
-pub fn last(ctx: &Context) -> Option<Record> {
+pub(crate) fn last(ctx: &Context) -> Option<Record> {
     let text = std::fs::read(ctx.path(RECORD)).ok()?;
     serde_json::from_slice(&text).ok()
 }
 
 /// An opened backup: its manifest and files, checked.
-pub struct Opened {
+pub(crate) struct Opened {
     /// What it says about itself.
-    pub manifest: Manifest,
+    pub(crate) manifest: Manifest,
     files: BTreeMap<String, Vec<u8>>,
 }
 
 impl Opened {
     /// Decrypts and reads `sealed` (from `from`, named in errors) with `passphrase`, and checks
     /// it: the format, every required file, the CA key matching the CA certificate.
-    pub fn open(sealed: &[u8], from: &Path, passphrase: SecretString) -> Result<Self, AgentError> {
+    pub(crate) fn open(
+        sealed: &[u8],
+        from: &Path,
+        passphrase: SecretString,
+    ) -> Result<Self, AgentError> {
         let bad = |why: String| AgentError::Request {
             why: format!("{} is not a usable backup: {why}", from.display()),
         };
@@ -281,7 +288,7 @@ impl Opened {
     /// Writes the CA into `ctx`'s state directory, which must hold none (`force`: the one there
     /// is moved aside first, into `before-restore-<time>/`). Returns the CRL number it now
     /// continues from and, when one was already there, where the backup's `agent.toml` went.
-    pub fn restore(&self, ctx: &Context, force: bool) -> Result<Restored, AgentError> {
+    pub(crate) fn restore(&self, ctx: &Context, force: bool) -> Result<Restored, AgentError> {
         fsutil::create_private_dir(&ctx.dir)?;
         let present: Vec<&str> = ["ca.key", "ca.crt", "inventory.sqlite"]
             .into_iter()
@@ -353,11 +360,11 @@ impl Opened {
 }
 
 /// What [`Opened::restore`] did besides writing the CA.
-pub struct Restored {
+pub(crate) struct Restored {
     /// The CRL number the CA now continues from.
-    pub crl_number: u64,
+    pub(crate) crl_number: u64,
     /// Where the backup's `agent.toml` went when another one was in place.
-    pub config_to: Option<std::path::PathBuf>,
+    pub(crate) config_to: Option<std::path::PathBuf>,
     /// Where the CA that was there went (`--force`).
-    pub aside: Option<std::path::PathBuf>,
+    pub(crate) aside: Option<std::path::PathBuf>,
 }

@@ -9,11 +9,11 @@
 //! - [`revoke`]: revoke certificates and make it effective on MySQL and Kafka;
 //! - [`backup`]: the CA's state as one encrypted file, and back.
 
-pub mod acls;
-pub mod backup;
-pub mod mysql_user;
-pub mod revoke;
-pub mod sign;
+pub(crate) mod acls;
+pub(crate) mod backup;
+pub(crate) mod mysql_user;
+pub(crate) mod revoke;
+pub(crate) mod sign;
 
 use std::cell::OnceCell;
 
@@ -25,7 +25,7 @@ use crate::state::Context;
 /// The Kafka cluster as one request sees it: its admin connection is made on first use and
 /// then serves every operation of the request (the brokers for the answer, then the ACLs),
 /// one connection per process instead of one per step.
-pub struct Cluster<'a> {
+pub(crate) struct Cluster<'a> {
     ctx: &'a Context,
     ask: bool,
     admin: OnceCell<Result<Admin<'a>, String>>,
@@ -33,7 +33,7 @@ pub struct Cluster<'a> {
 
 impl<'a> Cluster<'a> {
     /// The cluster of `[kafka]`; `ask` false (`--no-kafka`) keeps it out of the request.
-    pub fn new(ctx: &'a Context, ask: bool) -> Self {
+    pub(crate) fn new(ctx: &'a Context, ask: bool) -> Self {
         Self {
             ctx,
             ask,
@@ -45,7 +45,7 @@ impl<'a> Cluster<'a> {
     ///
     /// # Errors
     /// Not asked, Kafka not configured, or the connection's error, in words.
-    pub fn admin(&self, ca: &Ca) -> Result<&Admin<'a>, String> {
+    pub(crate) fn admin(&self, ca: &Ca) -> Result<&Admin<'a>, String> {
         if !self.ask {
             return Err("not asked (--no-kafka)".to_owned());
         }
@@ -59,7 +59,7 @@ impl<'a> Cluster<'a> {
     }
 
     /// The connection, if an operation made one (never a new one).
-    pub fn connected(&self) -> Option<&Admin<'a>> {
+    pub(crate) fn connected(&self) -> Option<&Admin<'a>> {
         self.admin.get().and_then(|a| a.as_ref().ok())
     }
 }
