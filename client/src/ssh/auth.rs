@@ -207,68 +207,101 @@ pub(crate) async fn authenticate<H: Handler>(
         }
     }
 
+    let mut offers = Offers {
+        keys: &mut offered,
+        cert_files: &mut offered_certs,
+        tried: &mut tried,
+        notes: &mut notes,
+    };
     for path in &target.identity_files {
         if !path.is_file() {
             tracing::debug!(path = %path.display(), "no such identity file");
             continue;
         }
-        let Some(key) = load_key(path, passphrase, &mut notes) else {
+        let Some(key) = load_key(path, passphrase, offers.notes) else {
             continue;
         };
-        let key = Arc::new(key);
-        let fp = fingerprint(key.public_key());
-        let used = || KeyUsed::File {
-            path: path.clone(),
-            fingerprint: fp.clone(),
-        };
-        for c in certs
-            .iter()
-            .filter(|c| c.cert.public_key() == key.public_key().key_data())
+        if let Some((used, certificate)) = file_auth(
+            handle,
+            target,
+            path,
+            Arc::new(key),
+            &certs,
+            &mut offers,
+            &mut key_file,
+        )
+        .await
+        .map_err(ssh_err)?
         {
-            let label = format!("certificate `{}`", c.path.display());
-            if offered_certs.contains(&c.path) || !current(&c.cert, &label, &mut notes) {
-                continue;
-            }
-            offered_certs.push(c.path.clone());
-            tried.push(format!("{} with {label}", path.display()));
-            tracing::debug!(path = %c.path.display(), "offering a certificate with its key file");
-            let res = handle
-                .authenticate_openssh_cert(&target.user, key.clone(), c.cert.clone())
-                .await
-                .map_err(ssh_err)?;
-            if res.success() {
-                let certificate = Some(UsedCertificate::new(&c.cert, Some(c.path.clone())));
-                return Ok(AuthOutcome {
-                    used: used(),
-                    certificate,
-                    notes,
-                });
-            }
-        }
-        if offered.contains(key.public_key().key_data()) {
-            continue; // the agent already offered it and the server said no
-        }
-        offered.push(key.public_key().key_data().clone());
-        tried.push(format!("{} ({fp})", path.display()));
-        key_file.get_or_insert_with(|| path.clone());
-        let hash = rsa_hash(handle, key.algorithm().is_rsa())
-            .await
-            .map_err(ssh_err)?;
-        tracing::debug!(path = %path.display(), fingerprint = %fp, "offering key file");
-        let res = handle
-            .authenticate_publickey(&target.user, PrivateKeyWithHashAlg::new(key.clone(), hash))
-            .await
-            .map_err(ssh_err)?;
-        if res.success() {
             return Ok(AuthOutcome {
-                used: used(),
-                certificate: None,
+                used,
+                certificate,
                 notes,
             });
         }
     }
+    Err(refused(target, key_file, &tried, &notes))
+}
 
-    Err(Error::Ssh(SshError::AuthFailed {
+/// Offers the key of identity file `path`: first with each current certificate of it not
+/// offered yet, then alone unless the agent already offered it. `Some`: the server took it.
+async fn file_auth<H: Handler>(
+    handle: &mut Handle<H>,
+    target: &Target,
+    path: &Path,
+    key: Arc<russh::keys::PrivateKey>,
+    certs: &[CertFile],
+    offers: &mut Offers<'_>,
+    key_file: &mut Option<PathBuf>,
+) -> Result<Option<(KeyUsed, Option<UsedCertificate>)>, russh::Error> {
+    let fp = fingerprint(key.public_key());
+    let used = || KeyUsed::File {
+        path: path.to_path_buf(),
+        fingerprint: fp.clone(),
+    };
+    for c in certs
+        .iter()
+        .filter(|c| c.cert.public_key() == key.public_key().key_data())
+    {
+        let label = format!("certificate `{}`", c.path.display());
+        if offers.cert_files.contains(&c.path) || !current(&c.cert, &label, offers.notes) {
+            continue;
+        }
+        offers.cert_files.push(c.path.clone());
+        offers
+            .tried
+            .push(format!("{} with {label}", path.display()));
+        tracing::debug!(path = %c.path.display(), "offering a certificate with its key file");
+        let res = handle
+            .authenticate_openssh_cert(&target.user, key.clone(), c.cert.clone())
+            .await?;
+        if res.success() {
+            let certificate = Some(UsedCertificate::new(&c.cert, Some(c.path.clone())));
+            return Ok(Some((used(), certificate)));
+        }
+    }
+    if offers.keys.contains(key.public_key().key_data()) {
+        return Ok(None); // the agent already offered it and the server said no
+    }
+    offers.keys.push(key.public_key().key_data().clone());
+    offers.tried.push(format!("{} ({fp})", path.display()));
+    key_file.get_or_insert_with(|| path.to_path_buf());
+    let hash = rsa_hash(handle, key.algorithm().is_rsa()).await?;
+    tracing::debug!(path = %path.display(), fingerprint = %fp, "offering key file");
+    let res = handle
+        .authenticate_publickey(&target.user, PrivateKeyWithHashAlg::new(key, hash))
+        .await?;
+    Ok(res.success().then(|| (used(), None)))
+}
+
+/// No key was taken: what was offered, or why nothing was.
+fn refused(
+    target: &Target,
+    key_file: Option<PathBuf>,
+    tried: &[String],
+    notes: &[String],
+) -> Error {
+    Error::Ssh(SshError::AuthFailed {
         user: target.user.clone(),
         host: target.host.clone(),
         key_file: key_file.map(PathBuf::into_boxed_path),
@@ -281,7 +314,7 @@ pub(crate) async fn authenticate<H: Handler>(
             (false, true) => tried.join(", "),
             (false, false) => format!("{}; {}", tried.join(", "), notes.join("; ")),
         },
-    }))
+    })
 }
 
 enum AgentTrouble {
