@@ -344,129 +344,160 @@ async fn agent_auth<H: Handler>(
         .request_identities()
         .await
         .map_err(|e| AgentTrouble::Agent(e.to_string()))?;
-    // The identity files' public halves: to honour `IdentitiesOnly yes` (only agent keys that
-    // belong to a configured file) and to name the file behind the agent key that worked.
-    let on_disk: Vec<(PathBuf, PublicKey)> = target
-        .identity_files
-        .iter()
-        .filter_map(|p| Some((p.clone(), russh::keys::load_public_key(pub_path(p)).ok()?)))
-        .collect();
-    let file_of = |key: &KeyData| {
-        on_disk
+    let mut session = AgentSession {
+        agent,
+        target,
+        certs,
+        on_disk: target
+            .identity_files
             .iter()
-            .find(|(_, k)| k.key_data() == key)
-            .map(|(p, _)| p.clone())
+            .filter_map(|p| Some((p.clone(), russh::keys::load_public_key(pub_path(p)).ok()?)))
+            .collect(),
     };
-    let configured =
-        |key: &KeyData| file_of(key).is_some() || certs.iter().any(|c| c.cert.public_key() == key);
-    let socket_used = target.identity_agent.clone();
     for id in identities {
-        match id {
+        let taken = match id {
             AgentIdentity::Certificate {
                 certificate,
                 comment,
             } => {
-                let key = certificate.public_key().clone();
-                if target.identities_only && !configured(&key) {
-                    continue;
-                }
-                let label = format!("agent certificate `{}`", certificate.key_id());
-                if !current(&certificate, &label, offers.notes) {
-                    continue;
-                }
-                offers.tried.push(label);
-                let used = UsedCertificate::new(&certificate, None);
-                let hash = rsa_hash(handle, certificate.algorithm().is_rsa())
-                    .await
-                    .map_err(AgentTrouble::Ssh)?;
-                let res = handle
-                    .authenticate_certificate_with(&target.user, certificate, hash, &mut agent)
-                    .await
-                    .map_err(|e| AgentTrouble::Agent(format!("the agent could not sign: {e}")))?;
-                if res.success() {
-                    let fp = fingerprint(&PublicKey::new(key.clone(), ""));
-                    return Ok(Some((
-                        KeyUsed::Agent {
-                            comment,
-                            fingerprint: fp,
-                            file: file_of(&key),
-                            socket: socket_used,
-                        },
-                        Some(used),
-                    )));
-                }
+                session
+                    .offer_certificate(handle, certificate, comment, offers)
+                    .await?
             }
             AgentIdentity::PublicKey { key, comment } => {
-                let file = file_of(key.key_data());
-                if target.identities_only && !configured(key.key_data()) {
-                    continue;
-                }
-                let fp = fingerprint(&key);
-                let used = |file: Option<PathBuf>| KeyUsed::Agent {
-                    comment: comment.clone(),
-                    fingerprint: fp.clone(),
-                    file,
-                    socket: socket_used.clone(),
-                };
-                let hash = rsa_hash(handle, key.algorithm().is_rsa())
-                    .await
-                    .map_err(AgentTrouble::Ssh)?;
-                // A certificate on disk for this agent key: the agent signs with the key.
-                for c in certs
-                    .iter()
-                    .filter(|c| c.cert.public_key() == key.key_data())
-                {
-                    let label = format!("certificate `{}`", c.path.display());
-                    if offers.cert_files.contains(&c.path)
-                        || !current(&c.cert, &label, offers.notes)
-                    {
-                        continue;
-                    }
-                    offers.cert_files.push(c.path.clone());
-                    offers.tried.push(format!("agent: {fp} with {label}"));
-                    let mut signer = PlainKey {
-                        agent: &mut agent,
-                        key: &key,
-                    };
-                    let res = handle
-                        .authenticate_certificate_with(
-                            &target.user,
-                            c.cert.clone(),
-                            hash,
-                            &mut signer,
-                        )
-                        .await
-                        .map_err(|e| {
-                            AgentTrouble::Agent(format!("the agent could not sign: {e}"))
-                        })?;
-                    if res.success() {
-                        let cert = UsedCertificate::new(&c.cert, Some(c.path.clone()));
-                        return Ok(Some((used(file.clone()), Some(cert))));
-                    }
-                }
-                tracing::debug!(%comment, fingerprint = %fp, "offering agent key");
-                offers.tried.push(if comment.is_empty() {
-                    format!("agent: {fp}")
-                } else {
-                    format!("agent: {comment} ({fp})")
-                });
-                offers.keys.push(key.key_data().clone());
-                match handle
-                    .authenticate_publickey_with(&target.user, key.clone(), hash, &mut agent)
-                    .await
-                {
-                    Ok(r) if r.success() => return Ok(Some((used(file), None))),
-                    Ok(_) => {}
-                    Err(e) => {
-                        return Err(AgentTrouble::Agent(format!(
-                            "the agent could not sign: {e}"
-                        )));
-                    }
-                }
+                session.offer_key(handle, key, comment, offers).await?
             }
+        };
+        if taken.is_some() {
+            return Ok(taken);
         }
     }
     Ok(None)
+}
+
+/// The agent, and what its keys are checked against for one login.
+struct AgentSession<'a> {
+    agent: AgentClient<crate::os::ssh_agent::Stream>,
+    target: &'a Target,
+    certs: &'a [CertFile],
+    /// The identity files' public halves: to honour `IdentitiesOnly yes` (only agent keys that
+    /// belong to a configured file) and to name the file behind the agent key that worked.
+    on_disk: Vec<(PathBuf, PublicKey)>,
+}
+
+impl AgentSession<'_> {
+    fn file_of(&self, key: &KeyData) -> Option<PathBuf> {
+        self.on_disk
+            .iter()
+            .find(|(_, k)| k.key_data() == key)
+            .map(|(p, _)| p.clone())
+    }
+
+    /// Whether `key` may be offered: any agent key, or with `IdentitiesOnly yes` one that a
+    /// configured identity or certificate file names.
+    fn allowed(&self, key: &KeyData) -> bool {
+        !self.target.identities_only
+            || self.file_of(key).is_some()
+            || self.certs.iter().any(|c| c.cert.public_key() == key)
+    }
+
+    fn used(&self, comment: String, fingerprint: String, key: &KeyData) -> KeyUsed {
+        KeyUsed::Agent {
+            comment,
+            fingerprint,
+            file: self.file_of(key),
+            socket: self.target.identity_agent.clone(),
+        }
+    }
+
+    /// A certificate the agent holds, when current.
+    async fn offer_certificate<H: Handler>(
+        &mut self,
+        handle: &mut Handle<H>,
+        certificate: Certificate,
+        comment: String,
+        offers: &mut Offers<'_>,
+    ) -> Result<Option<(KeyUsed, Option<UsedCertificate>)>, AgentTrouble> {
+        let key = certificate.public_key().clone();
+        if !self.allowed(&key) {
+            return Ok(None);
+        }
+        let label = format!("agent certificate `{}`", certificate.key_id());
+        if !current(&certificate, &label, offers.notes) {
+            return Ok(None);
+        }
+        offers.tried.push(label);
+        let used = UsedCertificate::new(&certificate, None);
+        let hash = rsa_hash(handle, certificate.algorithm().is_rsa())
+            .await
+            .map_err(AgentTrouble::Ssh)?;
+        let res = handle
+            .authenticate_certificate_with(&self.target.user, certificate, hash, &mut self.agent)
+            .await
+            .map_err(|e| AgentTrouble::Agent(format!("the agent could not sign: {e}")))?;
+        if !res.success() {
+            return Ok(None);
+        }
+        let fp = fingerprint(&PublicKey::new(key.clone(), ""));
+        Ok(Some((self.used(comment, fp, &key), Some(used))))
+    }
+
+    /// A plain key the agent holds: with each current certificate of it on disk first, then
+    /// alone.
+    async fn offer_key<H: Handler>(
+        &mut self,
+        handle: &mut Handle<H>,
+        key: PublicKey,
+        comment: String,
+        offers: &mut Offers<'_>,
+    ) -> Result<Option<(KeyUsed, Option<UsedCertificate>)>, AgentTrouble> {
+        if !self.allowed(key.key_data()) {
+            return Ok(None);
+        }
+        let fp = fingerprint(&key);
+        let hash = rsa_hash(handle, key.algorithm().is_rsa())
+            .await
+            .map_err(AgentTrouble::Ssh)?;
+        // A certificate on disk for this agent key: the agent signs with the key.
+        let certs = self.certs;
+        for c in certs
+            .iter()
+            .filter(|c| c.cert.public_key() == key.key_data())
+        {
+            let label = format!("certificate `{}`", c.path.display());
+            if offers.cert_files.contains(&c.path) || !current(&c.cert, &label, offers.notes) {
+                continue;
+            }
+            offers.cert_files.push(c.path.clone());
+            offers.tried.push(format!("agent: {fp} with {label}"));
+            let mut signer = PlainKey {
+                agent: &mut self.agent,
+                key: &key,
+            };
+            let res = handle
+                .authenticate_certificate_with(&self.target.user, c.cert.clone(), hash, &mut signer)
+                .await
+                .map_err(|e| AgentTrouble::Agent(format!("the agent could not sign: {e}")))?;
+            if res.success() {
+                let cert = UsedCertificate::new(&c.cert, Some(c.path.clone()));
+                return Ok(Some((self.used(comment, fp, key.key_data()), Some(cert))));
+            }
+        }
+        tracing::debug!(%comment, fingerprint = %fp, "offering agent key");
+        offers.tried.push(if comment.is_empty() {
+            format!("agent: {fp}")
+        } else {
+            format!("agent: {comment} ({fp})")
+        });
+        offers.keys.push(key.key_data().clone());
+        let res = handle
+            .authenticate_publickey_with(&self.target.user, key.clone(), hash, &mut self.agent)
+            .await
+            .map_err(|e| AgentTrouble::Agent(format!("the agent could not sign: {e}")))?;
+        Ok(res
+            .success()
+            .then(|| (self.used(comment, fp, key.key_data()), None)))
+    }
 }
 
 /// Signs with an agent's plain key for a certificate read from disk: agents look a key up by
