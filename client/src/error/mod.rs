@@ -18,7 +18,7 @@ pub use datagrip::DataGripError;
 pub use input::InputError;
 pub use profile::ProfileError;
 pub use ssh::SshError;
-pub use tunnel::TunnelError;
+pub use tunnel::{PortHolder, TunnelError};
 
 /// Everything that can go wrong in the client library.
 #[derive(Debug, thiserror::Error)]

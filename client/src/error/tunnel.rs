@@ -2,6 +2,24 @@
 
 use std::path::PathBuf;
 
+/// Who holds a port, as the error shows it and its hint needs it (`tunnel::ports` makes it
+/// from what the OS says, so this module names no OS type).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PortHolder {
+    /// `` `socat` (pid 4242) ``, ``a process of user `bob` ``, or the connection lent the port.
+    pub shown: String,
+    /// The holding process, when this user may see it.
+    pub pid: Option<u32>,
+    /// An outgoing connection has the port as its source port (nothing listens there).
+    pub outgoing: bool,
+}
+
+impl std::fmt::Display for PortHolder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.shown)
+    }
+}
+
 /// The tunnel.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -15,7 +33,7 @@ pub enum TunnelError {
         /// The port.
         port: u16,
         /// Who holds it, when that can be found out.
-        owner: Option<crate::os::port_owner::Holder>,
+        owner: Option<PortHolder>,
     },
 
     /// Listening on a local port failed for another reason than it being taken (tunnel).
@@ -82,19 +100,19 @@ impl TunnelError {
     pub(crate) fn hint(&self) -> Option<String> {
         Some(match self {
             Self::PortInUse { port, owner } => {
-                use crate::os::port_owner::Holder;
                 // The system lends ports of its ephemeral range to outgoing connections; a
                 // reserved port is never lent.
                 let reserve = format!(
                     "; to keep outgoing connections off it, add {port} to the sysctl \
                      `net.ipv4.ip_local_reserved_ports`"
                 );
-                match (owner, owner.as_ref().and_then(Holder::pid)) {
-                    (Some(Holder::Outgoing { .. }), Some(pid)) => format!(
+                let outgoing = owner.as_ref().is_some_and(|o| o.outgoing);
+                match (outgoing, owner.as_ref().and_then(|o| o.pid)) {
+                    (true, Some(pid)) => format!(
                         "run `tunnel up` again once that connection has closed (or stop pid \
                          {pid}){reserve}"
                     ),
-                    (Some(Holder::Outgoing { .. }), None) => format!(
+                    (true, None) => format!(
                         "run `tunnel up` again in a minute, when the system frees the port{reserve}"
                     ),
                     (_, Some(pid)) => format!(

@@ -14,7 +14,7 @@ use std::net::{IpAddr, SocketAddr};
 
 /// Who keeps `127.0.0.1:port` from being bound.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Holder {
+pub(crate) enum Holder {
     /// Something listens there.
     Listener(Who),
     /// A connection this machine opened has the port as its source port: the OS lends ports of
@@ -30,7 +30,7 @@ pub enum Holder {
 
 /// A process, as far as this user may know it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Who {
+pub(crate) enum Who {
     /// One of this user's processes (or any, for root).
     Process {
         /// Its pid.

@@ -19,6 +19,8 @@ pub(crate) mod render;
 pub(crate) mod roots;
 pub(crate) mod store;
 
+pub(crate) use crate::ssh::auth::KeyUsed;
+
 pub(crate) use roots::{Roots, tilde};
 
 /// The `profile.json` format version this build writes and reads.
@@ -305,53 +307,6 @@ impl Profile {
         let mut s = serde_json::to_string_pretty(self).unwrap_or_default();
         s.push('\n');
         s
-    }
-}
-
-/// The key the server accepted.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase")]
-pub(crate) enum KeyUsed {
-    /// A private key file.
-    File {
-        /// Its path.
-        path: PathBuf,
-        /// `SHA256:…` of its public key.
-        fingerprint: String,
-    },
-    /// A key held by ssh-agent.
-    Agent {
-        /// The agent's comment for it (often the file it came from).
-        comment: String,
-        /// `SHA256:…`.
-        fingerprint: String,
-        /// The identity file whose `.pub` is this key, if any: the tunnel's ssh_config names it,
-        /// so ssh finds the key with or without the agent.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        file: Option<PathBuf>,
-        /// The agent's socket when `IdentityAgent` named one (1Password, Secretive); `None`:
-        /// `SSH_AUTH_SOCK`. The tunnel's ssh_config names it, so OpenSSH and DataGrip ask the
-        /// same agent.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        socket: Option<PathBuf>,
-    },
-}
-
-impl std::fmt::Display for KeyUsed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::File { path, .. } => write!(f, "`{}`", path.display()),
-            Self::Agent {
-                comment,
-                fingerprint,
-                ..
-            } if comment.is_empty() => write!(f, "agent: {fingerprint}"),
-            Self::Agent {
-                comment,
-                fingerprint,
-                ..
-            } => write!(f, "agent: {comment} ({fingerprint})"),
-        }
     }
 }
 

@@ -14,10 +14,10 @@ use russh::keys::agent::AgentIdentity;
 use russh::keys::agent::client::AgentClient;
 use russh::keys::ssh_key::public::KeyData;
 use russh::keys::{Certificate, HashAlg, PrivateKeyWithHashAlg, PublicKey};
+use serde::{Deserialize, Serialize};
 use shiqi_ca::Secret;
 
 use crate::error::{Error, SshError};
-use crate::profile::KeyUsed;
 use crate::ssh::config::Target;
 use crate::ssh::known_hosts::fingerprint;
 
@@ -598,6 +598,53 @@ fn load_key_file(
                 notes.push(format!("skipped `{}`: wrong passphrase", path.display()));
                 return None;
             }
+        }
+    }
+}
+
+/// The key the server accepted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub(crate) enum KeyUsed {
+    /// A private key file.
+    File {
+        /// Its path.
+        path: PathBuf,
+        /// `SHA256:…` of its public key.
+        fingerprint: String,
+    },
+    /// A key held by ssh-agent.
+    Agent {
+        /// The agent's comment for it (often the file it came from).
+        comment: String,
+        /// `SHA256:…`.
+        fingerprint: String,
+        /// The identity file whose `.pub` is this key, if any: the tunnel's ssh_config names it,
+        /// so ssh finds the key with or without the agent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        file: Option<PathBuf>,
+        /// The agent's socket when `IdentityAgent` named one (1Password, Secretive); `None`:
+        /// `SSH_AUTH_SOCK`. The tunnel's ssh_config names it, so OpenSSH and DataGrip ask the
+        /// same agent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        socket: Option<PathBuf>,
+    },
+}
+
+impl std::fmt::Display for KeyUsed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::File { path, .. } => write!(f, "`{}`", path.display()),
+            Self::Agent {
+                comment,
+                fingerprint,
+                ..
+            } if comment.is_empty() => write!(f, "agent: {fingerprint}"),
+            Self::Agent {
+                comment,
+                fingerprint,
+                ..
+            } => write!(f, "agent: {comment} ({fingerprint})"),
         }
     }
 }
