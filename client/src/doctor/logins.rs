@@ -84,7 +84,7 @@ async fn kafka(ctx: &Context, earlier: &Earlier) -> Finding {
     let Some(dir) = &ctx.dir else {
         return Finding::skip(id, "no profile");
     };
-    let tls = ProfileTls::from_profile(dir);
+    let tls = ProfileTls::from_identity(&crate::profile::files::identity(dir));
     let mut failure = None;
     for b in &profile.brokers {
         match probe::kafka::metadata(b.host.as_str(), b.port.get(), &tls, TIMEOUT).await {
@@ -387,8 +387,14 @@ async fn mysql(ctx: &Context, earlier: &Earlier) -> Finding {
     let Some(dir) = &ctx.dir else {
         return Finding::skip(id, "no profile");
     };
-    let login =
-        probe::mysql::current_user(m.port.get(), m.host.as_str(), m.user.as_str(), dir, TIMEOUT);
+    let files = crate::profile::files::identity(dir);
+    let login = probe::mysql::current_user(
+        m.port.get(),
+        m.host.as_str(),
+        m.user.as_str(),
+        &files,
+        TIMEOUT,
+    );
     match login.await {
         Ok(who) => Finding::ok(
             id,

@@ -359,7 +359,7 @@ mod tests {
     #[tokio::test]
     async fn a_missing_profile_fails_every_kafka_probe_with_the_reason() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let tls = ProfileTls::from_profile(dir.path());
+        let tls = ProfileTls::from_identity(&crate::profile::files::identity(dir.path()));
         let c = api_versions(1, "localhost", &tls, TIMEOUT).await;
         assert!(!c.ok);
         let why = metadata("127.0.0.1", 1, &tls, TIMEOUT)

@@ -7,7 +7,8 @@
 //! - [`speaks`]: what a port speaks, found without any certificate (TLS hello, plaintext Kafka,
 //!   MySQL greeting, SSH banner), so it works before the certificate does.
 //!
-//! Nothing here prints; a failure is a one-line reason for the caller to show.
+//! Nothing here prints; a failure is a one-line reason for the caller to show. Nothing here
+//! knows a profile either: a login takes the [`Identity`] files it is given.
 
 pub(crate) mod kafka;
 pub(crate) mod kafka_wire;
@@ -20,6 +21,19 @@ use serde::Serialize;
 use crate::text::Escaped;
 
 pub(crate) use tls::ProfileTls;
+
+/// The PEM files of a certificate login: the CA that signed the server's certificate (the only
+/// root), the client certificate with its chain, and its key. A profile's are
+/// `profile::files::identity`.
+#[derive(Clone, Debug)]
+pub(crate) struct Identity {
+    /// The CA certificate.
+    pub(crate) ca: std::path::PathBuf,
+    /// The client certificate (leaf, then chain).
+    pub(crate) cert: std::path::PathBuf,
+    /// Its private key.
+    pub(crate) key: std::path::PathBuf,
+}
 
 /// What a probe found, for a report. `detail` quotes the server (its errors, `CURRENT_USER()`),
 /// so it is [`Escaped`].

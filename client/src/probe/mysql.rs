@@ -8,11 +8,10 @@ use std::time::Duration;
 use mysql_async::prelude::Queryable as _;
 use mysql_async::{ClientIdentity, Conn, OptsBuilder, SslOpts};
 
-use crate::probe::Outcome;
-use crate::profile::files;
+use crate::probe::{Identity, Outcome};
 use crate::text::quote;
 
-/// Logs in through `127.0.0.1:port` as `user` with the certificate in `dir`, checking the server
+/// Logs in through `127.0.0.1:port` as `user` with the certificate of `id`, checking the server
 /// certificate as `server_name` (where the server says MySQL listens: the certificate names the
 /// server as it sees itself, not the tunnel's 127.0.0.1). Returns `CURRENT_USER()`, escaped and
 /// cut like the errors ([`quote`]).
@@ -24,13 +23,13 @@ pub(crate) async fn current_user(
     port: u16,
     server_name: &str,
     user: &str,
-    dir: &Path,
+    id: &Identity,
     timeout: Duration,
 ) -> Result<String, String> {
     let files = Files {
-        ca: &dir.join(files::CA_CRT),
-        cert: &dir.join(files::CLIENT_CRT),
-        key: &dir.join(files::CLIENT_KEY),
+        ca: &id.ca,
+        cert: &id.cert,
+        key: &id.key,
     };
     current_user_at("127.0.0.1", port, server_name, user, &files, timeout).await
 }
@@ -131,10 +130,10 @@ pub(crate) async fn login(
     port: u16,
     server_name: &str,
     user: &str,
-    dir: &Path,
+    id: &Identity,
     timeout: Duration,
 ) -> Outcome {
-    reported(current_user(port, server_name, user, dir, timeout).await)
+    reported(current_user(port, server_name, user, id, timeout).await)
 }
 
 /// [`current_user_plain`] as a report line.
@@ -185,7 +184,7 @@ mod tests {
             port,
             "localhost",
             "saige",
-            dir.path(),
+            &crate::profile::files::identity(dir.path()),
             Duration::from_secs(5),
         )
         .await;
@@ -199,7 +198,7 @@ mod tests {
             port,
             "localhost",
             "saige",
-            dir.path(),
+            &crate::profile::files::identity(dir.path()),
             Duration::from_secs(5),
         )
         .await;

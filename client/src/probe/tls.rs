@@ -1,5 +1,5 @@
-//! The profile's TLS client identity for Kafka: `ca.crt` as the only root, `client.crt` and
-//! `client.key` as the client certificate (rustls, the workspace's one crypto provider).
+//! A TLS client identity for Kafka: the CA as the only root, the client certificate and its key
+//! (rustls, the workspace's one crypto provider).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -7,17 +7,15 @@ use std::sync::Arc;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-use crate::profile::files;
-
 /// The profile's TLS client settings, read once for every Kafka probe; a profile whose files
 /// cannot be read carries the reason, and every probe fails with it.
 #[derive(Clone)]
 pub(crate) struct ProfileTls(Result<Arc<rustls::ClientConfig>, String>);
 
 impl ProfileTls {
-    /// Reads `ca.crt`, `client.crt` and `client.key` from the folder `dir`.
-    pub(crate) fn from_profile(dir: &Path) -> Self {
-        Self(client_config(dir).map(Arc::new))
+    /// Reads the CA, the client certificate and its key of `id`.
+    pub(crate) fn from_identity(id: &super::Identity) -> Self {
+        Self(pem_config(&id.ca, &id.cert, &id.key).map(Arc::new))
     }
 
     /// A client identity from the PEM files a librdkafka config names (`ssl.ca.location`,
@@ -49,14 +47,6 @@ impl ProfileTls {
             .with_no_client_auth();
         Self(Ok(Arc::new(config)))
     }
-}
-
-fn client_config(dir: &Path) -> Result<rustls::ClientConfig, String> {
-    pem_config(
-        &dir.join(files::CA_CRT),
-        &dir.join(files::CLIENT_CRT),
-        &dir.join(files::CLIENT_KEY),
-    )
 }
 
 /// PEM files: the CA (the only root), the client certificate (chain) and its key.

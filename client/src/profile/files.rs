@@ -179,6 +179,15 @@ pub(crate) fn read_password(dir: &std::path::Path) -> Option<shiqi_ca::Secret<St
     (!pw.is_empty()).then(|| shiqi_ca::Secret::new(pw.to_owned()))
 }
 
+/// The certificate files of the profile in `dir`, as probes log in with them.
+pub(crate) fn identity(dir: &std::path::Path) -> crate::probe::Identity {
+    crate::probe::Identity {
+        ca: dir.join(CA_CRT),
+        cert: dir.join(CLIENT_CRT),
+        key: dir.join(CLIENT_KEY),
+    }
+}
+
 /// The kind of the file named `name`, if it is a profile file.
 pub(crate) fn kind(name: &str) -> Option<&'static Kind> {
     CATALOGUE.iter().find(|k| k.name == name)

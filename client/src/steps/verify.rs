@@ -46,7 +46,7 @@ pub(crate) async fn logins(
     profile: &Profile,
 ) -> Vec<Login> {
     let mut out = Vec::new();
-    let tls = ProfileTls::from_profile(identity_dir);
+    let tls = ProfileTls::from_identity(&crate::profile::files::identity(identity_dir));
     for b in &profile.brokers {
         let service = format!("Kafka broker {} ({}:{})", b.id, b.host, b.port);
         let (check, unreachable) = through_ssh(session, b.host.as_str(), b.port.get(), |port| {
@@ -70,7 +70,7 @@ pub(crate) async fn logins(
                     port,
                     host.as_str(),
                     user.as_str(),
-                    identity_dir,
+                    &crate::profile::files::identity(identity_dir),
                     PROBE_TIMEOUT,
                 )
                 .await
@@ -97,7 +97,7 @@ pub(crate) async fn registered(
     identity_dir: &Path,
     brokers: &[Broker],
 ) -> Result<Vec<RegisteredBroker>, String> {
-    let tls = ProfileTls::from_profile(identity_dir);
+    let tls = ProfileTls::from_identity(&crate::profile::files::identity(identity_dir));
     let mut last = "no broker to ask".to_owned();
     for b in brokers {
         let asked = carried(session, b.host.as_str(), b.port.get(), |port| {

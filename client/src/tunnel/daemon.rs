@@ -702,7 +702,7 @@ impl Daemon {
     /// `DescribeCluster` through the tunnel's own listener of each broker in turn.
     async fn ask_registered(&self) -> Result<(Profile, Registered), String> {
         let profile = Profile::load(&self.paths.dir).map_err(|e| one_line(&e))?;
-        let tls = ProfileTls::from_profile(&self.paths.dir);
+        let tls = ProfileTls::from_identity(&crate::profile::files::identity(&self.paths.dir));
         let mut last = "the profile forwards no broker".to_owned();
         for b in &profile.brokers {
             let forward = profile

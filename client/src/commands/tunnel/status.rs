@@ -212,7 +212,7 @@ pub(crate) async fn status(s: &Settings) -> anyhow::Result<ExitCode> {
 /// endpoint's (as the running tunnel lists them, with their brokers, else as the profile
 /// records them), then the forwards.
 async fn probe_all(s: &Settings, profile: &Profile) -> Vec<ForwardStatus> {
-    let tls = ProfileTls::from_profile(&s.paths.dir);
+    let tls = ProfileTls::from_identity(&crate::profile::files::identity(&s.paths.dir));
     let endpoint: Vec<ForwardRecord> = State::read(&s.paths.state)
         .map(|st| st.endpoint)
         .filter(|e| !e.is_empty())
@@ -272,7 +272,10 @@ async fn handshake(
         Kind::Kafka => probe::kafka::api_versions(f.local_port, host, tls, PROBE_TIMEOUT).await,
         Kind::Endpoint => probe::kafka::endpoint(f.local_port, PROBE_TIMEOUT).await,
         Kind::Mysql if local => probe::mysql::login_plain(f.local_port, user, PROBE_TIMEOUT).await,
-        Kind::Mysql => probe::mysql::login(f.local_port, host, user, dir, PROBE_TIMEOUT).await,
+        Kind::Mysql => {
+            let id = crate::profile::files::identity(dir);
+            probe::mysql::login(f.local_port, host, user, &id, PROBE_TIMEOUT).await
+        }
     }
 }
 
@@ -435,8 +438,14 @@ mod tests {
         .expect("write");
         // A MySQL that refuses us in its own words.
         let port = crate::probe::fake_server(probe::mysql::err_packet(HOSTILE), 1);
-        let handshake =
-            probe::mysql::login(port, "localhost", "saige", dir.path(), PROBE_TIMEOUT).await;
+        let handshake = probe::mysql::login(
+            port,
+            "localhost",
+            "saige",
+            &crate::profile::files::identity(dir.path()),
+            PROBE_TIMEOUT,
+        )
+        .await;
         let report = StatusReport {
             profile: "saige".to_owned(),
             tunnel: Some(Running::ours(42, State::read(&path))),

@@ -342,7 +342,7 @@ impl LocalEndpoint {
         match &*cached {
             Some((seen, tls)) if *seen == crt => tls.clone(),
             _ => {
-                let tls = ProfileTls::from_profile(&self.dir);
+                let tls = ProfileTls::from_identity(&crate::profile::files::identity(&self.dir));
                 *cached = Some((crt, tls.clone()));
                 tls
             }
