@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use clap::builder::FalseyValueParser;
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 use clap_complete::Shell;
 use shiqi_ca::key::KeyType;
 
@@ -306,28 +306,9 @@ pub struct EndpointArgs {
     pub endpoint_port: Option<u16>,
 }
 
-impl EndpointArgs {
-    /// `local` as `Some(true)`, `direct` as `Some(false)`, auto or absent as `None`; the port.
-    pub fn wanted(&self) -> (Option<bool>, Option<u16>) {
-        let mode = match self.endpoint {
-            Some(EndpointMode::Local) => Some(true),
-            Some(EndpointMode::Direct) => Some(false),
-            Some(EndpointMode::Auto) | None => None,
-        };
-        (mode, self.endpoint_port)
-    }
-}
-
-/// `--endpoint`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum EndpointMode {
-    /// Direct when the cluster's shape allows it, local otherwise.
-    Auto,
-    /// The tunnel speaks Kafka for the clients.
-    Local,
-    /// Clients do TLS to each broker through its forward.
-    Direct,
-}
+/// `--endpoint`: the one type both `setup` and `tunnel up` plan with
+/// (`profile::plan::choose_endpoint`).
+pub use crate::profile::plan::EndpointMode;
 
 /// `shiqi-connect tunnel up|down|status [NAME]`.
 #[derive(Debug, Args)]

@@ -99,7 +99,8 @@ pub(crate) fn resolve(
         known_hosts: args.known_hosts.as_deref().map(absolute),
         jump: config::check_jump(args.jump.as_deref())?,
         json: global.json,
-        endpoint: args.endpoint.wanted(),
+        endpoint: args.endpoint.endpoint.unwrap_or_default(),
+        endpoint_port: args.endpoint.endpoint_port,
         allow_local_infile: args.allow_local_infile,
     })
 }

@@ -55,8 +55,10 @@ pub(crate) struct Settings {
     pub(crate) jump: Option<String>,
     /// `--json`: print `profile.json` on stdout instead of the profile path.
     pub(crate) json: bool,
-    /// `--endpoint` (`None`: auto) and `--endpoint-port`.
-    pub(crate) endpoint: (Option<bool>, Option<u16>),
+    /// `--endpoint` (absent: auto).
+    pub(crate) endpoint: plan::EndpointMode,
+    /// `--endpoint-port`.
+    pub(crate) endpoint_port: Option<u16>,
     /// `--allow-local-infile`.
     pub(crate) allow_local_infile: bool,
 }
@@ -225,8 +227,8 @@ fn plan_tunnel(
     report: &dyn Report,
 ) -> anyhow::Result<(Endpoint, Vec<ForwardRecord>)> {
     let (endpoint, note) = plan::choose_endpoint(
-        s.endpoint.0,
-        s.endpoint.1,
+        s.endpoint,
+        s.endpoint_port,
         &Endpoint::Direct,
         brokers,
         mysql,

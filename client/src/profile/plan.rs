@@ -83,16 +83,27 @@ pub(crate) fn forwards(
     Ok((out, warnings))
 }
 
-/// The endpoint a profile gets: `local` (`Some(true)`), `direct` (`Some(false)`), or for
-/// `None` ("auto") direct when every broker advertises `localhost` on a port of its own and
-/// local otherwise, with a note saying why. `port` moves the local bootstrap port (default
+/// What `--endpoint` asks for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum EndpointMode {
+    /// Direct when the cluster's shape allows it, local otherwise.
+    #[default]
+    Auto,
+    /// The tunnel speaks Kafka for the clients.
+    Local,
+    /// Clients do TLS to each broker through its forward.
+    Direct,
+}
+
+/// The endpoint a profile gets: `local`, `direct`, or for `auto` direct when every broker
+/// advertises `localhost` on a port of its own and local otherwise, with a note saying why. `port` moves the local bootstrap port (default
 /// [`Endpoint::DEFAULT_PORT`], or the one `current` has); brokers keep their ports.
 ///
 /// # Errors
 /// As [`forwards`], for `direct` on a cluster with two brokers on one port (the error's hint
 /// names the local endpoint).
 pub(crate) fn choose_endpoint(
-    local: Option<bool>,
+    mode: EndpointMode,
     port: Option<u16>,
     current: &Endpoint,
     brokers: &[Broker],
@@ -118,14 +129,14 @@ pub(crate) fn choose_endpoint(
         }));
     }
     let make_local = || current.local(bootstrap, brokers, &avoid);
-    match local {
-        Some(true) => Ok((make_local(), None)),
-        Some(false) => {
+    match mode {
+        EndpointMode::Local => Ok((make_local(), None)),
+        EndpointMode::Direct => {
             forwards(brokers, mysql, &Endpoint::Direct)?;
             Ok((Endpoint::Direct, None))
         }
-        None if brokers.is_empty() => Ok((Endpoint::Direct, None)),
-        None => match forwards(brokers, mysql, &Endpoint::Direct) {
+        EndpointMode::Auto if brokers.is_empty() => Ok((Endpoint::Direct, None)),
+        EndpointMode::Auto => match forwards(brokers, mysql, &Endpoint::Direct) {
             Ok((_, warnings)) if warnings.is_empty() => Ok((Endpoint::Direct, None)),
             _ => {
                 let advertised: Vec<String> = brokers

@@ -240,16 +240,15 @@ fn plan_switch(
     profile: &Profile,
     args: &EndpointArgs,
 ) -> anyhow::Result<Option<(Endpoint, Option<String>)>> {
-    let want = match args.endpoint {
-        None if args.endpoint_port.is_none() => return Ok(None),
-        // A port alone moves a local endpoint; a direct profile has none to move.
-        None if profile.endpoint.is_direct() => return Ok(None),
-        None | Some(EndpointMode::Local) => Some(true),
-        Some(EndpointMode::Auto) => None,
-        Some(EndpointMode::Direct) => Some(false),
+    // Unlike setup's, an absent `--endpoint` keeps the profile's mode: a port alone moves a
+    // local endpoint, and a direct profile has none to move.
+    let mode = match args.endpoint {
+        Some(mode) => mode,
+        None if args.endpoint_port.is_none() || profile.endpoint.is_direct() => return Ok(None),
+        None => EndpointMode::Local,
     };
     let (endpoint, note) = choose_endpoint(
-        want,
+        mode,
         args.endpoint_port,
         &profile.endpoint,
         &profile.brokers,
