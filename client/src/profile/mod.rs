@@ -139,6 +139,8 @@ impl Endpoint {
     pub(crate) const DEFAULT_PORT: u16 = 9092;
     /// The highest bootstrap port: the brokers' ports are above it.
     pub(crate) const MAX_PORT: u16 = 65000;
+    /// How many ports above the bootstrap port a broker's port is looked for.
+    pub(crate) const PORT_SEARCH: u16 = 256;
 
     /// Whether clients go to the brokers themselves.
     pub(crate) fn is_direct(&self) -> bool {
@@ -180,14 +182,23 @@ impl Endpoint {
     }
 }
 
-/// The lowest port above `bootstrap` that no broker in `taken` has and `avoid` does not name
-/// (callers keep the bootstrap port below [`Endpoint::MAX_PORT`], so there is room).
+/// The ports a broker of the local endpoint may get, in the order they are tried: the
+/// [`Endpoint::PORT_SEARCH`] ports just above the bootstrap port. The one port policy: planned
+/// here for `profile.json` ([`next_port`]) and bound in this order by the running endpoint
+/// for a broker it meets first.
+pub(crate) fn broker_ports(bootstrap: u16) -> impl Iterator<Item = u16> {
+    let first = u32::from(bootstrap) + 1;
+    let last = (first + u32::from(Endpoint::PORT_SEARCH)).min(u32::from(u16::MAX));
+    (first..=last).filter_map(|p| u16::try_from(p).ok())
+}
+
+/// The first of [`broker_ports`] that no broker in `taken` has and `avoid` does not name
+/// (callers keep the bootstrap port below [`Endpoint::MAX_PORT`], so there is room: a broker
+/// count is far below the search's width).
 pub(crate) fn next_port(bootstrap: u16, taken: &[LocalBroker], avoid: &[u16]) -> u16 {
-    let mut port = bootstrap.saturating_add(1);
-    while (taken.iter().any(|t| t.port == port) || avoid.contains(&port)) && port < u16::MAX {
-        port += 1;
-    }
-    port
+    broker_ports(bootstrap)
+        .find(|p| !taken.iter().any(|t| t.port == *p) && !avoid.contains(p))
+        .unwrap_or(u16::MAX)
 }
 
 /// The SSH side of a profile.
@@ -394,6 +405,20 @@ pub(crate) mod tests {
             endpoint: Endpoint::Direct,
             endpoint_options: EndpointOptions::default(),
         }
+    }
+
+    #[test]
+    fn broker_ports_follow_one_policy() {
+        let ports: Vec<u16> = broker_ports(9092).collect();
+        assert_eq!(ports.first(), Some(&9093));
+        assert_eq!(ports.len(), usize::from(Endpoint::PORT_SEARCH) + 1);
+        assert_eq!(broker_ports(65530).last(), Some(u16::MAX));
+        let taken = [LocalBroker { id: 1, port: 9093 }];
+        assert_eq!(next_port(9092, &taken, &[9094]), 9095);
+        let all: Vec<LocalBroker> = broker_ports(9092)
+            .map(|port| LocalBroker { id: 0, port })
+            .collect();
+        assert_eq!(next_port(9092, &all, &[]), u16::MAX, "none left in the search");
     }
 
     #[test]

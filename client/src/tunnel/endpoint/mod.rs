@@ -33,8 +33,6 @@ use crate::profile::{Endpoint, LocalBroker, files};
 use crate::tunnel::forward::Shared;
 use crate::tunnel::ports;
 
-/// How many ports above the bootstrap port a new broker's port is looked for.
-const PORT_SEARCH: u16 = 256;
 /// The most brokers the endpoint opens ports for.
 const MAX_BROKERS: usize = 128;
 
@@ -259,16 +257,15 @@ impl LocalEndpoint {
             return None;
         }
         let taken: Vec<u16> = st.brokers.values().map(|s| s.port).collect();
-        let first = u32::from(st.bootstrap_port) + 1;
-        let last = (first + u32::from(PORT_SEARCH)).min(u32::from(u16::MAX));
-        let listener = (first..=last)
-            .filter_map(|p| u16::try_from(p).ok())
+        let listener = crate::profile::broker_ports(st.bootstrap_port)
             .filter(|p| !taken.contains(p))
             .find_map(|p| ports::try_bind(p).ok().map(|l| (p, l)));
         let Some((port, listener)) = listener else {
             tracing::warn!(
                 broker = node.id,
-                "no free local port for a new broker in {first}-{last}"
+                "no free local port for a new broker in the {} above {}",
+                Endpoint::PORT_SEARCH,
+                st.bootstrap_port
             );
             return None;
         };
