@@ -21,7 +21,7 @@ use crate::printer::Printer;
 use crate::profile::lock::PATIENCE;
 use crate::profile::{self, Profile, Roots, tilde};
 use crate::ssh::Session;
-use crate::tunnel::login::Targets;
+use crate::tunnel::Targets;
 
 /// Runs `rotate`.
 ///

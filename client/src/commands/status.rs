@@ -12,7 +12,7 @@ use crate::cli::GlobalArgs;
 use crate::commands::print_stdout;
 use crate::ops::renew;
 use crate::profile::{self, Profile, Roots};
-use crate::tunnel::{Paths, process, state::State};
+use crate::tunnel::{self, Paths, State};
 
 /// One profile's line.
 #[derive(Debug, Serialize)]
@@ -118,7 +118,7 @@ fn tunnel_state(
     if !paths.pid.exists() {
         return None;
     }
-    let Some(pid) = process::running(&paths.pid, root, name) else {
+    let Some(pid) = tunnel::running(&paths.pid, root, name) else {
         return Some("stale pid file".to_owned());
     };
     let phase = State::read(&paths.state)

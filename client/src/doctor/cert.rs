@@ -215,7 +215,7 @@ fn certificate(ctx: &Context, st: &mut Findings) {
     let failing = ctx
         .dir
         .as_ref()
-        .and_then(|d| crate::tunnel::state::State::read(&d.join(crate::tunnel::STATE)))
+        .and_then(|d| crate::tunnel::State::read(&d.join(crate::tunnel::STATE)))
         .and_then(|st| st.renewal)
         .and_then(|r| r.error)
         .or_else(|| ctx.dir.as_deref().and_then(stopped_renewal));

@@ -16,7 +16,7 @@ use crate::doctor::{CheckId, Context, Finding, Findings, Probes, cert, server};
 use crate::probe::speaks::{self as probe, Speaks};
 use crate::probe::{Outcome, kafka};
 use crate::profile::{Endpoint, files as pf};
-use crate::tunnel::state::State;
+use crate::tunnel::State;
 
 /// How long a local port may take to accept.
 const CONNECT: Duration = Duration::from_secs(2);
@@ -632,7 +632,7 @@ impl Lines {
         let held: Vec<(bool, String)> = foreign
             .iter()
             .map(|t| {
-                let shown = match crate::tunnel::ports::owner_of(t.port) {
+                let shown = match crate::tunnel::owner_of(t.port) {
                     Some(owner) => {
                         if let Some(who) = owner.other_account() {
                             squatters.push(format!("{} ({who})", t.port));

@@ -157,7 +157,7 @@ fn tunnel_target(ctx: &Context, profile: &Profile, cfg: Option<&TunnelConfig>) -
         .and_then(|c| c.user.clone())
         .unwrap_or_else(|| profile.server.user.clone());
     // Behind jump hosts (`ProxyJump`, `--jump`).
-    let jumps = crate::tunnel::login::Targets::resolve(profile, &ctx.home)
+    let jumps = crate::tunnel::Targets::resolve(profile, &ctx.home)
         .map(|t| t.first.jumps)
         .unwrap_or_default();
     let known_hosts = cfg

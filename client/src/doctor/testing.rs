@@ -8,7 +8,7 @@ use std::path::Path;
 
 use crate::doctor::{Context, Inputs};
 use crate::profile::{Endpoint, ForwardRecord, LocalBroker, Profile, files as pf};
-use crate::tunnel::state::{Phase, State};
+use crate::tunnel::{Phase, State};
 
 /// A profile folder holding `p`, an `ssh_config` whose tunnel block has a `LocalForward`
 /// for each of `forwards` (local port, target host), and `files` (name, text), loaded as

@@ -8,16 +8,25 @@
 //! `tunnel status` checks each forward with `crate::probe`. Nothing here prints: the commands
 //! in `commands::tunnel` decide what to show, and the daemon logs through `tracing`.
 
-pub(crate) mod daemon;
+mod daemon;
 pub mod endpoint;
-pub(crate) mod forward;
-pub(crate) mod launch;
-pub(crate) mod login;
-pub(crate) mod ports;
-pub(crate) mod process;
-pub(crate) mod pump;
-pub(crate) mod refresh;
-pub(crate) mod state;
+mod forward;
+mod launch;
+mod login;
+mod ports;
+mod process;
+mod pump;
+mod refresh;
+mod state;
+
+// The front door: all that commands, doctor and operations use of the tunnel, by name.
+pub(crate) use daemon::{Options as DaemonOptions, one_line, run as run_daemon};
+pub(crate) use launch::{openssh_alive, start_daemon, start_openssh, stop_openssh};
+pub(crate) use login::Targets;
+pub(crate) use ports::{check_free, is_taken, owner_of};
+pub(crate) use process::{alive, read_pid, running, send, stop};
+pub(crate) use refresh::{Plan, apply as apply_brokers, plan as plan_brokers, switch_endpoint};
+pub(crate) use state::{BrokersCheck, Phase, Renewal, State, remove as remove_stale};
 
 use std::path::{Path, PathBuf};
 

@@ -5,9 +5,7 @@ use std::process::ExitCode;
 use time::OffsetDateTime;
 
 use crate::error::{Error, TunnelError};
-use crate::tunnel::daemon::{self, one_line};
-use crate::tunnel::process;
-use crate::tunnel::state::{self, Phase, State};
+use crate::tunnel::{self, Phase, State, one_line};
 
 use super::Settings;
 
@@ -17,19 +15,19 @@ pub(super) async fn run_daemon(
     s: &Settings,
     check_every: std::time::Duration,
 ) -> anyhow::Result<ExitCode> {
-    let opts = daemon::Options {
+    let opts = tunnel::DaemonOptions {
         root: s.root.clone(),
         home: s.home.clone(),
         name: s.name.clone(),
         check_every,
     };
-    match daemon::run(&opts).await {
+    match tunnel::run_daemon(&opts).await {
         Ok(()) => Ok(ExitCode::SUCCESS),
         // Another process runs this tunnel: its files are not ours to touch.
         Err(e @ Error::Tunnel(TunnelError::Running { .. })) => Err(e.into()),
         Err(e) => {
             let me = std::process::id();
-            if process::running(&s.paths.pid, &s.root, &s.name).is_some_and(|p| p != me) {
+            if tunnel::running(&s.paths.pid, &s.root, &s.name).is_some_and(|p| p != me) {
                 // Lost a race to another start: the files are the winner's; the waiting `up`
                 // reads this error from the log instead.
                 return Err(anyhow::Error::new(e)
@@ -53,8 +51,8 @@ pub(super) async fn run_daemon(
             if let Err(w) = st.write(&s.paths.state) {
                 tracing::warn!("cannot write the state file: {}", one_line(&w));
             }
-            if process::read_pid(&s.paths.pid) == Some(me) {
-                state::remove(&s.paths.pid);
+            if tunnel::read_pid(&s.paths.pid) == Some(me) {
+                tunnel::remove_stale(&s.paths.pid);
             }
             Err(anyhow::Error::new(e).context(format!("the tunnel of `{}` cannot start", s.name)))
         }

@@ -8,8 +8,7 @@ use serde::Serialize;
 
 use crate::printer::Printer;
 use crate::profile::{ForwardRecord, Profile};
-use crate::tunnel::state;
-use crate::tunnel::{launch, ports, process};
+use crate::tunnel;
 
 use super::Settings;
 
@@ -26,9 +25,9 @@ const PORTS_FREE_TIMEOUT: Duration = Duration::from_secs(5);
 pub(crate) async fn down(s: &Settings, printer: &Printer) -> anyhow::Result<ExitCode> {
     let profile = Profile::load(&s.paths.dir)?;
     let mut stopped = Vec::new();
-    if let Some(pid) = process::running(&s.paths.pid, &s.root, &s.name) {
+    if let Some(pid) = tunnel::running(&s.paths.pid, &s.root, &s.name) {
         let step = printer.step(&format!("stop the tunnel (pid {pid})"));
-        let killed = process::stop(pid, STOP_GRACE)
+        let killed = tunnel::stop(pid, STOP_GRACE)
             .await
             .with_context(|| format!("cannot stop the tunnel of `{}`", s.name))?;
         step.done(if killed {
@@ -39,12 +38,12 @@ pub(crate) async fn down(s: &Settings, printer: &Printer) -> anyhow::Result<Exit
         stopped.push(format!("shiqi-connect tunnel (pid {pid})"));
     }
     // Whatever a crashed or killed process left behind.
-    state::remove(&s.paths.pid);
-    state::remove(&s.paths.state);
+    tunnel::remove_stale(&s.paths.pid);
+    tunnel::remove_stale(&s.paths.state);
 
-    if launch::openssh_alive(&s.paths, &profile.tunnel_host) {
+    if tunnel::openssh_alive(&s.paths, &profile.tunnel_host) {
         let step = printer.step("stop the OpenSSH tunnel");
-        launch::stop_openssh(&s.paths, &profile.tunnel_host)?;
+        tunnel::stop_openssh(&s.paths, &profile.tunnel_host)?;
         step.done("stopped");
         stopped.push("OpenSSH tunnel".to_owned());
     }
@@ -56,7 +55,7 @@ pub(crate) async fn down(s: &Settings, printer: &Printer) -> anyhow::Result<Exit
     let deadline = Instant::now() + PORTS_FREE_TIMEOUT;
     let mut taken: Vec<&ForwardRecord> = profile.forwards.iter().collect();
     loop {
-        taken.retain(|f| ports::is_taken(f.local_port));
+        taken.retain(|f| tunnel::is_taken(f.local_port));
         if taken.is_empty() || Instant::now() >= deadline {
             break;
         }
@@ -67,7 +66,7 @@ pub(crate) async fn down(s: &Settings, printer: &Printer) -> anyhow::Result<Exit
             "port `127.0.0.1:{}` ({}) is still in use by {}, which is not this profile's tunnel",
             f.local_port,
             f.purpose,
-            ports::owner_of(f.local_port)
+            tunnel::owner_of(f.local_port)
                 .map_or_else(|| "another process".to_owned(), |h| h.to_string())
         ));
     }

@@ -8,8 +8,7 @@ use serde::Serialize;
 use crate::probe::{self, Outcome, ProfileTls};
 use crate::profile::{Endpoint, ForwardRecord, Profile};
 use crate::text::Escaped;
-use crate::tunnel::state::{BrokersCheck, Phase, Renewal, State};
-use crate::tunnel::{launch, process};
+use crate::tunnel::{self, BrokersCheck, Phase, Renewal, State};
 
 use super::{Settings, arrow, rfc3339};
 
@@ -168,9 +167,9 @@ struct StatusReport {
 /// Only when the profile cannot be read.
 pub(crate) async fn status(s: &Settings) -> anyhow::Result<ExitCode> {
     let profile = Profile::load(&s.paths.dir)?;
-    let tunnel = if let Some(pid) = process::running(&s.paths.pid, &s.root, &s.name) {
+    let tunnel = if let Some(pid) = tunnel::running(&s.paths.pid, &s.root, &s.name) {
         Some(Running::ours(pid, State::read(&s.paths.state)))
-    } else if launch::openssh_alive(&s.paths, &profile.tunnel_host) {
+    } else if tunnel::openssh_alive(&s.paths, &profile.tunnel_host) {
         Some(Running {
             kind: "openssh",
             pid: None,

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use serde::Serialize;
+use shiqi_ca::protocol::Broker;
 use time::OffsetDateTime;
 
 use crate::agent::{self, AgentCommand};
@@ -15,10 +16,7 @@ use crate::printer::Printer;
 use crate::profile::lock::PATIENCE;
 use crate::profile::plan::choose_endpoint;
 use crate::profile::{Endpoint, ForwardRecord, Profile};
-use crate::tunnel::login::Targets;
-use crate::tunnel::state::{self, State};
-use crate::tunnel::{launch, ports, process, refresh};
-use shiqi_ca::protocol::Broker;
+use crate::tunnel::{self, State, Targets};
 
 use super::{Settings, arrow, rfc3339};
 
@@ -54,7 +52,7 @@ pub(crate) async fn up(
     // Every refusal before anything is stopped or rewritten.
     let switch = plan_switch(&profile, endpoint)?;
     refuse_openssh(s, &profile, openssh, switch.as_ref())?;
-    let openssh_running = launch::openssh_alive(&s.paths, &profile.tunnel_host);
+    let openssh_running = tunnel::openssh_alive(&s.paths, &profile.tunnel_host);
     if openssh_running && switch.is_some() {
         anyhow::bail!(
             "the OpenSSH tunnel of `{}` is running; stop it first (`shiqi-connect tunnel down \
@@ -82,7 +80,7 @@ pub(crate) async fn up(
         )?;
         return Ok(ExitCode::SUCCESS);
     }
-    let running = process::running(&s.paths.pid, &s.root, &s.name);
+    let running = tunnel::running(&s.paths.pid, &s.root, &s.name);
     let (profile, changes) = refresh_or_keep(s, profile, openssh, running, printer).await?;
     if profile.forwards.is_empty() && (profile.endpoint.is_direct() || profile.brokers.is_empty()) {
         anyhow::bail!(
@@ -201,18 +199,19 @@ async fn start(
     printer: &Printer,
 ) -> anyhow::Result<ExitCode> {
     // A stale pid file (the process is gone, or the pid now belongs to something else).
-    state::remove(&s.paths.pid);
+    tunnel::remove_stale(&s.paths.pid);
     // Checked here for a quick, clear refusal; the background process checks again by binding.
     for f in &profile.forwards {
-        ports::check_free(f.local_port).with_context(|| format!("cannot forward {}", f.purpose))?;
+        tunnel::check_free(f.local_port)
+            .with_context(|| format!("cannot forward {}", f.purpose))?;
     }
     for (port, what) in endpoint_ports(profile) {
-        ports::check_free(port)
+        tunnel::check_free(port)
             .with_context(|| format!("cannot listen for {what} (move it with --endpoint-port)"))?;
     }
     if openssh {
         let step = printer.step("start OpenSSH");
-        launch::start_openssh(&s.paths, &profile.tunnel_host)?;
+        tunnel::start_openssh(&s.paths, &profile.tunnel_host)?;
         step.done(&format!(
             "`ssh -fN -F {} {}`",
             s.show(&s.paths.ssh_config),
@@ -222,7 +221,7 @@ async fn start(
         return Ok(ExitCode::SUCCESS);
     }
     let step = printer.step("start the tunnel");
-    let st = launch::start_daemon(&s.paths, &s.root, &s.name, s.verbose, check_every).await?;
+    let st = tunnel::start_daemon(&s.paths, &s.root, &s.name, s.verbose, check_every).await?;
     step.done(&format!(
         "pid {}, through {}, log `{}`",
         st.pid,
@@ -269,9 +268,9 @@ async fn apply_switch(
     if let Some(note) = note {
         printer.note(&note);
     }
-    if let Some(pid) = process::running(&s.paths.pid, &s.root, &s.name) {
+    if let Some(pid) = tunnel::running(&s.paths.pid, &s.root, &s.name) {
         let step = printer.step("stop the running tunnel (its listeners change)");
-        process::stop(pid, Duration::from_secs(5)).await?;
+        tunnel::stop(pid, Duration::from_secs(5)).await?;
         step.done(&format!("pid {pid} stopped"));
     }
     let what = if profile.mysql.is_some() {
@@ -286,7 +285,7 @@ async fn apply_switch(
     let alias = Targets::resolve(profile, &s.home)
         .ok()
         .and_then(|t| t.first.host_key_alias.clone());
-    let plan = refresh::switch_endpoint(endpoint, &s.paths.dir, alias.as_deref(), PATIENCE)
+    let plan = tunnel::switch_endpoint(endpoint, &s.paths.dir, alias.as_deref(), PATIENCE)
         .with_context(|| format!("cannot update profile `{}`", s.name))?;
     let mysql = if profile.mysql.is_some() {
         ", my.cnf"
@@ -331,7 +330,7 @@ async fn refresh_profile(
     profile: &Profile,
     openssh: bool,
     printer: &Printer,
-) -> anyhow::Result<Option<refresh::Plan>> {
+) -> anyhow::Result<Option<tunnel::Plan>> {
     let step = printer.step(&format!("connect to {}", profile.server.host));
     let targets = Targets::resolve(profile, &s.home)
         .with_context(|| format!("cannot resolve `{}`", profile.server.destination))?;
@@ -417,9 +416,9 @@ fn apply_brokers(
     alias: Option<&str>,
     brokers: Vec<Broker>,
     printer: &Printer,
-) -> anyhow::Result<(refresh::Plan, bool)> {
-    let (plan, written) = refresh::apply(&s.paths.dir, alias, PATIENCE, |fresh| {
-        refresh::plan(fresh, brokers)
+) -> anyhow::Result<(tunnel::Plan, bool)> {
+    let (plan, written) = tunnel::apply_brokers(&s.paths.dir, alias, PATIENCE, |fresh| {
+        tunnel::plan_brokers(fresh, brokers)
     })
     .with_context(|| format!("cannot update profile `{}` for this cluster", s.name))?;
     for w in &plan.warnings {
@@ -476,7 +475,7 @@ async fn renew_on_connect(
 async fn reload(s: &Settings, pid: u32, printer: &Printer) -> anyhow::Result<()> {
     let step = printer.step("update the running tunnel");
     let before = State::read(&s.paths.state).map_or(0, |st| st.generation);
-    process::send(pid, crate::os::control::Request::Reload)?;
+    tunnel::send(pid, crate::os::control::Request::Reload)?;
     let deadline = Instant::now() + RELOAD_TIMEOUT;
     loop {
         if let Some(st) = State::read(&s.paths.state).filter(|st| st.generation > before) {
@@ -491,7 +490,7 @@ async fn reload(s: &Settings, pid: u32, printer: &Printer) -> anyhow::Result<()>
             step.done(&format!("{} forwards", st.forwards.len()));
             return Ok(());
         }
-        if Instant::now() >= deadline || !process::alive(pid) {
+        if Instant::now() >= deadline || !tunnel::alive(pid) {
             return Err(Error::Tunnel(TunnelError::Failed {
                 why: format!(
                     "the running tunnel (pid {pid}) did not pick up the new brokers within {}s",
