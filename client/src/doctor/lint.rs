@@ -13,23 +13,24 @@ use crate::doctor::keys::{JAVA, MARIADB, ORACLE_MYSQL_ONLY, RDKAFKA, Table, Valu
 use crate::doctor::{CheckId, Context, Finding, Findings, Status};
 use crate::profile::files as pf;
 
-/// The profile's files that `lint` reads, and the client that reads each: doctor's one list of
-/// them. It can later come from the profile's catalogue (`profile::files::CATALOGUE`), once an
-/// entry says which client reads its file; [`lint`] then picks the rules by that client.
-pub const PROFILE_CONFIGS: [(&str, Kind); 3] = [
-    (pf::CLIENT_PROPERTIES, Kind::Java),
-    (pf::LIBRDKAFKA_CONF, Kind::Librdkafka),
-    (pf::MY_CNF, Kind::Mysql),
-];
-
-/// The config files of the profile folder `dir` that exist, read as their clients read them.
+/// The config files of the profile folder `dir` that exist, read as their clients read them:
+/// each file of the profile's catalogue that names its reader (`profile::files`' `lint`).
 pub fn profile_configs(dir: &Path) -> Vec<ConfigFile> {
-    PROFILE_CONFIGS
+    pf::CATALOGUE
         .iter()
-        .map(|(name, kind)| (dir.join(name), *kind))
+        .filter_map(|k| Some((dir.join(k.name), reader(k.lint?))))
         .filter(|(path, _)| path.exists())
         .map(|(path, kind)| ConfigFile::read(&path, Some(kind)))
         .collect()
+}
+
+/// The lint rules for a catalogue entry's reader.
+fn reader(r: pf::Reader) -> Kind {
+    match r {
+        pf::Reader::Java => Kind::Java,
+        pf::Reader::Librdkafka => Kind::Librdkafka,
+        pf::Reader::Mysql => Kind::Mysql,
+    }
 }
 
 /// The Java spelling of a librdkafka-only setting, and the other way round.
@@ -693,6 +694,34 @@ pub(crate) fn check(ctx: &Context, st: &mut Findings) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_profile_files_linted_are_the_catalogues_with_a_reader() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for k in pf::CATALOGUE {
+            crate::fsutil::write_private(&dir.path().join(k.name), b"").expect("write");
+        }
+        let read: Vec<(String, Kind)> = profile_configs(dir.path())
+            .iter()
+            .map(|c| {
+                (
+                    c.path
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                    c.kind,
+                )
+            })
+            .collect();
+        assert_eq!(
+            read,
+            [
+                (pf::CLIENT_PROPERTIES.to_owned(), Kind::Java),
+                (pf::LIBRDKAFKA_CONF.to_owned(), Kind::Librdkafka),
+                (pf::MY_CNF.to_owned(), Kind::Mysql),
+            ]
+        );
+    }
 
     fn java(text: &str) -> Vec<Issue> {
         lint(&ConfigFile::parse(Kind::Java, text))

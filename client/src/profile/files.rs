@@ -63,6 +63,17 @@ pub(crate) enum When {
     WithMysql,
 }
 
+/// The client that reads a config file, whose rules doctor's lint applies to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reader {
+    /// A Java Kafka client (`.properties`).
+    Java,
+    /// librdkafka (kcat).
+    Librdkafka,
+    /// The MySQL/MariaDB client (an option file).
+    Mysql,
+}
+
 /// One kind of profile file: the one place setup, rotate, renew, the tunnel's refresh, the
 /// folder swap and doctor learn what a profile holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,6 +87,8 @@ pub(crate) struct Kind {
     pub(crate) when: When,
     /// What it is made from.
     pub(crate) source: Source,
+    /// The client that reads it, for a config file doctor lints.
+    pub(crate) lint: Option<Reader>,
 }
 
 impl Kind {
@@ -97,78 +110,91 @@ pub(crate) const CATALOGUE: &[Kind] = &[
         secret: true,
         when: When::Always,
         source: Source::Key,
+        lint: None,
     },
     Kind {
         name: CLIENT_CRT,
         secret: false,
         when: When::Always,
         source: Source::Chain,
+        lint: None,
     },
     Kind {
         name: CA_CRT,
         secret: false,
         when: When::Always,
         source: Source::Ca,
+        lint: None,
     },
     Kind {
         name: KEYSTORE,
         secret: true,
         when: When::Always,
         source: Source::Keystore,
+        lint: None,
     },
     Kind {
         name: TRUSTSTORE,
         secret: false,
         when: When::Always,
         source: Source::Truststore,
+        lint: None,
     },
     Kind {
         name: KEYSTORE_PASSWORD,
         secret: true,
         when: When::Always,
         source: Source::Password,
+        lint: None,
     },
     Kind {
         name: SSH_CONFIG,
         secret: false,
         when: When::Always,
         source: Source::Template("ssh_config"),
+        lint: None,
     },
     Kind {
         name: DATAGRIP_MD,
         secret: false,
         when: When::Always,
         source: Source::Template("DATAGRIP.md"),
+        lint: None,
     },
     Kind {
         name: CLIENT_PROPERTIES,
         secret: true,
         when: When::WithKafka,
         source: Source::Template("client.properties"),
+        lint: Some(Reader::Java),
     },
     Kind {
         name: LIBRDKAFKA_CONF,
         secret: false,
         when: When::WithKafka,
         source: Source::Template("librdkafka.conf"),
+        lint: Some(Reader::Librdkafka),
     },
     Kind {
         name: MY_CNF,
         secret: false,
         when: When::WithMysql,
         source: Source::Template("my.cnf"),
+        lint: Some(Reader::Mysql),
     },
     Kind {
         name: SHIQI_ENV,
         secret: false,
         when: When::Always,
         source: Source::Template("shiqi.env"),
+        lint: None,
     },
     Kind {
         name: PROFILE_JSON,
         secret: false,
         when: When::Always,
         source: Source::Facts,
+        lint: None,
     },
 ];
 
