@@ -713,14 +713,21 @@ mod tests {
                 )
             })
             .collect();
-        assert_eq!(
-            read,
-            [
-                (pf::CLIENT_PROPERTIES.to_owned(), Kind::Java),
-                (pf::LIBRDKAFKA_CONF.to_owned(), Kind::Librdkafka),
-                (pf::MY_CNF.to_owned(), Kind::Mysql),
-            ]
-        );
+        let expected: Vec<(String, Kind)> = pf::CATALOGUE
+            .iter()
+            .filter_map(|k| Some((k.name.to_owned(), reader(k.lint?))))
+            .collect();
+        assert_eq!(read, expected);
+        for (name, kind) in [
+            (pf::CLIENT_PROPERTIES, Kind::Java),
+            (pf::LIBRDKAFKA_CONF, Kind::Librdkafka),
+            (pf::MY_CNF, Kind::Mysql),
+        ] {
+            assert!(read.contains(&(name.to_owned(), kind)), "{name}: {read:?}");
+        }
+        // Only what exists is read.
+        std::fs::remove_file(dir.path().join(pf::MY_CNF)).expect("rm");
+        assert_eq!(profile_configs(dir.path()).len(), expected.len() - 1);
     }
 
     fn java(text: &str) -> Vec<Issue> {
