@@ -418,7 +418,11 @@ pub(crate) mod tests {
         let all: Vec<LocalBroker> = broker_ports(9092)
             .map(|port| LocalBroker { id: 0, port })
             .collect();
-        assert_eq!(next_port(9092, &all, &[]), u16::MAX, "none left in the search");
+        assert_eq!(
+            next_port(9092, &all, &[]),
+            u16::MAX,
+            "none left in the search"
+        );
     }
 
     #[test]
