@@ -48,15 +48,25 @@ pub enum Error {
         /// Which rule it breaks.
         why: &'static str,
     },
-    /// A lifetime outside 1 day..the cap for the kind of certificate.
-    #[error("a {kind} certificate may live 1 to {max} days, not {days}")]
+    /// A lifetime outside the floor and the cap for the kind of certificate.
+    #[error("a {kind} certificate may live {min} to {max}, not {given}")]
     Lifetime {
         /// `client`, `server` or `CA`.
         kind: &'static str,
-        /// What was asked.
-        days: u64,
-        /// The cap.
-        max: u32,
+        /// What was asked (`30m`, `400 days`).
+        given: String,
+        /// The floor (`5m`).
+        min: String,
+        /// The cap (`398d`).
+        max: String,
+    },
+    /// A lifetime that is not written as `10m`, `1h` or `30d`.
+    #[error("invalid lifetime `{given}`: {why}")]
+    InvalidSpan {
+        /// As given (escaped, truncated).
+        given: String,
+        /// Which rule it breaks.
+        why: &'static str,
     },
     /// An agent reply in a protocol version this build does not speak.
     #[error("the agent speaks protocol version {found}, this build speaks {expected}")]
@@ -262,9 +272,12 @@ impl Error {
             Self::InventorySchema { .. } => {
                 Some("upgrade `shiqi-ca-agent`; a newer version wrote this inventory".to_owned())
             }
-            Self::Lifetime { max, .. } => Some(format!(
-                "pick at most {max} days (`--days`, or `[lifetime]` in agent.toml); renew instead of issuing for longer"
+            Self::Lifetime { min, max, .. } => Some(format!(
+                "pick {min} to {max} (`--lifetime`, `--days`, or `[lifetime]` in agent.toml); renew instead of issuing for longer"
             )),
+            Self::InvalidSpan { .. } => Some(
+                "write a whole number of minutes, hours or days: `10m`, `1h`, `30d`".to_owned(),
+            ),
             Self::CrlValidity { .. } => {
                 Some("use a positive validity; the default is 30 days".to_owned())
             }

@@ -16,6 +16,7 @@ use crate::error::Error;
 use crate::key::{KeyType, PrivateKey};
 use crate::name::Serial;
 use crate::policy::CheckedCsr;
+use crate::span::Span;
 
 /// A validity window.
 #[derive(Clone, Copy, Debug)]
@@ -26,11 +27,15 @@ pub struct Validity {
     pub not_after: OffsetDateTime,
 }
 
+/// How far before "now" a certificate's validity starts, for clocks that run behind: a laptop
+/// reading a certificate's lifetime subtracts it.
+pub const BACKDATE: time::Duration = time::Duration::minutes(5);
+
 impl Validity {
-    /// From `now - 5 min` to `now + lifetime` (saturating: never a panic, whatever the input).
+    /// From `now - BACKDATE` to `now + lifetime` (saturating: never a panic, whatever the input).
     pub fn starting_now(now: OffsetDateTime, lifetime: time::Duration) -> Self {
         Self {
-            not_before: now.saturating_sub(time::Duration::minutes(5)),
+            not_before: now.saturating_sub(BACKDATE),
             not_after: now.saturating_add(lifetime),
         }
     }
@@ -38,18 +43,27 @@ impl Validity {
     /// `days` days from now for a certificate of `kind`, refused beyond its cap.
     ///
     /// # Errors
-    /// [`Error::Lifetime`] for 0 days or more than [`Lifetime::max_days`].
+    /// [`Error::Lifetime`] for 0 days or more than [`Lifetime::max`].
     pub fn for_days(now: OffsetDateTime, kind: Lifetime, days: u64) -> Result<Self, Error> {
-        let max = kind.max_days();
-        if days == 0 || days > u64::from(max) {
-            return Err(Error::Lifetime {
+        let span = u32::try_from(days).ok().and_then(Span::days);
+        match span {
+            Some(span) => Self::for_span(now, kind, span),
+            None => Err(Error::Lifetime {
                 kind: kind.name(),
-                days,
-                max,
-            });
+                given: format!("{days} days"),
+                min: kind.min().to_string(),
+                max: kind.max().to_string(),
+            }),
         }
-        let lifetime = time::Duration::days(i64::from(u32::try_from(days).unwrap_or(max)));
-        Ok(Self::starting_now(now, lifetime))
+    }
+
+    /// `span` from now for a certificate of `kind`, refused outside [`Lifetime::check`].
+    ///
+    /// # Errors
+    /// [`Error::Lifetime`].
+    pub fn for_span(now: OffsetDateTime, kind: Lifetime, span: Span) -> Result<Self, Error> {
+        kind.check(span)?;
+        Ok(Self::starting_now(now, span.duration()))
     }
 }
 
@@ -65,13 +79,38 @@ pub enum Lifetime {
 }
 
 impl Lifetime {
-    /// The longest lifetime, in days: 398 for leaves (the CA/Browser Forum's cap, which
-    /// clients such as Apple's enforce), 20 years for the CA.
-    pub const fn max_days(self) -> u32 {
+    /// The longest lifetime: 398 days for leaves (the CA/Browser Forum's cap, which clients
+    /// such as Apple's enforce), 20 years for the CA.
+    pub const fn max(self) -> Span {
         match self {
-            Self::Client | Self::Server => 398,
-            Self::Ca => 7305,
+            Self::Client | Self::Server => Span::const_days(398),
+            Self::Ca => Span::const_days(7305),
         }
+    }
+
+    /// The shortest: 5 minutes for a client certificate (step-ca's floor: less leaves no time to
+    /// renew at two thirds across one slow SSH login), a day for servers and the CA.
+    pub const fn min(self) -> Span {
+        match self {
+            Self::Client => Span::const_minutes(5),
+            Self::Server | Self::Ca => Span::const_days(1),
+        }
+    }
+
+    /// Whether a certificate of this kind may live `span`.
+    ///
+    /// # Errors
+    /// [`Error::Lifetime`] outside [`Lifetime::min`]..=[`Lifetime::max`].
+    pub fn check(self, span: Span) -> Result<(), Error> {
+        if span < self.min() || span > self.max() {
+            return Err(Error::Lifetime {
+                kind: self.name(),
+                given: span.to_string(),
+                min: self.min().to_string(),
+                max: self.max().to_string(),
+            });
+        }
+        Ok(())
     }
 
     /// `client`, `server` or `CA`.
@@ -348,6 +387,16 @@ mod tests {
         ] {
             let e = Validity::for_days(now, kind, days).expect_err("capped");
             assert!(e.to_string().contains(&days.to_string()), "{e}");
+        }
+        let span = |s: &str| s.parse::<Span>().expect(s);
+        assert!(Validity::for_span(now, Lifetime::Client, span("5m")).is_ok());
+        for (kind, given) in [
+            (Lifetime::Client, "4m"),
+            (Lifetime::Client, "399d"),
+            (Lifetime::Server, "23h"),
+        ] {
+            let e = Validity::for_span(now, kind, span(given)).expect_err(given);
+            assert!(e.to_string().contains(given), "{e}");
         }
         // The unchecked form saturates instead of panicking.
         let v = Validity::starting_now(now, time::Duration::MAX);

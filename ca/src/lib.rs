@@ -34,9 +34,11 @@ pub mod name;
 pub mod policy;
 pub mod protocol;
 pub mod secret;
+pub mod span;
 pub mod text;
 
 pub use error::Error;
 pub use host::{Bootstrap, Host, HostPort, Port};
 pub use name::{KeyId, ProfileName, Serial};
 pub use secret::Secret;
+pub use span::Span;

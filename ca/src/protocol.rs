@@ -15,6 +15,7 @@ use crate::crl::Reason;
 use crate::error::Error;
 use crate::host::{Bootstrap, Host, Port};
 use crate::name::{ProfileName, Serial};
+use crate::span::Span;
 
 /// The protocol version this build speaks.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -32,6 +33,9 @@ pub enum Request {
     Provision {
         /// The profile name.
         name: ProfileName,
+        /// The lifetime the laptop asks for (the agent's default when absent); the agent signs
+        /// at most its maximum for the caller's role.
+        lifetime: Option<Span>,
     },
     /// Sign the CSR on stdin for `name`, replacing `replaces` (a rotation): [`SignResponse`].
     Sign {
@@ -39,6 +43,8 @@ pub enum Request {
         name: ProfileName,
         /// The certificate the new one replaces.
         replaces: Option<Serial>,
+        /// As [`Request::Provision`]'s.
+        lifetime: Option<Span>,
     },
     /// The brokers the cluster advertises: [`BrokersResponse`].
     Brokers,
@@ -126,14 +132,24 @@ impl Request {
         let mut words = Vec::new();
         let mut push = |w: &[&str]| words.extend(w.iter().map(|w| (*w).to_owned()));
         let kind = match self {
-            Self::Provision { name } => {
+            Self::Provision { name, lifetime } => {
                 push(&["--name", name.as_str()]);
+                if let Some(span) = lifetime {
+                    push(&["--lifetime", &span.to_string()]);
+                }
                 RequestKind::Provision
             }
-            Self::Sign { name, replaces } => {
+            Self::Sign {
+                name,
+                replaces,
+                lifetime,
+            } => {
                 push(&["--name", name.as_str()]);
                 if let Some(old) = replaces {
                     push(&["--replaces", &old.to_string()]);
+                }
+                if let Some(span) = lifetime {
+                    push(&["--lifetime", &span.to_string()]);
                 }
                 RequestKind::Sign
             }
@@ -342,6 +358,9 @@ pub struct SignResponse {
     pub ca_pem: CertPem,
     /// The server's connection facts as far as the agent could learn them.
     pub facts: ServerFacts,
+    /// The agent's maximum for the caller, when it signed for less than was asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capped_at: Option<Span>,
 }
 
 /// What the client needs to know to reach the server's services.
@@ -657,15 +676,26 @@ mod tests {
         let key: crate::KeyId = "ab".repeat(32).parse().expect("key id");
         for (request, argv) in [
             (
-                Request::Provision { name: name.clone() },
+                Request::Provision {
+                    name: name.clone(),
+                    lifetime: None,
+                },
                 "provision --name saige".to_owned(),
+            ),
+            (
+                Request::Provision {
+                    name: name.clone(),
+                    lifetime: "1h".parse().ok(),
+                },
+                "provision --name saige --lifetime 1h".to_owned(),
             ),
             (
                 Request::Sign {
                     name: name.clone(),
                     replaces: Some(serial.clone()),
+                    lifetime: "90m".parse().ok(),
                 },
-                "sign --name saige --replaces 0a1b".to_owned(),
+                "sign --name saige --replaces 0a1b --lifetime 90m".to_owned(),
             ),
             (Request::Brokers, "brokers --json".to_owned()),
             (Request::Version, "version --json".to_owned()),

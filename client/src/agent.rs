@@ -14,7 +14,7 @@ use shiqi_ca::protocol::{
     Broker, BrokersResponse, KafkaUserResponse, MysqlUserResponse, PROTOCOL_VERSION,
     ProvisionResponse, Request, RevokeResponse, SignResponse, VersionResponse,
 };
-use shiqi_ca::{ProfileName, Serial};
+use shiqi_ca::{ProfileName, Serial, Span};
 
 use crate::error::{AgentError, Error, InputError};
 use crate::ssh::{Output, Session};
@@ -100,13 +100,17 @@ pub(crate) async fn provision(
     session: &Session,
     agent: &AgentCommand,
     name: &ProfileName,
+    lifetime: Option<Span>,
     csr_pem: &str,
     key: &PrivateKey,
 ) -> Result<Provisioned, Error> {
     tracing::debug!(bytes = csr_pem.len(), "sending CSR to shiqi-ca-agent");
     let out = session
         .exec(
-            &agent.line(&Request::Provision { name: name.clone() }),
+            &agent.line(&Request::Provision {
+                name: name.clone(),
+                lifetime,
+            }),
             csr_pem.as_bytes(),
             MAX_REPLY,
             AGENT_TIMEOUT,
@@ -169,6 +173,7 @@ pub(crate) async fn sign_replacing(
     session: &Session,
     agent: &AgentCommand,
     name: &ProfileName,
+    lifetime: Option<Span>,
     csr_pem: &str,
     key: &PrivateKey,
     old: &Serial,
@@ -178,6 +183,7 @@ pub(crate) async fn sign_replacing(
             &agent.line(&Request::Sign {
                 name: name.clone(),
                 replaces: Some(old.clone()),
+                lifetime,
             }),
             csr_pem.as_bytes(),
             MAX_REPLY,
@@ -554,7 +560,10 @@ mod tests {
         let name: ProfileName = "saige".parse().expect("name");
         let a = AgentCommand::new(" /opt/shiqi/bin/shiqi-ca-agent ").expect("valid");
         assert_eq!(
-            a.line(&Request::Provision { name: name.clone() }),
+            a.line(&Request::Provision {
+                name: name.clone(),
+                lifetime: None
+            }),
             "/opt/shiqi/bin/shiqi-ca-agent provision --name saige"
         );
         assert!(AgentCommand::new("a\nb").is_err() && AgentCommand::new("  ").is_err());
@@ -563,9 +572,10 @@ mod tests {
         assert_eq!(
             d.line(&Request::Sign {
                 name: name.clone(),
-                replaces: Some(serial.clone())
+                replaces: Some(serial.clone()),
+                lifetime: "1h".parse().ok(),
             }),
-            "shiqi-ca-agent sign --name saige --replaces 0a1b"
+            "shiqi-ca-agent sign --name saige --replaces 0a1b --lifetime 1h"
         );
         assert_eq!(
             d.line(&Request::Revoke {

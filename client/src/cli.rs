@@ -290,6 +290,12 @@ pub struct SetupArgs {
     /// endpoint while the tunnel is down, may ask for any file the client can read.
     #[arg(long, env = "SHIQI_ALLOW_LOCAL_INFILE", value_parser = FalseyValueParser::new())]
     pub allow_local_infile: bool,
+    /// How long each certificate lives, kept in the profile for every renewal: `10m`, `1h`,
+    /// `30d` (5m to 398d; the server signs at most its maximum for your key). Default: 1h with
+    /// the local endpoint (the tunnel renews it; no client ever notices), else the server's
+    /// default.
+    #[arg(long, env = "SHIQI_LIFETIME", value_name = "SPAN")]
+    pub lifetime: Option<shiqi_ca::Span>,
 }
 
 /// How Kafka clients reach the cluster (`setup`, `tunnel up`).

@@ -15,6 +15,7 @@
 
 pub(crate) mod agent;
 pub mod cli;
+pub(crate) mod clock;
 pub mod commands;
 pub(crate) mod datagrip;
 pub mod doctor;

@@ -19,7 +19,7 @@ const LAYERS: &[&[&str]] = &[
     &["probe"],
     &["ssh"],
     &["jdbc"],
-    &["text", "fsutil", "error", "os"],
+    &["text", "clock", "fsutil", "error", "os"],
 ];
 
 /// Edges the rows above allow but the design does not: the tunnel's daemon works through

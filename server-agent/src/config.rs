@@ -4,7 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use shiqi_ca::ProfileName;
+use shiqi_ca::inventory::access::Role;
+use shiqi_ca::issue::Lifetime;
+use shiqi_ca::{ProfileName, Span};
 
 use crate::acl::{AclBinding, Operation, PatternType, Permission, ResourceType};
 use crate::error::AgentError;
@@ -441,11 +443,23 @@ impl MysqlConfig {
 }
 
 /// `[lifetime]`.
+///
+/// ```toml
+/// [lifetime]
+/// client = "30d"          # when the laptop asks for none ("10m", "1h", "30d"; 5m to 398d)
+/// [lifetime.client_max]   # the most a laptop may ask for, by its enrolled key's role
+/// user = "30d"
+/// admin = "398d"          # and callers on the server itself
+/// ```
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub(crate) struct LifetimeConfig {
-    /// Client certificates, in days.
-    pub(crate) client_days: u32,
+    /// Client certificates when the laptop asks for no lifetime.
+    client: Option<Span>,
+    /// The same in whole days, as agent.toml said it before `client` (still read).
+    client_days: Option<u32>,
+    /// The most a laptop may ask for; more is signed at this maximum.
+    pub(crate) client_max: ClientMax,
     /// Server certificates, in days.
     pub(crate) server_days: u32,
     /// The CA, in days.
@@ -454,14 +468,115 @@ pub(crate) struct LifetimeConfig {
     pub(crate) admin_minutes: u32,
 }
 
+/// `[lifetime.client_max]`: a client certificate's longest lifetime, by the caller's role.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct ClientMax {
+    /// Enrolled `user` keys.
+    pub(crate) user: Span,
+    /// Enrolled `admin` keys and local callers.
+    pub(crate) admin: Span,
+}
+
+impl Default for ClientMax {
+    fn default() -> Self {
+        Self {
+            user: DEFAULT_CLIENT,
+            admin: Lifetime::Client.max(),
+        }
+    }
+}
+
+/// 30 days: what a laptop that asks for nothing gets (older laptops, `--openssh` profiles).
+const DEFAULT_CLIENT: Span = match Span::days(30) {
+    Some(s) => s,
+    None => panic!("30 days is a span"),
+};
+
 impl Default for LifetimeConfig {
     fn default() -> Self {
         Self {
-            client_days: 30,
+            client: None,
+            client_days: None,
+            client_max: ClientMax::default(),
             server_days: 397,
             ca_days: 3650,
             admin_minutes: 60,
         }
+    }
+}
+
+impl LifetimeConfig {
+    /// A client certificate's lifetime when the laptop asks for none (validated by
+    /// [`Config::load`]; an invalid `client_days` falls back to the default here).
+    pub(crate) fn client(&self) -> Span {
+        self.client
+            .or_else(|| self.client_days.and_then(Span::days))
+            .unwrap_or(DEFAULT_CLIENT)
+    }
+
+    /// The lifetime of a client certificate for a caller of `role` (`None`: on the server) who
+    /// asked for `asked`: what was asked (or the default), at most the role's maximum. The
+    /// second value is that maximum when it cut the lifetime short.
+    pub(crate) fn client_for(
+        &self,
+        role: Option<Role>,
+        asked: Option<Span>,
+    ) -> (Span, Option<Span>) {
+        let max = match role {
+            Some(Role::User) => self.client_max.user,
+            Some(Role::Admin) | None => self.client_max.admin,
+        };
+        let want = asked.unwrap_or_else(|| self.client());
+        if want > max {
+            (max, Some(max))
+        } else {
+            (want, None)
+        }
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if self.client.is_some() && self.client_days.is_some() {
+            return Err(
+                "[lifetime] has both client and client_days: keep `client` only".to_owned(),
+            );
+        }
+        let client_days = self.client_days.map(|days| {
+            Span::days(days).ok_or_else(|| {
+                format!(
+                    "[lifetime] client_days = {days}: a client certificate may live {} to {}",
+                    Lifetime::Client.min(),
+                    Lifetime::Client.max()
+                )
+            })
+        });
+        let client_days = client_days.transpose()?;
+        for (key, span) in [
+            ("client_days", client_days),
+            ("client", self.client),
+            ("client_max.user", Some(self.client_max.user)),
+            ("client_max.admin", Some(self.client_max.admin)),
+        ] {
+            if let Some(span) = span {
+                Lifetime::Client
+                    .check(span)
+                    .map_err(|e| format!("[lifetime] {key} = {span}: {e}"))?;
+            }
+        }
+        for (key, days, kind) in [
+            ("server_days", self.server_days, Lifetime::Server),
+            ("ca_days", self.ca_days, Lifetime::Ca),
+        ] {
+            if Span::days(days).is_none_or(|span| kind.check(span).is_err()) {
+                return Err(format!(
+                    "[lifetime] {key} = {days}: a {} certificate may live {} to {}",
+                    kind.name(),
+                    kind.min(),
+                    kind.max()
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -596,20 +711,7 @@ impl Config {
             path: path.to_owned(),
             why,
         };
-        use shiqi_ca::issue::Lifetime;
-        for (key, days, kind) in [
-            ("client_days", self.lifetime.client_days, Lifetime::Client),
-            ("server_days", self.lifetime.server_days, Lifetime::Server),
-            ("ca_days", self.lifetime.ca_days, Lifetime::Ca),
-        ] {
-            if days == 0 || days > kind.max_days() {
-                return Err(bad(format!(
-                    "[lifetime] {key} = {days}: a {} certificate may live 1 to {} days",
-                    kind.name(),
-                    kind.max_days()
-                )));
-            }
-        }
+        self.lifetime.validate().map_err(bad)?;
         for grant in &self.mysql.grants {
             crate::sql::check_grant(grant).map_err(|why| bad(format!("grant `{grant}`: {why}")))?;
         }
@@ -769,10 +871,46 @@ mod tests {
             ),
             ("[lifetime]\nca_days = 7306\n", "ca_days = 7306"),
             ("[lifetime]\nclient_days = 0\n", "client_days = 0"),
+            ("[lifetime]\nclient = \"4m\"\n", "client = 4m"),
+            ("[lifetime]\nclient = \"1w\"\n", "invalid lifetime `1w`"),
+            (
+                "[lifetime.client_max]\nuser = \"399d\"\n",
+                "client_max.user = 399d",
+            ),
+            (
+                "[lifetime]\nclient = \"1h\"\nclient_days = 1\n",
+                "both client and client_days",
+            ),
         ] {
             let err = validated(text).expect_err(text);
             assert!(err.contains(key), "{text}: {err}");
         }
+    }
+
+    #[test]
+    fn a_client_gets_what_it_asks_up_to_its_roles_maximum() {
+        let span = |s: &str| s.parse::<Span>().expect(s);
+        let c = validated("[lifetime]\nclient = \"1h\"\n[lifetime.client_max]\nuser = \"1d\"\n")
+            .expect("config");
+        let l = &c.lifetime;
+        assert_eq!(l.client_for(Some(Role::User), None), (span("1h"), None));
+        assert_eq!(
+            l.client_for(Some(Role::User), Some(span("10m"))),
+            (span("10m"), None)
+        );
+        assert_eq!(
+            l.client_for(Some(Role::User), Some(span("30d"))),
+            (span("1d"), Some(span("1d")))
+        );
+        assert_eq!(
+            l.client_for(Some(Role::Admin), Some(span("30d"))),
+            (span("30d"), None)
+        );
+        assert_eq!(l.client_for(None, Some(span("398d"))), (span("398d"), None));
+        // The old spelling is still read.
+        let old = validated("[lifetime]\nclient_days = 7\n").expect("config");
+        assert_eq!(old.lifetime.client(), span("7d"));
+        assert_eq!(Config::default().lifetime.client(), span("30d"));
     }
 
     #[test]

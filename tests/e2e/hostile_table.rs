@@ -248,7 +248,7 @@ fn every_hostile_input_gets_one_clear_error_and_changes_nothing() {
                 "4000000000",
             ],
             None,
-            "may live 1 to 398 days",
+            "may live 1d to 398d",
         ),
         (
             "a SAN with a space",

@@ -529,8 +529,8 @@ fn server_cert_refuses_bad_input_and_keeps_a_shared_folders_mode() {
     let out = shared.display().to_string();
     let before = inventory(s);
     for (args, expect) in [
-        (vec!["--days", "4000000000"], "may live 1 to 398 days"),
-        (vec!["--days", "0"], "may live 1 to 398 days"),
+        (vec!["--days", "4000000000"], "may live 1d to 398d"),
+        (vec!["--days", "0"], "may live 1d to 398d"),
         (vec!["--san", "bad host"], "--san: invalid host"),
         (vec!["--san", "x\nMatch exec y"], "--san: invalid host"),
     ] {

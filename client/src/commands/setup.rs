@@ -79,6 +79,14 @@ pub(crate) fn resolve(
             why: "an ssh `Host` name here uses only letters, digits, `.`, `_` and `-`",
         }));
     }
+    if let Some(span) = args.lifetime {
+        shiqi_ca::issue::Lifetime::Client
+            .check(span)
+            .map_err(|source| Error::Ca {
+                what: "use that --lifetime",
+                source,
+            })?;
+    }
     Ok(Settings {
         name,
         destination_text,
@@ -102,6 +110,7 @@ pub(crate) fn resolve(
         endpoint: args.endpoint.endpoint.unwrap_or_default(),
         endpoint_port: args.endpoint.endpoint_port,
         allow_local_infile: args.allow_local_infile,
+        lifetime: args.lifetime,
     })
 }
 

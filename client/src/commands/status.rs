@@ -9,6 +9,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::cli::GlobalArgs;
+use crate::clock;
 use crate::commands::print_stdout;
 use crate::ops::renew;
 use crate::profile::{self, Profile, Roots};
@@ -28,6 +29,10 @@ pub(crate) struct Row {
     pub(crate) not_after: Option<OffsetDateTime>,
     /// Whole days left (negative once expired).
     pub(crate) days_left: Option<i64>,
+    /// Seconds left (negative once expired): certificates may live minutes.
+    pub(crate) seconds_left: Option<i64>,
+    /// What it was signed for: `1h`, `30d`.
+    pub(crate) lifetime: Option<String>,
     /// When `renew` will renew it.
     #[serde(with = "time::serde::rfc3339::option")]
     pub(crate) renew_from: Option<OffsetDateTime>,
@@ -60,6 +65,8 @@ pub(crate) fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
                     serial: None,
                     not_after: None,
                     days_left: None,
+                    seconds_left: None,
+                    lifetime: None,
                     renew_from: None,
                     state: "unreadable",
                     tunnel,
@@ -102,6 +109,8 @@ fn row(p: &Profile, now: OffsetDateTime, tunnel: Option<String>) -> Row {
         serial: Some(cert.serial.to_string()),
         not_after: Some(cert.not_after),
         days_left: Some((cert.not_after - now).whole_days()),
+        seconds_left: Some((cert.not_after - now).whole_seconds()),
+        lifetime: Some(crate::clock::lifetime(cert.not_before, cert.not_after)),
         renew_from: Some(renew::due_from(cert)),
         state,
         tunnel,
@@ -132,7 +141,16 @@ fn table(rows: &[Row]) -> String {
         t.and_then(|t| t.format(&Rfc3339).ok())
             .unwrap_or_else(|| "-".to_owned())
     };
-    let cells: Vec<[String; 7]> = rows
+    let left = |r: &Row| match r.seconds_left {
+        Some(s) if s > 0 => format!(
+            "{} of {}",
+            clock::span(time::Duration::seconds(s)),
+            r.lifetime.as_deref().unwrap_or("?")
+        ),
+        Some(_) => "expired".to_owned(),
+        None => "-".to_owned(),
+    };
+    let cells: Vec<[String; 8]> = rows
         .iter()
         .map(|r| {
             [
@@ -140,8 +158,8 @@ fn table(rows: &[Row]) -> String {
                 r.server.clone().unwrap_or_else(|| "-".to_owned()),
                 r.serial.clone().unwrap_or_else(|| "-".to_owned()),
                 date(r.not_after),
-                r.days_left
-                    .map_or_else(|| "-".to_owned(), |d| d.to_string()),
+                left(r),
+                r.renew_from.map_or_else(|| "-".to_owned(), clock::when),
                 match &r.error {
                     Some(e) => format!("{}: {e}", r.state),
                     None => r.state.to_owned(),
@@ -155,7 +173,8 @@ fn table(rows: &[Row]) -> String {
         "SERVER",
         "SERIAL",
         "NOT AFTER",
-        "DAYS LEFT",
+        "LEFT",
+        "RENEWS FROM",
         "STATE",
         "TUNNEL",
     ];

@@ -9,6 +9,7 @@ use shiqi_ca::cert::{self, Cert};
 use shiqi_ca::key::PrivateKey;
 use time::{Duration, OffsetDateTime};
 
+use crate::clock::{span, when};
 use crate::doctor::configs::Kind;
 use crate::doctor::{CheckId, Context, Finding, Findings, Status};
 use crate::ops::renew;
@@ -29,23 +30,6 @@ pub(crate) fn read(ctx: &Context, file: &str) -> Result<String, String> {
 /// rotates the certificate.
 pub(crate) fn warn_before(lifetime: Duration) -> Duration {
     lifetime / 3i32
-}
-
-/// `2026-11-09 07:59 UTC`.
-pub(crate) fn when(t: OffsetDateTime) -> String {
-    format!("{} {:02}:{:02} UTC", t.date(), t.hour(), t.minute())
-}
-
-/// `3 days`, `5 hours`, `12 minutes`.
-pub(crate) fn span(d: Duration) -> String {
-    let d = d.abs();
-    if d.whole_days() >= 2 {
-        format!("{} days", d.whole_days())
-    } else if d.whole_hours() >= 2 {
-        format!("{} hours", d.whole_hours())
-    } else {
-        format!("{} minutes", d.whole_minutes().max(1))
-    }
 }
 
 /// The verdict on a certificate's validity window at `now`.
@@ -118,6 +102,42 @@ fn with_failing_renewal(mut valid: Finding, failing: Option<String>, renew: &str
         )));
     }
     valid
+}
+
+/// `cert.valid` with a note of when the certificate is renewed next, and by what: the running
+/// tunnel (its own due time, jitter included) or `renew` from cron or by hand.
+fn with_next_renewal(ctx: &Context, valid: Finding, leaf: &Cert, now: OffsetDateTime) -> Finding {
+    if leaf.not_after() <= now {
+        return valid;
+    }
+    let lifetime = leaf.not_after() - leaf.not_before();
+    let by_tunnel = crate::doctor::forwards::running_tunnel(ctx)
+        .and_then(|t| t.renewal)
+        .filter(|r| r.not_after == leaf.not_after());
+    let note = match by_tunnel {
+        Some(r) if r.due <= now => "the running tunnel renews it now".to_owned(),
+        Some(r) => format!(
+            "the running tunnel renews it at {} (in {})",
+            when(r.due),
+            span(r.due - now)
+        ),
+        None => {
+            let due = leaf.not_after() - lifetime / 3;
+            let name = ctx
+                .profile
+                .as_ref()
+                .map(|p| p.name.to_string())
+                .unwrap_or_default();
+            format!(
+                "no tunnel of this profile runs to renew it: `shiqi-connect renew {name}` does from {}",
+                when(due)
+            )
+        }
+    };
+    valid.note(format!(
+        "it lives {}; {note}",
+        crate::clock::lifetime(leaf.not_before(), leaf.not_after())
+    ))
 }
 
 /// Whether `leaf` chains to `ca` through `chain` (the rest of `client.crt`).
@@ -219,7 +239,9 @@ fn certificate(ctx: &Context, st: &mut Findings) {
         .and_then(|st| st.renewal)
         .and_then(|r| r.error)
         .or_else(|| ctx.dir.as_deref().and_then(stopped_renewal));
-    let valid = validity(leaf, OffsetDateTime::now_utc(), &renew);
+    let now = OffsetDateTime::now_utc();
+    let valid = validity(leaf, now, &renew);
+    let valid = with_next_renewal(ctx, valid, leaf, now);
     st.push(with_failing_renewal(valid, failing, &renew));
 
     st.push(match read(ctx, pf::CA_CRT) {

@@ -138,7 +138,7 @@ fn restart_hint(ctx: &Context) -> String {
 
 /// The profile's tunnel process as its state file says, when that process is alive: only it
 /// serves the local endpoint (another program on 9092 would be a different Kafka).
-fn running_tunnel(ctx: &Context) -> Option<State> {
+pub(crate) fn running_tunnel(ctx: &Context) -> Option<State> {
     let state = State::read(&ctx.path(crate::tunnel::STATE)?)?;
     crate::os::process::alive(state.pid).then_some(state)
 }

@@ -140,6 +140,7 @@ async fn renew_locked(
                 session,
                 agent,
                 name,
+                profile.asked_lifetime(),
                 &fresh.csr_pem,
                 &fresh.key,
                 &profile.certificate.serial,

@@ -102,6 +102,7 @@ pub(crate) async fn rotate(
             session,
             &agent,
             name,
+            profile.asked_lifetime(),
             &fresh.csr_pem,
             &fresh.key,
             &profile.certificate.serial,

@@ -8,7 +8,7 @@ use anyhow::Context;
 use shiqi_ca::key::KeyType;
 use shiqi_ca::keystore::P12Format;
 use shiqi_ca::protocol::{Broker, KafkaUserResponse, MissingFact, MysqlFacts, SignResponse};
-use shiqi_ca::{ProfileName, Secret};
+use shiqi_ca::{ProfileName, Secret, Span};
 use time::OffsetDateTime;
 
 use super::Report;
@@ -61,6 +61,8 @@ pub(crate) struct Settings {
     pub(crate) endpoint_port: Option<u16>,
     /// `--allow-local-infile`.
     pub(crate) allow_local_infile: bool,
+    /// `--lifetime`.
+    pub(crate) lifetime: Option<Span>,
 }
 
 impl Settings {
@@ -197,11 +199,16 @@ async fn request(
     generated: &keygen::KeyAndCsr,
     report: &dyn Report,
 ) -> anyhow::Result<agent::Provisioned> {
+    let lifetime = match s.lifetime {
+        Some(span) => Some(span),
+        None => default_lifetime(s, session).await,
+    };
     let step = report.step("get a certificate, Kafka permissions and MySQL user from the agent");
     let granted = agent::provision(
         session,
         &s.agent,
         &s.name,
+        lifetime,
         &generated.csr_pem,
         &generated.key,
     )
@@ -209,14 +216,48 @@ async fn request(
     .with_context(|| format!("cannot provision `{}` on the server", s.name))?;
     let response = &granted.signed.response;
     step.done(&format!(
-        "serial {}, valid until {}",
+        "serial {}, valid until {} ({})",
         response.serial,
-        date(response.not_after)
+        date(response.not_after),
+        crate::clock::lifetime(response.not_before, response.not_after)
     ));
+    if let Some(max) = response.capped_at {
+        report.warn(&format!(
+            "the server signs at most {max} for your key: the certificate lives {max}, not {}",
+            lifetime.map_or_else(|| "longer".to_owned(), |l| l.to_string())
+        ));
+    }
     for MissingFact { fact, reason } in &response.facts.missing {
         report.warn(&format!("the server could not tell `{fact}`: {reason}"));
     }
     Ok(granted)
+}
+
+/// The lifetime to ask for without `--lifetime`: the local endpoint's
+/// ([`profile::default_lifetime`]) when the profile will use it. `--endpoint auto` decides that
+/// from the brokers, so it asks the agent for them first; when they cannot be listed it asks for
+/// nothing (the agent's default), as a direct profile does.
+async fn default_lifetime(s: &Settings, session: &Session) -> Option<Span> {
+    let local = match s.endpoint {
+        plan::EndpointMode::Local => true,
+        plan::EndpointMode::Direct => false,
+        plan::EndpointMode::Auto => {
+            let brokers = agent::brokers(session, &s.agent)
+                .await
+                .inspect_err(|e| tracing::debug!("brokers before signing: {e}"))
+                .ok()?;
+            let (endpoint, _) = plan::choose_endpoint(
+                s.endpoint,
+                s.endpoint_port,
+                &Endpoint::Direct,
+                &brokers,
+                None,
+            )
+            .ok()?;
+            !endpoint.is_direct()
+        }
+    };
+    profile::default_lifetime(local)
 }
 
 /// The endpoint mode and the forwards for the cluster the server named.
@@ -364,6 +405,7 @@ fn new_profile(
             allow_local_infile: s.allow_local_infile,
             ..profile::EndpointOptions::default()
         },
+        lifetime: s.lifetime,
     }
 }
 

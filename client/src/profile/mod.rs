@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use shiqi_ca::key::KeyType;
 use shiqi_ca::keystore::P12Format;
 use shiqi_ca::protocol::{Broker, MysqlFacts};
-use shiqi_ca::{Host, Port, ProfileName, Serial};
+use shiqi_ca::{Host, Port, ProfileName, Serial, Span};
 use time::OffsetDateTime;
 
 use crate::error::{Error, ProfileError};
@@ -66,7 +66,21 @@ pub(crate) struct Profile {
     /// What the local endpoint allows (absent: the defaults).
     #[serde(default, skip_serializing_if = "EndpointOptions::is_default")]
     pub(crate) endpoint_options: EndpointOptions,
+    /// The certificate lifetime asked for by `setup --lifetime` (absent: [`Profile::asked_lifetime`]'s
+    /// default for the profile's endpoint).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) lifetime: Option<Span>,
 }
+
+/// What a profile whose Kafka clients use the local endpoint asks for when `setup` was given no
+/// `--lifetime`: its clients never hold the certificate, so a renewal is invisible to them and a
+/// stolen certificate is worth an hour. Direct profiles ask for nothing and get the agent's
+/// default (30 days unless its admin says otherwise): their clients load the keystores once and
+/// would need a restart after every renewal.
+pub(crate) const ENDPOINT_LIFETIME: Span = match Span::minutes(60) {
+    Some(s) => s,
+    None => panic!("an hour is a span"),
+};
 
 /// What the local endpoint allows its clients (issue 42).
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -275,6 +289,13 @@ pub(crate) struct ForwardRecord {
 }
 
 impl Profile {
+    /// The lifetime to ask the agent for: `setup --lifetime`, else [`ENDPOINT_LIFETIME`] with the
+    /// local endpoint, else none (the agent's default).
+    pub(crate) fn asked_lifetime(&self) -> Option<Span> {
+        self.lifetime
+            .or_else(|| default_lifetime(!self.endpoint.is_direct()))
+    }
+
     /// Reads `profile.json` from a profile folder.
     ///
     /// # Errors
@@ -319,6 +340,12 @@ impl Profile {
         s.push('\n');
         s
     }
+}
+
+/// A profile's lifetime when `setup` was given none, by whether its Kafka clients use the
+/// local endpoint: see [`ENDPOINT_LIFETIME`].
+pub(crate) fn default_lifetime(local_endpoint: bool) -> Option<Span> {
+    local_endpoint.then_some(ENDPOINT_LIFETIME)
 }
 
 #[cfg(test)]
@@ -404,6 +431,7 @@ pub(crate) mod tests {
             p12_format: P12Format::Modern,
             endpoint: Endpoint::Direct,
             endpoint_options: EndpointOptions::default(),
+            lifetime: None,
         }
     }
 

@@ -53,8 +53,12 @@ const BROKERS_TIMEOUT: Duration = Duration::from_secs(6);
 const RENEW_CHECK: Duration = Duration::from_secs(20);
 /// The first pause after a failed renewal, doubled after each failure.
 const RENEW_FIRST_BACKOFF: Duration = Duration::from_secs(60);
-/// The longest pause between renewal attempts.
+/// The longest pause between renewal attempts, and at most a twentieth of the certificate's
+/// lifetime: a 10-minute certificate is retried every 30 s at worst, so a server that was down
+/// at the due time is renewed within that of coming back, before or after the expiry.
 const RENEW_MAX_BACKOFF: Duration = Duration::from_secs(3600);
+/// The shortest pause between renewal attempts however short the lifetime.
+const RENEW_MIN_BACKOFF: Duration = Duration::from_secs(5);
 /// For tests only: with `SECS`, the certificate is checked every `SECS` and a failed renewal is
 /// retried after `SECS`, without backoff, so the e2e can watch ten failed attempts in a minute.
 const RENEW_RETRY_ENV: &str = "SHIQI_RENEW_RETRY_SECS";
@@ -257,6 +261,16 @@ impl RenewSchedule {
         let jitter = self.jitter.min(lifetime / 30);
         renew::due_from(cert) + jitter
     }
+
+    /// The pause before the next attempt after a failure: the backoff, at most a twentieth of
+    /// `cert`'s lifetime (see [`RENEW_MAX_BACKOFF`]).
+    fn pause(&self, cert: &crate::profile::Certificate) -> Duration {
+        let twentieth = Duration::try_from((cert.not_after - cert.not_before) / 20)
+            .unwrap_or(RENEW_MIN_BACKOFF);
+        self.backoff
+            .min(twentieth.max(RENEW_MIN_BACKOFF))
+            .min(self.max_backoff)
+    }
 }
 
 impl Daemon {
@@ -318,6 +332,9 @@ impl Daemon {
                     if !self.reconnect().await {
                         return;
                     }
+                    // A laptop that slept past the due time wakes to a lost connection: renew
+                    // on the new one at once rather than at the next check.
+                    self.check_renewal().await;
                     self.check_brokers().await;
                 }
             }
@@ -613,16 +630,20 @@ impl Daemon {
                 shown.attempts += 1;
                 tracing::warn!(
                     attempt = shown.attempts,
-                    "cannot renew the certificate ({}h left), retrying in {}s: {why}",
-                    left.whole_hours(),
-                    self.renew.backoff.as_secs()
+                    "cannot renew the certificate ({}), retrying in {}s: {why}",
+                    if left.is_negative() {
+                        format!("expired {} ago", crate::clock::span(left))
+                    } else {
+                        format!("{} left", crate::clock::span(left))
+                    },
+                    self.renew.pause(&profile.certificate).as_secs()
                 );
                 shown.error = Some(why);
                 shown.hint = e.hint();
-                shown.retry_at =
-                    Some(now + time::Duration::try_from(self.renew.backoff).unwrap_or_default());
-                self.renew.not_before = Instant::now() + self.renew.backoff;
-                self.renew.backoff = (self.renew.backoff * 2).min(self.renew.max_backoff);
+                let pause = self.renew.pause(&profile.certificate);
+                shown.retry_at = Some(now + time::Duration::try_from(pause).unwrap_or_default());
+                self.renew.not_before = Instant::now() + pause;
+                self.renew.backoff = (pause * 2).min(self.renew.max_backoff);
             }
         }
         self.state.renewal = Some(shown);

@@ -296,14 +296,23 @@ mod tests {
         let serial: shiqi_ca::Serial = "0a1b".parse().expect("serial");
         let key: shiqi_ca::KeyId = "ab".repeat(32).parse().expect("key id");
         let requests = [
-            Wire::Provision { name: name.clone() },
+            Wire::Provision {
+                name: name.clone(),
+                lifetime: None,
+            },
+            Wire::Provision {
+                name: name.clone(),
+                lifetime: "1h".parse().ok(),
+            },
             Wire::Sign {
                 name: name.clone(),
                 replaces: None,
+                lifetime: None,
             },
             Wire::Sign {
                 name: name.clone(),
                 replaces: Some(serial.clone()),
+                lifetime: "10m".parse().ok(),
             },
             Wire::Brokers,
             Wire::Version,

@@ -6,8 +6,8 @@
 //! prints nothing on stdout; a failure after it prints the answer so far and exits non-zero, so
 //! the client knows a certificate was issued and revokes it.
 
-use shiqi_ca::ProfileName;
 use shiqi_ca::protocol::{self, PROTOCOL_VERSION, ProvisionResponse};
+use shiqi_ca::{ProfileName, Span};
 
 use crate::error::AgentError;
 use crate::handler::{self, Handler};
@@ -24,6 +24,10 @@ pub(crate) struct ProvisionArgs {
     /// Neither ask Kafka for its brokers nor grant ACLs.
     #[arg(long)]
     pub(crate) no_kafka: bool,
+    /// The certificate's lifetime (`10m`, `1h`, `30d`) [default: config `lifetime.client`]; at
+    /// most the caller's role's `lifetime.client_max`.
+    #[arg(long, value_name = "SPAN")]
+    pub(crate) lifetime: Option<Span>,
 }
 
 impl Handler for ProvisionArgs {
@@ -51,7 +55,12 @@ impl Handler for ProvisionArgs {
         if self.no_kafka {
             return None;
         }
-        Some(handler::parsed("name", &self.name).map(|name| protocol::Request::Provision { name }))
+        Some(
+            handler::parsed("name", &self.name).map(|name| protocol::Request::Provision {
+                name,
+                lifetime: self.lifetime,
+            }),
+        )
     }
 
     fn run(&self, ctx: &Context) -> anyhow::Result<()> {
@@ -63,7 +72,11 @@ impl Handler for ProvisionArgs {
 pub(crate) fn run(ctx: &Context, args: &ProvisionArgs) -> anyhow::Result<()> {
     let csr = super::read_csr()?;
     let cluster = Cluster::new(ctx, !args.no_kafka);
-    let certificate = sign::issue(ctx, &args.name, &csr, None, &cluster)?;
+    let ask = sign::Ask {
+        replaces: None,
+        lifetime: args.lifetime,
+    };
+    let certificate = sign::issue(ctx, &args.name, &csr, &ask, &cluster)?;
     let name: ProfileName = certificate.name.clone();
     let mut response = ProvisionResponse {
         version: PROTOCOL_VERSION,

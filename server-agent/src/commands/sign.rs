@@ -1,8 +1,8 @@
-//! `sign --name NAME [--replaces SERIAL]`: one PEM CSR on stdin in, one `SignResponse` JSON
+//! `sign --name NAME [--replaces SERIAL] [--lifetime SPAN]`: one PEM CSR on stdin in, one `SignResponse` JSON
 //! document out ([`crate::ops::sign`]).
 
-use shiqi_ca::ProfileName;
 use shiqi_ca::protocol;
+use shiqi_ca::{ProfileName, Span};
 
 use crate::error::AgentError;
 use crate::handler::{self, Handler};
@@ -22,6 +22,10 @@ pub(crate) struct SignArgs {
     /// be a client certificate of the same name. Recorded in the audit log as a `rotate`.
     #[arg(long, value_name = "SERIAL")]
     pub(crate) replaces: Option<String>,
+    /// The certificate's lifetime (`10m`, `1h`, `30d`) [default: config `lifetime.client`]; at
+    /// most the caller's role's `lifetime.client_max`.
+    #[arg(long, value_name = "SPAN")]
+    pub(crate) lifetime: Option<Span>,
 }
 
 impl Handler for SignArgs {
@@ -57,6 +61,7 @@ impl Handler for SignArgs {
                     .as_deref()
                     .map(|s| handler::parsed("replaces", s))
                     .transpose()?,
+                lifetime: self.lifetime,
             })
         };
         Some(request())
@@ -70,8 +75,12 @@ impl Handler for SignArgs {
 /// Signs the CSR and prints the answer.
 pub(crate) fn run(ctx: &Context, args: &SignArgs) -> anyhow::Result<()> {
     let cluster = Cluster::new(ctx, !args.no_kafka);
-    let response = super::read_csr()
-        .and_then(|csr| sign::issue(ctx, &args.name, &csr, args.replaces.as_deref(), &cluster))?;
+    let ask = sign::Ask {
+        replaces: args.replaces.as_deref(),
+        lifetime: args.lifetime,
+    };
+    let response =
+        super::read_csr().and_then(|csr| sign::issue(ctx, &args.name, &csr, &ask, &cluster))?;
     sign::refresh_crl(ctx);
     crate::commands::print_json(&response)
 }

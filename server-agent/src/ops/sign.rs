@@ -5,7 +5,6 @@
 //! A refusal changes no state: the inventory is written only inside that transaction.
 
 use shiqi_ca::Port;
-use shiqi_ca::ProfileName;
 use shiqi_ca::cert::Cert;
 use shiqi_ca::inventory::{CertKind, NewCert, Status};
 use shiqi_ca::issue::{Lifetime, Validity};
@@ -13,11 +12,21 @@ use shiqi_ca::policy::check_csr;
 use shiqi_ca::protocol::{
     CertPem, MissingFact, MysqlFacts, PROTOCOL_VERSION, ServerFacts, SignResponse,
 };
+use shiqi_ca::{ProfileName, Span};
 
 use crate::audit;
 use crate::error::AgentError;
 use crate::ops::Cluster;
 use crate::state::Context;
+
+/// What the caller asks for besides the CSR.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Ask<'a> {
+    /// The serial of the certificate the new one replaces (a rotation), as given.
+    pub(crate) replaces: Option<&'a str>,
+    /// The lifetime asked for (the config's default when absent).
+    pub(crate) lifetime: Option<Span>,
+}
 
 /// Signs `csr` for `name` and records the outcome in the audit log (and, with `replaces`, the
 /// rotation).
@@ -25,10 +34,11 @@ pub(crate) fn issue(
     ctx: &Context,
     name: &str,
     csr: &[u8],
-    replaces: Option<&str>,
+    ask: &Ask<'_>,
     cluster: &Cluster<'_>,
 ) -> anyhow::Result<SignResponse> {
-    let result = sign(ctx, name, csr, replaces, cluster);
+    let replaces = ask.replaces;
+    let result = sign(ctx, name, csr, ask, cluster);
     let (serial, outcome, reason) = match &result {
         Ok(r) => (Some(r.serial.to_hex()), "ok", None),
         Err(e) => (None, "refused", Some(e.to_string())),
@@ -82,7 +92,7 @@ fn sign(
     ctx: &Context,
     name: &str,
     csr: &[u8],
-    replaces: Option<&str>,
+    ask: &Ask<'_>,
     cluster: &Cluster<'_>,
 ) -> anyhow::Result<SignResponse> {
     let name: ProfileName = name.parse()?;
@@ -96,7 +106,7 @@ fn sign(
     let ca = ctx.ca()?;
 
     let mut inventory = ctx.inventory()?;
-    if let Some(old) = replaces {
+    if let Some(old) = ask.replaces {
         check_replaces(&inventory, &name, old)?;
     }
     crate::limits::check_certificate_cap(ctx, &inventory, &name)?;
@@ -107,11 +117,14 @@ fn sign(
         }
         .into());
     }
-    let validity = Validity::for_days(
-        time::OffsetDateTime::now_utc(),
-        Lifetime::Client,
-        u64::from(ctx.config.lifetime.client_days),
-    )?;
+    if let Some(asked) = ask.lifetime {
+        Lifetime::Client.check(asked)?;
+    }
+    let (lifetime, capped_at) = ctx
+        .config
+        .lifetime
+        .client_for(ctx.caller.role(), ask.lifetime);
+    let validity = Validity::for_span(time::OffsetDateTime::now_utc(), Lifetime::Client, lifetime)?;
     let record = inventory.issue(|serial| {
         let cert = ca.issue_client(&checked, serial, validity)?;
         Ok(NewCert::from_cert(name.as_str(), CertKind::Client, &cert))
@@ -129,6 +142,7 @@ fn sign(
         chain_pem: vec![CertPem::of(ca.cert())],
         ca_pem: CertPem::of(ca.cert()),
         facts: facts(ctx, &ca, &name, cluster),
+        capped_at,
     })
 }
 
