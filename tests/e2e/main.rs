@@ -29,6 +29,7 @@ mod jdbc;
 mod kafka;
 mod known_hosts;
 mod lifecycle;
+mod lifetime;
 mod logins;
 mod planted;
 mod readme;

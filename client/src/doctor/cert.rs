@@ -7,7 +7,7 @@ use std::path::Path;
 use shiqi_ca::Secret;
 use shiqi_ca::cert::{self, Cert};
 use shiqi_ca::key::PrivateKey;
-use time::{Duration, OffsetDateTime};
+use time::OffsetDateTime;
 
 use crate::clock::{span, when};
 use crate::doctor::configs::Kind;
@@ -24,12 +24,6 @@ pub(crate) fn read(ctx: &Context, file: &str) -> Result<String, String> {
         std::io::ErrorKind::NotFound => format!("`{file}` is missing (see `files`)"),
         _ => format!("cannot read `{}`: {e}", ctx.show(&path)),
     })
-}
-
-/// How long before expiry to warn: the last third of the lifetime, when `shiqi-connect renew`
-/// rotates the certificate.
-pub(crate) fn warn_before(lifetime: Duration) -> Duration {
-    lifetime / 3i32
 }
 
 /// The verdict on a certificate's validity window at `now`.
@@ -55,7 +49,8 @@ pub(crate) fn validity(leaf: &Cert, now: OffsetDateTime, renew: &str) -> Finding
         );
     }
     let left = na - now;
-    if left < warn_before(na - nb) {
+    // Warned from when `renew` (and the tunnel) would renew it: the last third of its lifetime.
+    if now >= renew::due_between(nb, na) {
         return Finding::warn(
             CheckId::CertValid,
             format!("{who} expires on {} (in {})", when(na), span(left)),
@@ -110,7 +105,6 @@ fn with_next_renewal(ctx: &Context, valid: Finding, leaf: &Cert, now: OffsetDate
     if leaf.not_after() <= now {
         return valid;
     }
-    let lifetime = leaf.not_after() - leaf.not_before();
     let by_tunnel = crate::doctor::forwards::running_tunnel(ctx)
         .and_then(|t| t.renewal)
         .filter(|r| r.not_after == leaf.not_after());
@@ -122,7 +116,7 @@ fn with_next_renewal(ctx: &Context, valid: Finding, leaf: &Cert, now: OffsetDate
             span(r.due - now)
         ),
         None => {
-            let due = leaf.not_after() - lifetime / 3;
+            let due = renew::due_between(leaf.not_before(), leaf.not_after());
             let name = ctx
                 .profile
                 .as_ref()
@@ -545,6 +539,7 @@ fn password_fix(ctx: &Context, sources: &[PasswordSource], stores: &Stores) -> S
 mod tests {
     use shiqi_ca::issue::{Ca, Validity};
     use shiqi_ca::key::KeyType;
+    use time::Duration;
     use time::macros::datetime;
 
     use super::*;
@@ -593,7 +588,6 @@ mod tests {
                 .as_deref()
                 .is_some_and(|f| f.contains("setup x --force"))
         );
-        assert_eq!(warn_before(Duration::days(30)), Duration::days(10));
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde::Serialize;
+use shiqi_ca::issue::BACKDATE;
 use shiqi_ca::key::PrivateKey;
 use shiqi_ca::{KeyId, ProfileName};
 use time::OffsetDateTime;
@@ -35,9 +36,17 @@ pub(crate) enum RenewOutcome {
     Renewed(Box<Rotated>),
 }
 
-/// When a certificate becomes due for renewal: once two thirds of its lifetime have passed.
+/// When a certificate becomes due for renewal: once two thirds of the lifetime it was signed
+/// for have passed. The agent starts validity [`BACKDATE`] early for clocks that run behind;
+/// counting that too would renew a 10-minute certificate after 5 minutes.
 pub(crate) fn due_from(cert: &Certificate) -> OffsetDateTime {
-    cert.not_after - (cert.not_after - cert.not_before) / 3
+    due_between(cert.not_before, cert.not_after)
+}
+
+/// [`due_from`] of a certificate valid from `not_before` to `not_after`.
+pub(crate) fn due_between(not_before: OffsetDateTime, not_after: OffsetDateTime) -> OffsetDateTime {
+    let signed_at = (not_before + BACKDATE).min(not_after);
+    not_after - (not_after - signed_at) / 3
 }
 
 /// Whether it is due at `now`.
@@ -246,13 +255,16 @@ mod tests {
     fn due_in_the_last_third_of_the_lifetime() {
         let mut cert = sample().certificate;
         let start = time::macros::datetime!(2026-10-01 00:00 UTC);
-        cert.not_before = start;
+        cert.not_before = start - BACKDATE;
         cert.not_after = start + Duration::days(30);
         assert_eq!(due_from(&cert), start + Duration::days(20));
         assert!(!is_due(&cert, start + Duration::days(19)));
         assert!(is_due(&cert, start + Duration::days(20)));
         // Expired: due (SSH, not the old certificate, authorizes the renewal).
         assert!(is_due(&cert, start + Duration::days(45)));
+        // Ten minutes: due after six minutes forty.
+        cert.not_after = start + Duration::minutes(10);
+        assert_eq!(due_from(&cert), start + Duration::seconds(400));
     }
 
     #[test]
