@@ -1,7 +1,7 @@
 //! Certificates that name where their CRL is, read back by OpenSSL: the URI is in the
 //! certificate, and a CRL built from the inventory revokes exactly the revoked serial
 //! (`openssl verify -crl_check`). Java's CRLDP fetching was checked by hand against the stack's
-//! brokers (see the README, "Revocation").
+//! brokers (see docs/lifetimes.md, "Revocation").
 #![forbid(unsafe_code)]
 #![expect(
     clippy::disallowed_methods,

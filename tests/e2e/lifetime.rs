@@ -194,7 +194,9 @@ fn a_five_minute_certificate_is_renewed_across_a_server_outage_and_then_expires_
     );
     let second = serial_of(&profile);
     assert!(
-        within(Duration::from_secs(30), || status_of(s, &name, &first) == "revoked").is_some(),
+        within(Duration::from_secs(30), || status_of(s, &name, &first)
+            == "revoked")
+        .is_some(),
         "the superseded certificate is revoked: {:#?}",
         certificates(s, &name)
     );
@@ -203,7 +205,11 @@ fn a_five_minute_certificate_is_renewed_across_a_server_outage_and_then_expires_
     let wait = not_after - OffsetDateTime::now_utc() + time::Duration::seconds(5);
     std::thread::sleep(Duration::try_from(wait).unwrap_or_default());
     let login = endpoint_login(s, mysql_port, &name);
-    assert!(login.stdout.contains(&me), "after the expiry: {}", login.all());
+    assert!(
+        login.stdout.contains(&me),
+        "after the expiry: {}",
+        login.all()
+    );
     let (_, st) = tunnel.status();
     let second_ends = certificates(s, &name)
         .iter()
@@ -230,7 +236,10 @@ fn a_five_minute_certificate_is_renewed_across_a_server_outage_and_then_expires_
         listed.contains(&long),
         "a revoked certificate that has not expired stays"
     );
-    assert!(!listed.contains(&first), "the expired first certificate left too");
+    assert!(
+        !listed.contains(&first),
+        "the expired first certificate left too"
+    );
 }
 
 /// `[lifetime]` in agent.toml for the length of a test, then the file as it was.
@@ -258,9 +267,11 @@ impl<'a> AgentLifetime<'a> {
 impl Drop for AgentLifetime<'_> {
     fn drop(&mut self) {
         let user = self.s.info("server_user");
-        let _ = self
-            .s
-            .server(Some(user), &["tee", &self.path], Some(self.before.as_bytes()));
+        let _ = self.s.server(
+            Some(user),
+            &["tee", &self.path],
+            Some(self.before.as_bytes()),
+        );
     }
 }
 
@@ -296,7 +307,8 @@ fn the_agent_signs_its_default_lifetime_and_at_most_the_roles_maximum() {
         .ok();
     assert_eq!(minutes(&home.profile(&greedy)), 60);
     assert!(
-        out.stderr.contains("the server signs at most 1h for your key"),
+        out.stderr
+            .contains("the server signs at most 1h for your key"),
         "{}",
         out.all()
     );

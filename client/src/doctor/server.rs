@@ -273,7 +273,7 @@ fn version_finding(answer: Result<shiqi_ca::protocol::VersionResponse, Error>) -
     let id = CheckId::AgentVersion;
     let ours = shiqi_ca::version!();
     let update_agent = format!(
-        "put shiqi-ca-agent {} on the server (README: Install); `shiqi-ca-agent version` there \
+        "put shiqi-ca-agent {} on the server (docs/install.md); `shiqi-ca-agent version` there \
          says which it runs",
         env!("CARGO_PKG_VERSION")
     );
@@ -301,7 +301,7 @@ fn version_finding(answer: Result<shiqi_ca::protocol::VersionResponse, Error>) -
                  ({ours})",
                 v.agent, v.version, PROTOCOL_VERSION
             ),
-            "update shiqi-connect on this laptop to the agent's release (README: Install)",
+            "update shiqi-connect on this laptop to the agent's release (docs/install.md)",
         ),
         Ok(v) => Finding::fail(
             id,

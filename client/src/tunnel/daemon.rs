@@ -279,7 +279,8 @@ impl Daemon {
         // must not keep pushing a longer one back.
         let every = self.check_every;
         let mut next_check = tokio::time::Instant::now() + every;
-        let mut next_renewal = tokio::time::Instant::now() + self.renew.check;
+        // The certificate at once: a tunnel started at login after a night finds it expired.
+        let mut next_renewal = tokio::time::Instant::now();
         loop {
             let link = self.tx.borrow().clone();
             let lost = self.shared.lost.clone();
