@@ -335,7 +335,7 @@ impl AgentError {
                 "each FAIL line says its fix; run `check` again after applying them".into()
             }
             Self::ConfigParse { .. } => {
-                "every key is documented in docs/server.md ("The agent's config")".into()
+                "every key is documented in docs/server.md (the agent's config)".into()
             }
             Self::Forbidden { role, .. } if *role == shiqi_ca::inventory::access::Role::User => {
                 "a `user` key may sign, rotate and renew only its own name and read `brokers`; \

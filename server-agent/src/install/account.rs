@@ -213,7 +213,7 @@ pub(super) fn config(i: &mut Install) -> Result<(), AgentError> {
     let toml_str = |s: &str| toml::Value::String(s.to_owned()).to_string();
     let mut text = String::from(
         "# shiqi-ca-agent's config, written by `shiqi-ca-agent install` (which never rewrites it).\n\
-         # Every key is documented in docs/server.md ("The agent's config").\n\n[kafka]\n",
+         # Every key is documented in docs/server.md (the agent's config).\n\n[kafka]\n",
     );
     text.push_str(&format!(
         "bootstrap = {}\n",
