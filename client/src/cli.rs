@@ -331,7 +331,7 @@ pub enum TunnelAction {
     /// that forwards 127.0.0.1:PORT for every broker and for MySQL (log: ~/.shiqi/NAME/tunnel.log).
     Up(TunnelUpArgs),
     /// Stop the tunnel (the built-in one or the OpenSSH one) and free every port.
-    Down(TunnelNameArgs),
+    Down(TunnelDownArgs),
     /// List each forward, whether it listens, and whether a TLS login with the profile's
     /// certificate works through it. Exit 1 when one does not.
     Status(TunnelNameArgs),
@@ -370,9 +370,24 @@ pub struct TunnelUpArgs {
     pub endpoint: EndpointArgs,
     #[arg(long, env = "SHIQI_TUNNEL_CHECK_EVERY", default_value_t = 60, value_name = "SECS", help = CHECK_EVERY_HELP)]
     pub check_every: u64,
+    /// Also start this tunnel whenever you log in: a systemd user unit (restarted if it fails),
+    /// a launchd agent on macOS, a Run entry on Windows. `tunnel down NAME --at-login` removes it.
+    #[arg(long, conflicts_with = "openssh")]
+    pub at_login: bool,
 }
 
-/// `tunnel down|status [NAME]`.
+/// `tunnel down [NAME] [--at-login]`.
+#[derive(Debug, Args)]
+pub struct TunnelDownArgs {
+    /// The profile (may be left out when there is only one).
+    #[arg(env = "SHIQI_PROFILE")]
+    pub name: Option<String>,
+    /// Also stop starting it at login (what `tunnel up --at-login` installed).
+    #[arg(long)]
+    pub at_login: bool,
+}
+
+/// `tunnel status [NAME]`.
 #[derive(Debug, Args)]
 pub struct TunnelNameArgs {
     /// The profile (may be left out when there is only one).

@@ -9,6 +9,7 @@
     reason = "test diagnostics go to the test output"
 )]
 
+mod at_login;
 mod backup;
 mod bastion;
 mod check;

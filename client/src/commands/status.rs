@@ -40,6 +40,8 @@ pub(crate) struct Row {
     pub(crate) state: &'static str,
     /// The built-in tunnel: `up (pid N)`, `reconnecting (pid N)`, `stale pid file`, or none.
     pub(crate) tunnel: Option<String>,
+    /// What starts the tunnel at login (`tunnel up --at-login`), if anything.
+    pub(crate) at_login: Option<String>,
     /// Why the profile cannot be read, when it cannot.
     pub(crate) error: Option<String>,
 }
@@ -57,8 +59,15 @@ pub(crate) fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         .map(|name| {
             let dir = profile::dir(&roots.root, name);
             let tunnel = tunnel_state(&Paths::new(&roots.root, name), &roots.root, name);
+            let at_login = tunnel::at_login(&roots.home, name).map(|item| match item.failing {
+                Some(why) => format!("{} {} (failing: {why})", item.kind, item.location),
+                None => format!("{} {}", item.kind, item.location),
+            });
             match Profile::load(&dir) {
-                Ok(p) => row(&p, now, tunnel),
+                Ok(p) => Row {
+                    at_login,
+                    ..row(&p, now, tunnel)
+                },
                 Err(e) => Row {
                     name: name.to_string(),
                     server: None,
@@ -70,6 +79,7 @@ pub(crate) fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
                     renew_from: None,
                     state: "unreadable",
                     tunnel,
+                    at_login,
                     error: Some(e.to_string()),
                 },
             }
@@ -114,6 +124,7 @@ fn row(p: &Profile, now: OffsetDateTime, tunnel: Option<String>) -> Row {
         renew_from: Some(renew::due_from(cert)),
         state,
         tunnel,
+        at_login: None,
         error: None,
     }
 }
@@ -164,7 +175,12 @@ fn table(rows: &[Row]) -> String {
                     Some(e) => format!("{}: {e}", r.state),
                     None => r.state.to_owned(),
                 },
-                r.tunnel.clone().unwrap_or_else(|| "-".to_owned()),
+                match (&r.tunnel, &r.at_login) {
+                    (Some(t), Some(_)) => format!("{t}, at login"),
+                    (Some(t), None) => t.clone(),
+                    (None, Some(_)) => "at login".to_owned(),
+                    (None, None) => "-".to_owned(),
+                },
             ]
         })
         .collect();

@@ -12,10 +12,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::doctor::tunnel_config::TunnelConfig;
-use crate::doctor::{CheckId, Context, Finding, Findings, Probes, cert, server};
+use crate::doctor::{CheckId, Context, Finding, Findings, Probes, Status, cert, server};
 use crate::probe::speaks::{self as probe, Speaks};
 use crate::probe::{Outcome, kafka};
 use crate::profile::{Endpoint, files as pf};
+use crate::text::Escaped;
 use crate::tunnel::State;
 
 /// How long a local port may take to accept.
@@ -242,10 +243,52 @@ pub(crate) async fn check(
     }
     let survey = Survey::take(ctx, &targets).await;
     let sorted = Sorted::new(&targets, &survey, cfg, probes);
-    st.push(verdict(ctx, cfg, &survey, &sorted, needs, &mode));
+    st.push(with_login_item(
+        ctx,
+        verdict(ctx, cfg, &survey, &sorted, needs, &mode),
+    ));
     Tunnel {
         answering: survey.listening,
         broken: sorted.broken,
+    }
+}
+
+/// The `tunnel` line with what starts it at login (`tunnel up --at-login`): a note, and at
+/// least a warning when the system's manager says that item failed.
+fn with_login_item(ctx: &Context, mut line: Finding) -> Finding {
+    let Some(item) = ctx
+        .profile
+        .as_ref()
+        .ok()
+        .and_then(|p| crate::tunnel::at_login(&ctx.home, &p.name))
+    else {
+        return line;
+    };
+    match &item.failing {
+        None => line.note(format!(
+            "started at login by the {} `{}`",
+            item.kind, item.location
+        )),
+        Some(why) => {
+            line = line.note(format!(
+                "the {} `{}` that starts it at login is failing: {why}",
+                item.kind, item.location
+            ));
+            if line.status == Status::Ok {
+                line.status = Status::Warn;
+                line.fix = Some(Escaped::from(format!(
+                    "see `systemctl --user status {}` and `tunnel.log`; then `{}`",
+                    crate::os::login_item::label(
+                        ctx.profile
+                            .as_ref()
+                            .map(|p| p.name.as_str())
+                            .unwrap_or_default()
+                    ),
+                    ctx.tunnel_command()
+                )));
+            }
+            line
+        }
     }
 }
 

@@ -93,6 +93,15 @@ pub enum TunnelError {
         /// What ssh said (last line).
         why: String,
     },
+
+    /// The login item (`--at-login`) cannot name this path.
+    #[error("cannot start the tunnel at login from `{}`: {why}", path.display())]
+    AtLoginPath {
+        /// The program or the log.
+        path: std::path::PathBuf,
+        /// Which rule it breaks.
+        why: &'static str,
+    },
 }
 
 impl TunnelError {
@@ -133,6 +142,11 @@ impl TunnelError {
             Self::OpenSsh { .. } => {
                 "run the command with `-v` to see where it breaks, or use the built-in tunnel \
                  (`shiqi-connect tunnel up` without `--openssh`)"
+                    .to_owned()
+            }
+            Self::AtLoginPath { .. } => {
+                "install shiqi-connect, and keep profiles (`--home`/`SHIQI_HOME`), in folders \
+                 whose paths have no spaces"
                     .to_owned()
             }
             _ => return None,

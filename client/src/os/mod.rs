@@ -6,6 +6,7 @@ pub(crate) mod account;
 pub(crate) mod addresses;
 pub(crate) mod control;
 pub(crate) mod files;
+pub(crate) mod login_item;
 pub(crate) mod port_owner;
 pub(crate) mod process;
 pub(crate) mod ssh_agent;

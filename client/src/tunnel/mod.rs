@@ -8,6 +8,7 @@
 //! `tunnel status` checks each forward with `crate::probe`. Nothing here prints: the commands
 //! in `commands::tunnel` decide what to show, and the daemon logs through `tracing`.
 
+mod at_login;
 mod daemon;
 pub mod endpoint;
 mod forward;
@@ -20,6 +21,9 @@ mod refresh;
 mod state;
 
 // The front door: all that commands, doctor and operations use of the tunnel, by name.
+pub(crate) use at_login::{
+    install as install_at_login, installed as at_login, remove as remove_at_login,
+};
 pub(crate) use daemon::{Options as DaemonOptions, one_line, run as run_daemon};
 pub(crate) use launch::{openssh_alive, start_daemon, start_openssh, stop_openssh};
 pub(crate) use login::Targets;

@@ -61,6 +61,7 @@ impl Settings {
     }
 }
 
+mod at_login;
 mod background;
 mod down;
 mod status;
@@ -83,14 +84,18 @@ pub(crate) async fn run(
     match &args.action {
         TunnelAction::Up(a) => {
             let s = Settings::resolve(a.name.as_deref(), "tunnel up", global)?;
-            up(&s, a.openssh, a.check_every, &a.endpoint, printer).await
+            let code = up(&s, a.openssh, a.check_every, &a.endpoint, printer).await?;
+            if a.at_login {
+                at_login::install(&s, printer)?;
+            }
+            Ok(code)
         }
         TunnelAction::Down(a) => {
-            down(
-                &Settings::resolve(a.name.as_deref(), "tunnel down", global)?,
-                printer,
-            )
-            .await
+            let s = Settings::resolve(a.name.as_deref(), "tunnel down", global)?;
+            if a.at_login {
+                at_login::remove(&s, printer)?;
+            }
+            down(&s, printer).await
         }
         TunnelAction::Status(a) => {
             status(&Settings::resolve(
