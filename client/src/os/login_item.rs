@@ -359,8 +359,8 @@ mod imp {
         format!(r"HKCU\{RUN}\{}", label(name))
     }
 
-    fn io(e: windows_registry::Error) -> std::io::Error {
-        std::io::Error::other(e.message())
+    fn io(e: impl std::fmt::Display) -> std::io::Error {
+        std::io::Error::other(e.to_string())
     }
 
     pub(super) fn enable(l: &Launch<'_>, _home: &Path) -> std::io::Result<Item> {
