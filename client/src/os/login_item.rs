@@ -456,6 +456,8 @@ mod tests {
     }
 
     /// The plist as Python's plistlib reads it: the label, the daemon's command line, the log.
+    /// (Not under Wine, which has no python3.)
+    #[cfg(unix)]
     #[test]
     fn the_launchd_agent_parses_and_names_the_daemon_command() -> std::io::Result<()> {
         let exe = Path::new("/Applications/shiqi <&> connect/shiqi-connect");
