@@ -165,6 +165,10 @@ pub struct RotateArgs {
     /// the server end every MySQL session of the name (reconnect with the new files).
     #[arg(long, conflicts_with = "keep_old")]
     pub compromised: bool,
+    /// From now on ask for certificates that live this long (`10m`, `1h`, `30d`; kept in the
+    /// profile for every renewal), starting with this one.
+    #[arg(long, env = "SHIQI_LIFETIME", value_name = "SPAN")]
+    pub lifetime: Option<shiqi_ca::Span>,
 }
 
 /// `shiqi-connect renew [NAME | --all]`.

@@ -318,6 +318,17 @@ fn the_agent_signs_its_default_lifetime_and_at_most_the_roles_maximum() {
     )
     .expect("profile");
     assert_eq!(p["lifetime"], "30d");
+    // `rotate --lifetime` changes it, from this certificate on.
+    let out = home
+        .connect(s, &["rotate", &greedy, "--lifetime", "20m"])
+        .ok();
+    assert!(out.stderr.contains("(20m)"), "{}", out.all());
+    assert_eq!(minutes(&home.profile(&greedy)), 20);
+    let p: Value = serde_json::from_str(
+        &std::fs::read_to_string(home.profile(&greedy).join("profile.json")).expect("read"),
+    )
+    .expect("profile");
+    assert_eq!(p["lifetime"], "20m");
 
     // Below the floor: refused on the laptop before anything is signed, and by the agent.
     let tiny = unique_name("lc");

@@ -34,6 +34,14 @@ pub(crate) async fn run_rotate(
 ) -> anyhow::Result<ExitCode> {
     let roots = Roots::resolve(global.shiqi_home.as_deref())?;
     let name = roots.pick(args.name.as_deref(), "rotate")?;
+    if let Some(span) = args.lifetime {
+        shiqi_ca::issue::Lifetime::Client
+            .check(span)
+            .map_err(|source| crate::error::Error::Ca {
+                what: "use that --lifetime",
+                source,
+            })?;
+    }
     let dir = profile::dir(&roots.root, &name);
     // Read to log in only: the rotation reads it again under the profile's lock.
     let profile = Profile::load(&dir)?;
@@ -44,14 +52,18 @@ pub(crate) async fn run_rotate(
         (true, false) => OldCertificate::Keep,
         (false, false) => OldCertificate::Supersede,
     };
-    let result = rotate::rotate(&session, &dir, &name, fate).await;
+    let result = rotate::rotate(&session, &dir, &name, fate, args.lifetime).await;
     session.close().await;
     let rotated = result.with_context(|| format!("cannot rotate the certificate of `{name}`"))?;
     step.done(&format!(
-        "serial {} → {}, valid until {}",
+        "serial {} → {}, valid until {} ({})",
         rotated.old.serial,
         rotated.profile.certificate.serial,
-        date(rotated.profile.certificate.not_after)
+        date(rotated.profile.certificate.not_after),
+        crate::clock::lifetime(
+            rotated.profile.certificate.not_before,
+            rotated.profile.certificate.not_after
+        )
     ));
     show(&rotated, &dir, &roots.home, printer);
     if global.json {

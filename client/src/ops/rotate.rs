@@ -20,10 +20,10 @@
 use std::path::Path;
 
 use serde::Serialize;
-use shiqi_ca::ProfileName;
 use shiqi_ca::crl::Reason;
 use shiqi_ca::key::PrivateKey;
 use shiqi_ca::protocol::RevokeResponse;
+use shiqi_ca::{ProfileName, Span};
 
 use crate::agent::{self, AgentCommand, Revocation, Signed};
 use crate::error::{Error, ProfileError};
@@ -75,16 +75,21 @@ pub(crate) enum OldCertificate {
 /// refused the new certificate (the old profile is untouched, the new certificate revoked);
 /// [`Error::Io`] when the new profile cannot be put in place (the old one is untouched);
 /// [`ProfileError::Busy`] when another run held the profile for [`lock::PATIENCE`].
+/// With `lifetime`, the profile asks for that lifetime from this certificate on.
 #[tracing::instrument(skip_all, fields(profile = %name))]
 pub(crate) async fn rotate(
     session: &Session,
     dir: &Path,
     name: &ProfileName,
     old: OldCertificate,
+    lifetime: Option<Span>,
 ) -> Result<Rotated, Error> {
     let root = dir.parent().unwrap_or(dir);
     let lock = lock::lock_waiting(root, name, lock::PATIENCE).await?;
-    let profile = Profile::load(dir)?;
+    let mut profile = Profile::load(dir)?;
+    if lifetime.is_some() {
+        profile.lifetime = lifetime;
+    }
     let agent = AgentCommand::new(&profile.server.agent_command)?;
     // Crash safety (see `journal`): a rotation that died left its keys journaled; the profile's
     // own key is the one to keep.
