@@ -14,6 +14,8 @@ use crate::name::Serial;
 #[cfg(feature = "inventory")]
 pub mod access;
 #[cfg(feature = "inventory")]
+pub mod listing;
+#[cfg(feature = "inventory")]
 pub mod store;
 
 #[cfg(feature = "inventory")]

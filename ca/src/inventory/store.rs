@@ -534,7 +534,7 @@ impl Inventory {
 /// only when asked for, so that SQLite can use `certs_by_name` and `certs_by_status` (an
 /// `?1 IS NULL OR …` clause would make it scan every row), and the whole list comes from
 /// `certs_listing` in order, with no sort.
-fn summary_sql(filter: &Filter<'_>) -> String {
+pub(super) fn summary_sql(filter: &Filter<'_>) -> String {
     let mut conditions = Vec::new();
     if filter.name.is_some() {
         conditions.push("name = ?1");

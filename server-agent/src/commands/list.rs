@@ -64,10 +64,12 @@ pub(crate) fn run(ctx: &Context, args: &ListArgs) -> anyhow::Result<()> {
         // A JSON array written element by element.
         let mut first = true;
         out.write_all(b"[").map_err(io)?;
-        inventory.each_summary(&filter, |r| -> anyhow::Result<()> {
+        // Borrowed rows written by hand (`shiqi_ca::inventory::listing`): the JSON of each
+        // `Record`, byte for byte, without an allocation per field.
+        inventory.each_listing(&filter, |r| -> anyhow::Result<()> {
             out.write_all(if first { b"\n  " } else { b",\n  " })?;
             first = false;
-            serde_json::to_writer(&mut out, &r).map_err(std::io::Error::from)?;
+            r.write_json(&mut out)?;
             Ok(())
         })?;
         out.write_all(if first { b"]\n" } else { b"\n]\n" })
