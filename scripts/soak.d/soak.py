@@ -257,6 +257,7 @@ class Soak:
         self.lifetime_supported = False
         self.cert = {}
         self.first_due = self.period = None
+        self.status_end = None
         self.t0 = self.t_end = None
         self.stop_flag = threading.Event()
         self.cleanup = []
@@ -336,6 +337,8 @@ class Soak:
         self.pid = status["tunnel"]["pid"]
         self.pids_seen.add(self.pid)
         self.status_start = status
+        # Never leave the daemon stopped, whatever ends the soak during a freeze.
+        self.cleanup.append(("wake the daemon", lambda: os.kill(self.pid, signal.SIGCONT)))
         self.setup_done = setup_done
         log(f"certificate valid {fmt_duration(self.cert['lifetime_s'])} (not_before to not_after)")
 
@@ -480,7 +483,9 @@ class Soak:
                 due = self.next_due()
                 done = renewals_from_log(self.profile)[0]
                 now = time.time()
-                near_due = due is not None and due - 60 <= now <= due + 45
+                # A freeze lasts longer: the renewal must not fall due while the daemon sleeps.
+                ahead = 60 + (freeze if kind == "freeze" else 0)
+                near_due = due is not None and due - ahead <= now <= due + 45
                 just_done = bool(done) and now <= done[-1]["end"] + 45
                 if not (near_due or just_done):
                     break
@@ -492,7 +497,12 @@ class Soak:
             if time.time() > self.t_end - 45:
                 self.notes.append(f"{kind} not done: too close to the end of the run")
                 continue
-            getattr(self, f"do_{kind}")(freeze)
+            try:
+                getattr(self, f"do_{kind}")(freeze)
+            except (subprocess.SubprocessError, OSError) as e:
+                detail = getattr(e, "stderr", None) or e
+                self.notes.append(f"{kind} failed: {str(detail).strip()[-300:]}")
+                log(self.notes[-1])
 
     def do_restart(self, _freeze):
         n = str(self.args.broker)
@@ -787,6 +797,10 @@ class Soak:
         done = collections.Counter(e["kind"] for e in self.events)
         criterion("disturbances done as planned", dict(done), dict(planned), done == planned)
 
+        # What `tunnel status` says at the end (a real login through every forward).
+        end = self.status_end or {}
+        criterion("tunnel status at the end", end.get("ok"), "ok: true", end.get("ok") is True)
+
         # The daemon.
         daemon = self.daemon_figures(renewals)
         criterion("the daemon lived through the soak (one pid)", sorted(self.pids_seen), "one pid",
@@ -820,6 +834,7 @@ class Soak:
                 "query_p99_ms": ms(percentile([r[2] for r in my["queries"] if r[1]], 99)),
                 "login_p99_ms": ms(percentile([r[2] for r in my["logins"] if r[1]], 99)),
             },
+            "status_end_renewal": ((self.status_end or {}).get("tunnel") or {}).get("renewal"),
             "daemon": daemon, "daemon_log": daemon_log_kinds(self.profile),
             "tunnel_phases": self.states, "notes": self.notes,
             "criteria": criteria,
@@ -925,8 +940,9 @@ def summary(r):
     lines = []
     add = lines.append
     add(f"soak {r['profile']}: {r['minutes']:g} min, {r['rate']:g} records/s per producer "
-        f"({r['size']} bytes), certificate lifetime {fmt_duration(r['lifetime']['certificate_s'])}"
-        f"{'' if r['lifetime']['setup_offers_it'] else ' (setup has no --lifetime)'}")
+        f"({r['size']} bytes); certificates valid {fmt_duration(r['lifetime']['certificate_s'])} "
+        f"from not_before to not_after, "
+        f"{'--lifetime ' + r['lifetime']['asked'] if r['lifetime']['setup_offers_it'] else 'setup has no --lifetime'}")
     add("")
     add("records      sent   acked  failed  read(kip848/classic)  lost  duplicates  redelivered")
     for p, row in r["records"].items():
@@ -1015,7 +1031,9 @@ def main():
                     help="the certificate's lifetime, passed to setup when it offers --lifetime")
     ap.add_argument("--rate", type=float, default=20, help="records per second per producer")
     ap.add_argument("--size", type=int, default=256, help="bytes per record")
-    ap.add_argument("--out", default=os.path.join(REPO, "target", "soak"))
+    ap.add_argument("--out", default=os.path.join(os.environ.get("CARGO_TARGET_DIR") or
+                                                  os.path.join(REPO, "target"), "soak"),
+                    help="where the report goes (default: the target folder's soak/)")
     ap.add_argument("--endpoint-port", type=int, default=19900)
     ap.add_argument("--broker", type=int, default=2, help="the Kafka node to restart (1-3)")
     ap.add_argument("--restarts", type=int, help="broker restarts (default 1)")
@@ -1034,6 +1052,8 @@ def main():
     if args.minutes < 3:
         ap.error("--minutes: at least 3 (a disturbance needs a minute on either side)")
 
+    # A TERM (scripts/test interrupted) ends the soak as Ctrl-C does: through the clean-up.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(2))
     soak = Soak(args)
     result = soak.run()
     os.makedirs(soak.out, exist_ok=True)
