@@ -213,6 +213,9 @@ pub(crate) enum Peer {
     },
     /// The OS could not be asked (this OS has no way, or the way failed): the reason.
     Unknown(String),
+    /// The client's end is held by no process any more (closed before it was looked up, as a
+    /// probe's short connection is): nobody to serve, and nobody to refuse either.
+    Gone,
 }
 
 impl fmt::Display for Peer {
@@ -236,6 +239,7 @@ impl fmt::Display for Peer {
                 name: None,
             } => f.write_str("a process of another account (none of this account's holds it)"),
             Self::Unknown(why) => write!(f, "unknown ({why})"),
+            Self::Gone => f.write_str("a client that already closed"),
         }
     }
 }
@@ -511,6 +515,8 @@ mod procfs {
     const LISTEN: u8 = 0x0A;
     /// `st` of a closed connection kept in TIME_WAIT (its inode is 0: no process holds it).
     const TIME_WAIT: u8 = 0x06;
+    /// `st` of an open connection.
+    const ESTABLISHED: u8 = 0x01;
 
     /// A TCP socket from `/proc/net/tcp` or `/proc/net/tcp6`.
     #[derive(Clone, Debug, PartialEq, Eq)]
@@ -579,6 +585,9 @@ mod procfs {
                 && canonical(s.peer) == local
         });
         match found {
+            // An orphan (inode 0: no descriptor left, listed as uid 0) that is no longer open:
+            // its client closed. Not served, and not another account's.
+            Some(s) if s.inode == 0 && s.state != ESTABLISHED => Peer::Gone,
             Some(s) if s.uid == me => Peer::Owner,
             Some(s) => Peer::Stranger {
                 uid: Some(s.uid),
@@ -818,6 +827,10 @@ mod procfs {
                 (LO, 40001, LO, 9092, 0x01, 1000, 3),
                 (LO, 9092, LO, 40002, 0x01, 1000, 4),
                 (LO, 40002, LO, 9092, 0x01, 1003, 5),
+                // A probe's connection that closed before the lookup: an orphan in TIME_WAIT,
+                // listed as uid 0 with no inode; and an orphan still open, which is not gone.
+                (LO, 40004, LO, 9092, TIME_WAIT, 0, 0),
+                (LO, 40005, LO, 9092, 0x01, 0, 0),
             ]);
             let sockets = parse_sockets(&text, false);
             let at = |port| SocketAddr::from((LO, port));
@@ -834,6 +847,12 @@ mod procfs {
                     name: None
                 }
             );
+            // Closed before the lookup: gone, neither root's nor ours.
+            assert_eq!(peer(&sockets, at(9092), at(40004), 1000), Peer::Gone);
+            assert!(matches!(
+                peer(&sockets, at(9092), at(40005), 1000),
+                Peer::Stranger { uid: Some(0), .. }
+            ));
             // The accepted side (local 9092) is never taken for the client's.
             assert_ne!(peer(&sockets, at(40001), at(9092), 1003), Peer::Owner);
         }

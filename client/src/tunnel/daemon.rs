@@ -208,6 +208,33 @@ struct Daemon {
     last_login: Option<Instant>,
 }
 
+/// [`renew::renew_if_due`] polled on a blocking-pool thread, over the tunnel's connection. The
+/// daemon's one thread serves every forward and the local endpoint: a renewal's key, PKCS#12
+/// stores, files and logins run there stalled them for as long as it took (the soak: records due
+/// in a 0.6-0.9 s renewal were acknowledged only after it, up to 454 ms late). The process's one
+/// runtime still drives its sockets and timers (`Handle::block_on`); only the polling, where the
+/// CPU work is, moves. No waiting for the profile's lock: the next check tries again.
+async fn renew_off_thread(
+    session: Arc<crate::ssh::Session>,
+    dir: &std::path::Path,
+    name: &shiqi_ca::ProfileName,
+) -> Result<renew::RenewOutcome, Error> {
+    let (dir, name) = (dir.to_path_buf(), name.clone());
+    let runtime = tokio::runtime::Handle::current();
+    let path = dir.clone();
+    tokio::task::spawn_blocking(move || {
+        runtime.block_on(renew::renew_if_due(&session, &dir, &name, None))
+    })
+    .await
+    .unwrap_or_else(|e| {
+        Err(Error::Io {
+            action: "renew the certificate in",
+            path,
+            source: std::io::Error::other(format!("the renewal stopped: {e}")),
+        })
+    })
+}
+
 /// When the daemon renews, and its backoff after failures.
 struct RenewSchedule {
     /// Added to the due time, the same for the daemon's life: laptops that set up together do
@@ -566,6 +593,8 @@ impl Daemon {
             hint: None,
             retry_at: None,
             attempts: 0,
+            renewed: 0,
+            last_run: None,
         });
         if shown.not_after != profile.certificate.not_after {
             // Renewed by other means (`renew`, `rotate`): past failures no longer apply.
@@ -594,8 +623,16 @@ impl Daemon {
             "renewing the certificate (valid until {})",
             shiqi_ca::text::utc(profile.certificate.not_after)
         );
-        // No waiting for the lock: this loop serves the forwards; the next check tries again.
-        match renew::renew_if_due(&link.session, &self.paths.dir, &profile.name, None).await {
+        let started = Instant::now();
+        let outcome = renew_off_thread(link.session.clone(), &self.paths.dir, &profile.name).await;
+        if matches!(outcome, Ok(renew::RenewOutcome::Renewed(_))) {
+            shown.renewed += 1;
+            shown.last_run = Some(state::RenewalRun {
+                started: now,
+                took_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            });
+        }
+        match outcome {
             Ok(renew::RenewOutcome::Renewed(r)) => {
                 let what = format!(
                     "serial {} → {} at {}, valid until {}{}",

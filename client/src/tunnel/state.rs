@@ -113,6 +113,22 @@ pub(crate) struct Renewal {
         with = "time::serde::rfc3339::option"
     )]
     pub(crate) retry_at: Option<OffsetDateTime>,
+    /// Renewals this tunnel made since it started.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub(crate) renewed: u32,
+    /// When the last renewal started, and how long it took in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) last_run: Option<RenewalRun>,
+}
+
+/// One renewal's time, for `tunnel status --json` (and the soak, which lines up latency with it).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct RenewalRun {
+    /// When it started.
+    #[serde(with = "time::serde::rfc3339")]
+    pub(crate) started: OffsetDateTime,
+    /// How long it took, in milliseconds.
+    pub(crate) took_ms: u64,
 }
 
 /// The daemon's last look at the cluster's brokers (on every reconnect and periodically).

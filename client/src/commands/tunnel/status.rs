@@ -84,11 +84,21 @@ struct RenewalShown {
     retry_at: Option<String>,
     /// Failed attempts since the last renewal.
     attempts: u32,
+    /// Renewals the running tunnel made since it started.
+    renewed: u32,
+    /// The last renewal's start and length.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_started: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_took_ms: Option<u64>,
 }
 
 impl From<Renewal> for RenewalShown {
     fn from(r: Renewal) -> Self {
         Self {
+            renewed: r.renewed,
+            last_started: r.last_run.as_ref().map(|run| rfc3339(run.started)),
+            last_took_ms: r.last_run.as_ref().map(|run| run.took_ms),
             not_after: rfc3339(r.not_after),
             due: rfc3339(r.due),
             last: r.last.map(Escaped::from),

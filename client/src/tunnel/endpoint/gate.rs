@@ -25,6 +25,8 @@ pub(crate) enum Refusal {
     Stranger(String),
     /// `max_connections` client connections are open already.
     Full(usize),
+    /// The client closed before it was looked up: nothing to serve, nothing to log.
+    Gone,
 }
 
 /// The refusals so far, for the state file.
@@ -108,6 +110,10 @@ impl Gate {
                     );
                 }
                 Ok(())
+            }
+            Peer::Gone => {
+                tracing::debug!(%peer, port = local.port(), "local endpoint: the client closed before it was served");
+                Err(Refusal::Gone)
             }
             Peer::Stranger { uid, .. } => {
                 let line = format!("{peer}, {who}, on port {}", local.port());

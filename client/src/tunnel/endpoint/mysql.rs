@@ -117,6 +117,7 @@ async fn connection(mut client: TcpStream, peer: SocketAddr, to: &Upstream, ep: 
                          (`max_connections` in profile.json)"
                     ),
                 ),
+                gate::Refusal::Gone => return,
             };
             let _ = write_packet(&mut client, 0, &err_payload(code, &why, false)).await;
             return;
@@ -333,10 +334,13 @@ async fn splice(client: TcpStream, server: ServerStream) -> Result<(), String> {
                 break;
             }
         }
-        tokio::io::copy(&mut server_r, &mut client_w)
-            .await
-            .map_err(|e| format!("server side: {e}"))?;
-        Ok(())
+        match tokio::io::copy(&mut server_r, &mut client_w).await {
+            // MariaDB ends a session (after COM_QUIT, or its wait_timeout) by closing TCP
+            // without TLS's close_notify: the client gets the same end of stream either way.
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(()),
+            Err(e) => Err(format!("server side: {e}")),
+            Ok(_) => Ok(()),
+        }
     };
 
     tokio::pin!(up, down);
