@@ -16,6 +16,7 @@ use crate::endpoint_mysql::PYMYSQL_LOGIN;
 use crate::lifecycle::{serial_of, within};
 use crate::setup::Home;
 use crate::stack::{Out, Stack, stack, unique_name};
+use crate::teams::{BOB, bob, bob_setup};
 use crate::tunnel::Tunnel;
 
 fn time_of(v: &Value) -> OffsetDateTime {
@@ -47,7 +48,11 @@ impl Drop for SshdBack<'_> {
 
 /// A PyMySQL login through the endpoint's MySQL port: `CURRENT_USER()` or the error.
 fn endpoint_login(s: &Stack, port: &str, name: &str) -> Out {
-    s.laptop(&["python3", "-c", PYMYSQL_LOGIN, port, name], &[], None)
+    s.laptop(
+        &[s.info("python"), "-c", PYMYSQL_LOGIN, port, name],
+        &[],
+        None,
+    )
 }
 
 /// The client certificates the agent's inventory has for `name`, by serial.
@@ -300,32 +305,39 @@ fn the_agent_signs_its_default_lifetime_and_at_most_the_roles_maximum() {
     home.setup(s, &plain, &["--endpoint", "direct"]).ok();
     assert_eq!(minutes(&home.profile(&plain)), 10);
 
-    // More than the user role's maximum: signed at the maximum, and the laptop says so.
-    let greedy = unique_name("lc");
-    let out = home
-        .setup(s, &greedy, &["--endpoint", "direct", "--lifetime", "30d"])
-        .ok();
-    assert_eq!(minutes(&home.profile(&greedy)), 60);
+    // More than the user role's maximum (bob's key is a `user`): signed at the maximum, and the
+    // laptop says so; saige's `admin` key gets what it asks.
+    s.agent(&["unblock", BOB], None);
+    let out = bob_setup(
+        s,
+        &home,
+        BOB,
+        &["--endpoint", "direct", "--lifetime", "30d", "--force"],
+    )
+    .ok();
+    assert_eq!(minutes(&home.profile(BOB)), 60);
     assert!(
         out.stderr
             .contains("the server signs at most 1h for your key"),
         "{}",
         out.all()
     );
+    let greedy = unique_name("lc");
+    home.setup(s, &greedy, &["--endpoint", "direct", "--lifetime", "30d"])
+        .ok();
+    assert_eq!(minutes(&home.profile(&greedy)), 30 * 24 * 60);
     // Kept in the profile, so renewals ask again (and are capped again).
     let p: Value = serde_json::from_str(
-        &std::fs::read_to_string(home.profile(&greedy).join("profile.json")).expect("read"),
+        &std::fs::read_to_string(home.profile(BOB).join("profile.json")).expect("read"),
     )
     .expect("profile");
     assert_eq!(p["lifetime"], "30d");
     // `rotate --lifetime` changes it, from this certificate on.
-    let out = home
-        .connect(s, &["rotate", &greedy, "--lifetime", "20m"])
-        .ok();
+    let out = bob(s, &home, &["rotate", BOB, "--lifetime", "20m"]).ok();
     assert!(out.stderr.contains("(20m)"), "{}", out.all());
-    assert_eq!(minutes(&home.profile(&greedy)), 20);
+    assert_eq!(minutes(&home.profile(BOB)), 20);
     let p: Value = serde_json::from_str(
-        &std::fs::read_to_string(home.profile(&greedy).join("profile.json")).expect("read"),
+        &std::fs::read_to_string(home.profile(BOB).join("profile.json")).expect("read"),
     )
     .expect("profile");
     assert_eq!(p["lifetime"], "20m");
@@ -354,5 +366,14 @@ fn the_agent_signs_its_default_lifetime_and_at_most_the_roles_maximum() {
     s.agent(&["revoke", "--name", &tiny], None).ok();
     for n in [&plain, &greedy] {
         home.connect(s, &["revoke", n]).ok();
+    }
+    // bob's certificates one by one (a revocation by name would block the name for the team
+    // tests).
+    for c in certificates(s, BOB) {
+        if c["status"] == "valid"
+            && let Some(serial) = c["serial"].as_str()
+        {
+            s.agent(&["revoke", serial], None).ok();
+        }
     }
 }

@@ -16,7 +16,7 @@ use crate::setup::{Home, OpenSshTunnel};
 use crate::stack::{Out, Stack, stack, unique_name};
 
 /// The name bob's key is enrolled as.
-const BOB: &str = "bob";
+pub(crate) const BOB: &str = "bob";
 
 fn bob_home(s: &Stack) -> PathBuf {
     PathBuf::from(s.info("bob_home"))
@@ -27,7 +27,7 @@ fn bob_key(s: &Stack) -> String {
 }
 
 /// `shiqi-connect ARGS` on bob's laptop home (his ~/.ssh, profiles under `home`).
-fn bob(s: &Stack, home: &Home, args: &[&str]) -> Out {
+pub(crate) fn bob(s: &Stack, home: &Home, args: &[&str]) -> Out {
     let mut full = vec!["shiqi-connect"];
     full.extend_from_slice(args);
     let bob_home = bob_home(s).display().to_string();
@@ -39,7 +39,7 @@ fn bob(s: &Stack, home: &Home, args: &[&str]) -> Out {
 }
 
 /// `shiqi-connect setup NAME` from bob's laptop home against the agent's account.
-fn bob_setup(s: &Stack, home: &Home, name: &str, extra: &[&str]) -> Out {
+pub(crate) fn bob_setup(s: &Stack, home: &Home, name: &str, extra: &[&str]) -> Out {
     let mut args = vec![
         "setup",
         name,
