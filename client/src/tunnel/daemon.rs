@@ -284,16 +284,17 @@ impl RenewSchedule {
     /// When `cert` is due, jitter included (at most a thirtieth of its lifetime: a 1-day
     /// certificate still renews with hours to spare).
     fn due(&self, cert: &crate::profile::Certificate) -> OffsetDateTime {
-        let lifetime = cert.not_after - cert.not_before;
-        let jitter = self.jitter.min(lifetime / 30);
+        // The lifetime signed for, as `due_from` counts it (not the agent's backdating).
+        let lifetime = cert.not_after - cert.not_before - shiqi_ca::issue::BACKDATE;
+        let jitter = self.jitter.min(lifetime / 30).max(time::Duration::ZERO);
         renew::due_from(cert) + jitter
     }
 
     /// The pause before the next attempt after a failure: the backoff, at most a twentieth of
     /// `cert`'s lifetime (see [`RENEW_MAX_BACKOFF`]).
     fn pause(&self, cert: &crate::profile::Certificate) -> Duration {
-        let twentieth = Duration::try_from((cert.not_after - cert.not_before) / 20)
-            .unwrap_or(RENEW_MIN_BACKOFF);
+        let signed = cert.not_after - cert.not_before - shiqi_ca::issue::BACKDATE;
+        let twentieth = Duration::try_from(signed / 20).unwrap_or(RENEW_MIN_BACKOFF);
         self.backoff
             .min(twentieth.max(RENEW_MIN_BACKOFF))
             .min(self.max_backoff)
