@@ -114,7 +114,7 @@ pub(crate) fn serial_of(dir: &Path) -> String {
 }
 
 /// The serials `openssl crl -text` lists in the published CRL, lowercase hex.
-fn crl_serials(s: &Stack) -> BTreeSet<String> {
+pub(crate) fn crl_serials(s: &Stack) -> BTreeSet<String> {
     let crl = format!("{}/crl.pem", s.info("crl_dir"));
     let text = s
         .server(

@@ -4,7 +4,6 @@
 //! signs what `[lifetime]` and the caller's role allow; and a CRL after 200 superseded short
 //! certificates lists only the revoked ones that have not expired.
 
-use std::collections::BTreeSet;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -13,7 +12,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::endpoint_mysql::PYMYSQL_LOGIN;
-use crate::lifecycle::{serial_of, within};
+use crate::lifecycle::{crl_serials, serial_of, within};
 use crate::setup::Home;
 use crate::stack::{Out, Stack, stack, unique_name};
 use crate::teams::{BOB, bob, bob_setup};
@@ -85,23 +84,6 @@ fn sign_locally(s: &Stack, name: &str, extra: &[&str]) -> Value {
     args.extend_from_slice(extra);
     let out = s.agent(&args, Some(csr(name).as_bytes())).ok();
     serde_json::from_str(&out.stdout).expect("sign JSON")
-}
-
-/// The serials the published CRL lists, lowercase hex.
-fn crl_serials(s: &Stack) -> BTreeSet<String> {
-    let crl = format!("{}/crl.pem", s.info("crl_dir"));
-    let text = s
-        .server(
-            None,
-            &["openssl", "crl", "-in", &crl, "-noout", "-text"],
-            None,
-        )
-        .ok()
-        .stdout;
-    text.lines()
-        .filter_map(|l| l.trim().strip_prefix("Serial Number: "))
-        .map(str::to_lowercase)
-        .collect()
 }
 
 /// What the signed window says a certificate lives: its validity less the agent's backdating.
