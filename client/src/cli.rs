@@ -337,8 +337,9 @@ pub enum TunnelAction {
     /// Stop the tunnel (the built-in one or the OpenSSH one) and free every port.
     Down(TunnelDownArgs),
     /// List each forward, whether it listens, and whether a TLS login with the profile's
-    /// certificate works through it. Exit 1 when one does not.
-    Status(TunnelNameArgs),
+    /// certificate works through it. Exit 1 when one does not. With --watch, the running
+    /// tunnel's live figures instead, once a second, until Ctrl-C.
+    Status(TunnelStatusArgs),
     /// Run the tunnel in the foreground (what `up` starts in the background).
     #[command(hide = true)]
     Run(TunnelRunArgs),
@@ -391,12 +392,22 @@ pub struct TunnelDownArgs {
     pub at_login: bool,
 }
 
-/// `tunnel status [NAME]`.
+/// `tunnel status [NAME] [--watch]`.
 #[derive(Debug, Args)]
-pub struct TunnelNameArgs {
+pub struct TunnelStatusArgs {
     /// The profile (may be left out when there is only one).
     #[arg(env = "SHIQI_PROFILE")]
     pub name: Option<String>,
+    /// Show the running tunnel's figures once a second until Ctrl-C: per port the connections
+    /// and bytes/s each way, the local endpoint's clients and their requests, the brokers, the
+    /// certificate's renewal, reconnects and the log's last lines (one line per second when
+    /// not a terminal; the daemon's JSON with --json).
+    #[arg(long)]
+    pub watch: bool,
+    /// With --watch: stop after N looks (as `top -n`), e.g. `--watch --json --count 1` for
+    /// one set of figures in a script.
+    #[arg(long, value_name = "N", requires = "watch", value_parser = clap::value_parser!(u64).range(1..))]
+    pub count: Option<u64>,
 }
 
 #[cfg(test)]
@@ -565,7 +576,11 @@ mod tests {
         assert!(matches!(
             cli.command,
             Command::Tunnel(TunnelArgs {
-                action: TunnelAction::Status(TunnelNameArgs { name: None })
+                action: TunnelAction::Status(TunnelStatusArgs {
+                    name: None,
+                    watch: false,
+                    count: None
+                })
             })
         ));
     }

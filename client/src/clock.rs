@@ -8,6 +8,12 @@ pub(crate) fn when(t: OffsetDateTime) -> String {
     format!("{} {:02}:{:02} UTC", t.date(), t.hour(), t.minute())
 }
 
+/// `17:02:11`: the time of day in UTC, for a screen that shows today (`tunnel status --watch`).
+pub(crate) fn time_of_day(t: OffsetDateTime) -> String {
+    let t = t.to_offset(time::UtcOffset::UTC);
+    format!("{:02}:{:02}:{:02}", t.hour(), t.minute(), t.second())
+}
+
 /// `3 days`, `5 hours`, `12 minutes` (the sign dropped: the sentence says ago or left).
 pub(crate) fn span(d: Duration) -> String {
     let d = d.abs();

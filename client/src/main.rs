@@ -28,7 +28,7 @@ fn main() -> ExitCode {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(shiqi_connect::printer::LogWriter)
         .init();
 
     let printer = commands::printer(&cli.global);

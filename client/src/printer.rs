@@ -2,10 +2,18 @@
 //! stdout is for data only and is written by the commands. A running step shows a progress
 //! line only on a terminal, without `-v` and without `--no-progress`; the outcome line always
 //! shows (unless `-q`). Output reads correctly without colour.
+//!
+//! A step that waits on the server (the agent signing, a renewal) is a [`Printer::wait`]: its
+//! line turns a spinner and counts the seconds, so a slow agent shows as slow, not as stuck. Only
+//! those: a step that may ask a question (the host key, a passphrase) keeps a still line, which a
+//! prompt can follow without being drawn over.
 
 use std::io::{IsTerminal, Write};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
 
 use console::Style;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use shiqi_ca::text::escape_controls;
 
 /// `--color`.
@@ -26,6 +34,50 @@ pub struct Printer {
     quiet: bool,
     progress: bool,
     color: bool,
+}
+
+/// The spinner of the [`Printer::wait`] step running, which every line on stderr (ours and the
+/// log's, through [`LogWriter`]) is printed around. One per process: there is one stderr.
+static SPINNER: Mutex<Option<ProgressBar>> = Mutex::new(None);
+
+fn spinner() -> std::sync::MutexGuard<'static, Option<ProgressBar>> {
+    SPINNER.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Runs `print` with the running spinner's line cleared, and draws it again after.
+fn around_spinner<T>(print: impl FnOnce() -> T) -> T {
+    let bar = spinner().clone();
+    match bar {
+        Some(bar) => bar.suspend(print),
+        None => print(),
+    }
+}
+
+/// stderr for the log subscriber (`-v`, and the warnings a renewal logs): each event written
+/// around a running spinner, so neither garbles the other.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LogWriter;
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogWriter {
+    type Writer = LogWriter;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        *self
+    }
+}
+
+impl Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        around_spinner(|| std::io::stderr().lock().write(buf))
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        around_spinner(|| std::io::stderr().lock().write_all(buf))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
 }
 
 impl Printer {
@@ -49,8 +101,12 @@ impl Printer {
     }
 
     fn line(&self, text: &str) {
-        let mut err = std::io::stderr().lock();
-        let _ = writeln!(err, "{text}");
+        let print = || {
+            let mut err = std::io::stderr().lock();
+            let _ = writeln!(err, "{text}");
+        };
+        // A spinner's line is cleared for it and drawn again below.
+        around_spinner(print);
     }
 
     /// `text` with control characters escaped: messages quote the server (agent errors,
@@ -75,11 +131,46 @@ impl Printer {
             printer: self,
             label: label.to_owned(),
             open: self.progress,
+            spins: false,
         }
     }
 
-    fn clear_progress(&self, open: bool) {
-        if open {
+    /// Starts a step that waits on something else (the server): on a terminal its line turns a
+    /// spinner and counts the seconds until [`Step::done`]. Never for a step that may prompt.
+    pub fn wait(&self, label: &str) -> Step<'_> {
+        if !self.progress {
+            return self.step(label);
+        }
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+        let template = if self.color {
+            "  {spinner:.dim} {msg:.dim} {elapsed:.dim}"
+        } else {
+            "  {spinner} {msg} {elapsed}"
+        };
+        // A literal template: it parses.
+        if let Ok(style) = ProgressStyle::with_template(template) {
+            bar.set_style(style);
+        }
+        bar.set_message(Self::clean(label).into_owned());
+        bar.enable_steady_tick(Duration::from_millis(120));
+        // One waits at a time; an earlier one still drawn (a bug) is cleared, not left behind.
+        if let Some(earlier) = spinner().replace(bar) {
+            earlier.finish_and_clear();
+        }
+        Step {
+            printer: self,
+            label: label.to_owned(),
+            open: true,
+            spins: true,
+        }
+    }
+
+    fn clear_progress(&self, open: bool, spins: bool) {
+        if spins {
+            if let Some(bar) = spinner().take() {
+                bar.finish_and_clear();
+            }
+        } else if open {
             let mut err = std::io::stderr().lock();
             let _ = write!(err, "\r\x1b[2K");
         }
@@ -145,14 +236,17 @@ pub struct Step<'a> {
     printer: &'a Printer,
     label: String,
     open: bool,
+    /// Its line is the spinner ([`Printer::wait`]): only it clears the spinner.
+    spins: bool,
 }
 
 impl Step<'_> {
     /// `✓ label: outcome`.
     pub fn done(mut self, outcome: &str) {
         let p = self.printer;
-        p.clear_progress(self.open);
+        p.clear_progress(self.open, self.spins);
         self.open = false;
+        self.spins = false;
         if !p.quiet {
             let g = p.style(Style::new().green());
             let text = if outcome.is_empty() {
@@ -170,7 +264,7 @@ impl Step<'_> {
 impl Drop for Step<'_> {
     fn drop(&mut self) {
         let p = self.printer;
-        p.clear_progress(self.open);
+        p.clear_progress(self.open, self.spins);
         if !self.label.is_empty() {
             let r = p.style(Style::new().red());
             p.line(&format!(
@@ -186,6 +280,10 @@ impl Drop for Step<'_> {
 impl crate::ops::Report for Printer {
     fn step(&self, label: &str) -> Box<dyn crate::ops::Step + '_> {
         Box::new(Printer::step(self, label))
+    }
+
+    fn wait(&self, label: &str) -> Box<dyn crate::ops::Step + '_> {
+        Box::new(Printer::wait(self, label))
     }
 
     fn note(&self, text: &str) {

@@ -53,7 +53,8 @@ impl Deref for Escaped {
 
 impl fmt::Display for Escaped {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        // `pad`: a width or alignment (`{:<21}`) applies as to any string.
+        f.pad(&self.0)
     }
 }
 

@@ -12,7 +12,8 @@ pub const API_VERSIONS: i16 = 0;
 pub const PROBE_METADATA: i16 = 4;
 /// `Metadata` as the agent asks it: v9, served by every Kafka from 2.4 to 4.x.
 pub const ADMIN_METADATA: i16 = 9;
-/// `DescribeCluster`: v2 adds `IncludeFencedBrokers` (KIP-1073, Kafka 4.0+).
+/// `DescribeCluster`, the newest we send: v2 adds `IncludeFencedBrokers` (KIP-1073, Kafka 4.0+);
+/// an older broker gets the version [`agreed`] with it.
 pub const DESCRIBE_CLUSTER: i16 = 2;
 /// `CreateAcls`, `DescribeAcls` and `DeleteAcls`: v2, served by every Kafka from 2.4 to 4.x.
 pub const ACLS: i16 = 2;
@@ -24,6 +25,15 @@ pub fn newest(api_key: i16) -> Option<i16> {
     ApiKey::try_from(api_key)
         .ok()
         .map(|key| key.valid_versions().max)
+}
+
+/// The version to send of an API we speak up to `ours`, to a broker whose `ApiVersions` answer
+/// offers `theirs` (min, max): the highest both speak; `None` when it offers none (the API
+/// unknown to it) or only versions newer than ours (KIP-896 dropped old ones).
+pub fn agreed(ours: i16, theirs: Option<(i16, i16)>) -> Option<i16> {
+    let (min, max) = theirs?;
+    let v = max.min(ours);
+    (v >= 0 && v >= min).then_some(v)
 }
 
 #[cfg(test)]
@@ -48,6 +58,11 @@ mod tests {
             );
         }
         assert_eq!(newest(-1), None);
+        assert_eq!(agreed(2, Some((0, 5))), Some(2));
+        assert_eq!(agreed(2, Some((0, 1))), Some(1));
+        assert_eq!(agreed(2, None), None);
+        assert_eq!(agreed(2, Some((0, -1))), None);
+        assert_eq!(agreed(2, Some((3, 5))), None);
         assert!(newest(ApiKey::Metadata as i16).is_some_and(|v| v >= ADMIN_METADATA));
     }
 }

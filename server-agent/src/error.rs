@@ -112,6 +112,13 @@ pub enum AgentError {
         /// What is wrong with it.
         why: String,
     },
+    /// A command run on the server itself (install, backup, check, units) that cannot go on:
+    /// a wrong value or a missing prerequisite. The message names the fix.
+    #[error("{why}")]
+    Local {
+        /// What is wrong, and what to do.
+        why: String,
+    },
     /// An SSH public key that cannot be enrolled.
     #[error("`{source_name}` is not an OpenSSH public key: {why}")]
     PublicKey {

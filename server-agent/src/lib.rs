@@ -26,6 +26,7 @@ pub mod logging;
 pub(crate) mod mysql;
 pub(crate) mod name_lock;
 pub(crate) mod ops;
+pub(crate) mod progress;
 pub(crate) mod render;
 pub mod report;
 pub(crate) mod sql;
@@ -46,6 +47,9 @@ pub fn run(cli: cli::Cli) -> anyhow::Result<()> {
         }
         cli::Command::Man(args) => {
             return commands::docs::man(args.dir.as_deref(), cli::Cli::command());
+        }
+        cli::Command::Units(args) => {
+            return commands::docs::units(args, &cli.global.state_dir);
         }
         // Asked locally, it needs no state either (through `serve` it is a request).
         cli::Command::Version(args) => return commands::version::run(args),

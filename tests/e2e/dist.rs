@@ -5,7 +5,7 @@
 //! SHIQI_AGENT_BIN pointing at install.sh's copies), so it is ignored in the main run.
 
 use crate::setup::Home;
-use crate::stack::{stack, unique_name};
+use crate::stack::{Stack, stack, unique_name};
 use crate::tunnel::{Tunnel, mariadb_current_user};
 
 /// `ldd`'s and `file`'s word for a binary that needs no loader and no shared library.
@@ -75,18 +75,33 @@ fn the_static_release_binaries_run_the_journey() {
         sha256(&agent),
         "the server's agent"
     );
-    // Built from this commit (a stale archive in dist/ would name another).
-    let head = std::process::Command::new("git")
-        .args(["rev-parse", "--short=12", "HEAD"])
-        .current_dir(&s.repo)
-        .output()
-        .expect("git");
-    let head = String::from_utf8_lossy(&head.stdout).trim().to_owned();
+    // Built from this commit, or (kept by `scripts/dist --reuse`) from one whose inputs are
+    // this commit's (`scripts/dist --inputs`): a stale archive in dist/ would name another.
+    let head = git(s, &["rev-parse", "HEAD"]);
+    let buildinfo = std::fs::read_to_string(s.repo.join("dist/BUILDINFO")).expect("dist/BUILDINFO");
+    let built = buildinfo
+        .lines()
+        .find_map(|l| l.split_once(", commit ").map(|(_, c)| c.trim().to_owned()))
+        .unwrap_or_else(|| panic!("no commit in dist/BUILDINFO: {buildinfo}"));
+    if built != head {
+        let inputs = std::process::Command::new(s.repo.join("scripts/dist"))
+            .arg("--inputs")
+            .output()
+            .expect("scripts/dist --inputs");
+        let inputs = String::from_utf8_lossy(&inputs.stdout).into_owned();
+        let mut diff = vec!["diff", "--stat", built.as_str(), "HEAD", "--"];
+        diff.extend(inputs.lines());
+        assert_eq!(
+            git(s, &diff),
+            "",
+            "the kept archives were built at {built}, whose inputs differ from HEAD's"
+        );
+    }
     let version = s.laptop(&["shiqi-connect", "--version"], &[], None).ok();
     assert!(
-        version.stdout.contains(&format!("({head}"))
+        version.stdout.contains(&format!("({}", &built[..12]))
             && version.stdout.contains("x86_64-unknown-linux-musl"),
-        "{} (HEAD {head})",
+        "{} (built at {built}, HEAD {head})",
         version.stdout
     );
 
@@ -177,4 +192,19 @@ fn install_sh_checks_the_archive_before_placing_the_binary() {
         .map(|e| e.file_name())
         .collect();
     assert_eq!(leftovers, ["shiqi-connect"], "nothing else in bin/");
+}
+
+/// `git ARGS` in the repository, its trimmed output (a failure fails the test).
+fn git(s: &Stack, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(&s.repo)
+        .output()
+        .expect("git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }

@@ -622,7 +622,7 @@ fn a_consumer_carries_on_through_the_endpoint_when_its_partition_leader_stops() 
 }
 
 /// Starts a stopped Kafka node again when dropped.
-struct NodeBack<'a>(&'a Stack, &'a str);
+pub(crate) struct NodeBack<'a>(pub(crate) &'a Stack, pub(crate) &'a str);
 
 impl Drop for NodeBack<'_> {
     fn drop(&mut self) {

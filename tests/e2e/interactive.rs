@@ -3,101 +3,10 @@
 //! key question leaves nothing behind (no profile, no staging folder, known_hosts unchanged).
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
 use crate::setup::Home;
 use crate::stack::{Stack, stack, unique_name};
-
-/// The tmux server's socket name: the tests' own, never the user's.
-const SOCKET: &str = "shiqi-e2e";
-
-/// One tmux session running a command, killed on drop.
-struct Terminal<'a> {
-    s: &'a Stack,
-    session: String,
-}
-
-impl<'a> Terminal<'a> {
-    /// Runs `command` (a shell line) in a new 200×50 terminal; the pane stays after it exits
-    /// (the line ends by printing `exit=N` and waiting) so its screen can be read.
-    fn start(s: &'a Stack, command: &str) -> Self {
-        let session = unique_name("tty");
-        let line = format!("{command}; echo \"exit=$?\"; sleep 600");
-        s.laptop(
-            &[
-                "tmux",
-                "-L",
-                SOCKET,
-                "new-session",
-                "-d",
-                "-s",
-                &session,
-                "-x",
-                "200",
-                "-y",
-                "50",
-                "sh",
-                "-c",
-                &line,
-            ],
-            &[],
-            None,
-        )
-        .ok();
-        Self { s, session }
-    }
-
-    fn screen(&self) -> String {
-        self.s
-            .laptop(
-                &[
-                    "tmux",
-                    "-L",
-                    SOCKET,
-                    "capture-pane",
-                    "-p",
-                    "-J",
-                    "-S",
-                    "-500",
-                    "-t",
-                    &self.session,
-                ],
-                &[],
-                None,
-            )
-            .stdout
-    }
-
-    /// Types `keys` (tmux key names: `Enter`, `C-c`, or literal text).
-    fn keys(&self, keys: &[&str]) {
-        let mut args = vec!["tmux", "-L", SOCKET, "send-keys", "-t", &self.session];
-        args.extend_from_slice(keys);
-        self.s.laptop(&args, &[], None).ok();
-    }
-
-    /// Waits until the screen shows `text`.
-    #[track_caller]
-    fn expect(&self, text: &str) {
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(60) {
-            if self.screen().contains(text) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        panic!("the terminal never showed `{text}`:\n{}", self.screen());
-    }
-}
-
-impl Drop for Terminal<'_> {
-    fn drop(&mut self) {
-        let _ = self.s.laptop(
-            &["tmux", "-L", SOCKET, "kill-session", "-t", &self.session],
-            &[],
-            None,
-        );
-    }
-}
+use crate::terminal::Terminal;
 
 /// An empty known_hosts of the laptop user's, so that the server's key is unknown.
 fn empty_known_hosts(s: &Stack, home: &Home) -> PathBuf {
@@ -178,5 +87,48 @@ fn ctrl_c_at_the_host_key_question_leaves_nothing_behind() {
         std::fs::read_to_string(&known).expect("known_hosts"),
         "",
         "known_hosts changed"
+    );
+}
+
+/// A slow agent (here one that sleeps 4 s before each answer) shows as waiting, not stuck: the
+/// step's line turns a spinner and counts the seconds, then gives way to the step's outcome.
+#[test]
+fn setup_shows_a_slow_agent_as_waiting_with_the_seconds_then_its_outcome() {
+    let s = stack();
+    let home = Home::new(s, "tty-slow");
+    let name = unique_name("slow");
+    let agent = format!("sleep 4; {}", s.info("agent_via_sudo"));
+    let term = Terminal::start(
+        s,
+        &format!(
+            "SHIQI_HOME={} shiqi-connect setup {name} --server {} --yes --agent-command '{agent}'",
+            home.env(),
+            s.info("shell_destination"),
+        ),
+    );
+    let label = "get a certificate, Kafka permissions and MySQL user from the agent";
+    // The seconds count: a line with the label ending in `2s` or more.
+    let counting = |screen: &str| {
+        screen.lines().any(|l| {
+            l.contains(label)
+                && l.trim_end()
+                    .rsplit(' ')
+                    .next()
+                    .and_then(|t| t.strip_suffix('s'))
+                    .and_then(|n| n.parse::<u32>().ok())
+                    .is_some_and(|n| n >= 2)
+        })
+    };
+    let waiting = term.until(std::time::Duration::from_secs(60), counting);
+    assert!(waiting.is_some(), "no counting line:\n{}", term.screen());
+    term.expect("exit=");
+    let screen = term.screen();
+    assert!(screen.contains("exit=0"), "{screen}");
+    assert!(screen.contains(&format!("✓ {label}: serial ")), "{screen}");
+    assert!(
+        screen
+            .lines()
+            .all(|l| !l.contains(label) || l.contains('✓')),
+        "the waiting line stayed:\n{screen}"
     );
 }

@@ -19,6 +19,10 @@ const PAGES: &[(&str, &str)] = &[
     ("docs/security.md", include_str!("../../docs/security.md")),
     ("docs/install.md", include_str!("../../docs/install.md")),
     ("docs/numbers.md", include_str!("../../docs/numbers.md")),
+    (
+        "docs/conformance.md",
+        include_str!("../../docs/conformance.md"),
+    ),
 ];
 
 /// The commands of `program` that README.md shows, as argument lists: code lines (indented four

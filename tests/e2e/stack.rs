@@ -151,6 +151,13 @@ impl Stack {
         self.run(cmd, stdin)
     }
 
+    /// Runs a command as root on the systemd host (`scripts/systemd-host exec`), when it is up.
+    pub(crate) fn systemd_host(&self, args: &[&str], stdin: Option<&[u8]>) -> Out {
+        let mut cmd = Command::new(self.repo.join("scripts/systemd-host"));
+        cmd.args(["exec", "--"]).args(args);
+        self.run(cmd, stdin)
+    }
+
     /// Runs a command on the server, as root or as `user`.
     pub(crate) fn server(&self, user: Option<&str>, args: &[&str], stdin: Option<&[u8]>) -> Out {
         let mut cmd = Command::new(self.script());

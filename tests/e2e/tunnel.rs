@@ -449,9 +449,19 @@ fn up_names_an_outgoing_connection_that_was_lent_a_forward_port() {
     let home = Home::new(s, "tunnel-lent");
     let name = unique_name("lent");
     home.setup(s, &name, &[]).ok();
+    // An earlier test's tunnel may have left 39094 in TIME_WAIT (its forward closed first), which
+    // keeps a socket without SO_REUSEADDR (as the system's own are) off the port for up to 60 s.
     let script = "import socket, time\n\
                   l = socket.socket(); l.bind(('127.0.0.1', 0)); l.listen()\n\
-                  c = socket.socket(); c.bind(('127.0.0.1', 39094)); c.connect(l.getsockname())\n\
+                  end = time.time() + 90\n\
+                  while True:\n\
+                  \x20   c = socket.socket()\n\
+                  \x20   try: c.bind(('127.0.0.1', 39094)); break\n\
+                  \x20   except OSError:\n\
+                  \x20       c.close()\n\
+                  \x20       if time.time() > end: raise\n\
+                  \x20       time.sleep(0.5)\n\
+                  c.connect(l.getsockname())\n\
                   print(l.getsockname()[1], flush=True)\n\
                   time.sleep(120)\n";
     let holder = s
@@ -476,7 +486,7 @@ fn up_names_an_outgoing_connection_that_was_lent_a_forward_port() {
         }
     }
     let _kill = Kill(s, pid.clone());
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(100);
     let peer = loop {
         let out = std::fs::read_to_string(home.dir.join("lent.out")).unwrap_or_default();
         if let Ok(port) = out.trim().parse::<u16>() {

@@ -132,6 +132,29 @@ fn the_windows_binary_runs_the_journey_under_wine() {
     let who = mariadb_current_user(s, &home, &name).ok();
     assert_eq!(who.stdout.trim(), format!("{name}@127.0.0.1"));
 
+    // The live figures through the control pipe (duplex): the tunnel's forwards counted the
+    // bytes of the Kafka round trip and the MariaDB login above.
+    let watch = wine.connect(
+        &home,
+        &[
+            "--json", "tunnel", "status", &name, "--watch", "--count", "2",
+        ],
+    );
+    assert_eq!(watch.code, Some(0), "{}", watch.all());
+    let looks: Vec<serde_json::Value> = watch
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(looks.len(), 2, "{}", watch.all());
+    let live = &looks[1]["live"];
+    assert_eq!(looks[1]["running"], true, "{}", watch.all());
+    let moved: u64 = live["ports"]
+        .as_array()
+        .map(|ports| ports.iter().filter_map(|p| p["down"].as_u64()).sum())
+        .unwrap_or_default();
+    assert!(moved > 0, "no bytes counted:\n{}", watch.all());
+
     let doctor = wine.connect(&home, &["doctor", &name]);
     println!("doctor under Wine:\n{}", doctor.all());
     // Everything but the clients a Windows PATH lacks here (mysql, kcat, java: warnings).

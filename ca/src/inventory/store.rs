@@ -35,7 +35,7 @@ pub const SCHEMA_VERSION: i64 = 5;
 /// signature and one insert.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// How many random serials [`Inventory::issue`] tries before giving up. With 120 random bits a
+/// How many random serials [`Inventory::issue`] tries before giving up. With 126 random bits a
 /// single collision is already unlikely to ever happen; the bound only keeps the loop finite.
 const SERIAL_ATTEMPTS: usize = 8;
 

@@ -158,8 +158,7 @@ mod tests {
         let dir = home.path().join("saige");
         crate::fsutil::create_private_dir(&dir).expect("mkdir");
         let mut p = sample();
-        crate::fsutil::write_private(&dir.join(files::PROFILE_JSON), p.to_json().as_bytes())
-            .expect("profile");
+        p.write_fixture(&dir);
         let project = home.path().join("proj");
         let args = DatagripArgs {
             // Both given: nothing is probed.
@@ -184,8 +183,7 @@ mod tests {
         assert!(local.contains(&dir.join(files::CLIENT_KEY).display().to_string()));
 
         p.mysql = None;
-        crate::fsutil::write_private(&dir.join(files::PROFILE_JSON), p.to_json().as_bytes())
-            .expect("profile");
+        p.write_fixture(&dir);
         let e = run(&args, &global(home.path()), &printer).expect_err("no mysql");
         assert!(e.to_string().contains("has no MySQL"), "{e}");
     }

@@ -46,7 +46,7 @@ pub(crate) async fn run_rotate(
     // Read to log in only: the rotation reads it again under the profile's lock.
     let profile = Profile::load(&dir)?;
     let session = login(&roots, &profile, printer).await?;
-    let step = printer.step("rotate the key and certificate");
+    let step = printer.wait("rotate the key and certificate");
     let fate = match (args.keep_old, args.compromised) {
         (_, true) => OldCertificate::Compromised,
         (true, false) => OldCertificate::Keep,
@@ -166,7 +166,7 @@ async fn renew_one(
         });
     }
     let session = login(roots, &profile, printer).await?;
-    let step = printer.step(&format!("renew the certificate of `{name}`"));
+    let step = printer.wait(&format!("renew the certificate of `{name}`"));
     let result = renew::renew_if_due(&session, &dir, name, Some(PATIENCE)).await;
     session.close().await;
     let outcome = result.with_context(|| format!("cannot renew the certificate of `{name}`"))?;

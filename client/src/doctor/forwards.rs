@@ -798,8 +798,7 @@ mod tests {
             b.port = shiqi_ca::Port::try_from(port).expect("port");
         }
         p.brokers.truncate(2);
-        crate::fsutil::write_private(&dir.join(pf::PROFILE_JSON), p.to_json().as_bytes())
-            .expect("profile.json");
+        p.write_fixture(dir);
         let mut cfg = String::from("Host shiqi-tunnel\n    HostName 10.231.0.1\n");
         for f in forwards {
             cfg.push_str(&format!("    LocalForward 127.0.0.1:{f} localhost:{f}\n"));

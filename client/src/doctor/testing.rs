@@ -19,8 +19,7 @@ pub(crate) fn context(
     forwards: &[(u16, &str)],
     files: &[(&str, &str)],
 ) -> Context {
-    crate::fsutil::write_private(&dir.join(pf::PROFILE_JSON), p.to_json().as_bytes())
-        .expect("profile.json");
+    p.write_fixture(dir);
     let mut cfg = String::from("Host shiqi-tunnel\n    HostName 10.231.0.1\n");
     for (port, host) in forwards {
         cfg.push_str(&format!(

@@ -13,6 +13,11 @@ pub(crate) trait Report {
     /// Starts a step; [`Step::done`] finishes it, and dropping it unfinished marks it failed
     /// (an error on the way out), so the report that follows says which step failed.
     fn step(&self, label: &str) -> Box<dyn Step + '_>;
+    /// A step that waits on the server and asks nothing: shown as still waiting while it lasts
+    /// (a spinner and the seconds, on a terminal).
+    fn wait(&self, label: &str) -> Box<dyn Step + '_> {
+        self.step(label)
+    }
     /// Something the user should know that is not a problem.
     fn note(&self, text: &str);
     /// Something that needs the user's attention; the operation went on.

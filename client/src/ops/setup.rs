@@ -203,7 +203,7 @@ async fn request(
         Some(span) => Some(span),
         None => default_lifetime(s, session).await,
     };
-    let step = report.step("get a certificate, Kafka permissions and MySQL user from the agent");
+    let step = report.wait("get a certificate, Kafka permissions and MySQL user from the agent");
     let granted = agent::provision(
         session,
         &s.agent,

@@ -4,13 +4,13 @@
 //! Unix: its own process group; SIGTERM (or SIGINT) stops it, SIGHUP reloads, SIGKILL is the
 //! last resort. Windows has no signals to send another process: `DETACHED_PROCESS |
 //! CREATE_NEW_PROCESS_GROUP`, and the tunnel listens on a named pipe of its own for one line,
-//! `stop` or `reload`; the console's Ctrl-C, Ctrl-Break and close stop it too, and
+//! `stop` or `reload` (or `live`, answered on the same connection: see below); the console's Ctrl-C, Ctrl-Break and close stop it too, and
 //! `TerminateProcess` is the last resort. The pipe (issue 42, part 6):
 //! - its name is `\\.\pipe\shiqi-connect-tunnel-PID-` and 128 random bits, so another account
 //!   cannot create it before the tunnel does (a squatter would hear the requests, and the
 //!   tunnel's own create would fail); the name is written to `%LOCALAPPDATA%\shiqi-connect\`
 //!   (`tunnel-PID.pipe`), which only the account (SYSTEM, administrators) can read;
-//! - it is created first-instance, inbound only, refusing remote clients, with an owner-only
+//! - it is created first-instance, duplex (for `live`'s answer), refusing remote clients, with an owner-only
 //!   ACL: a protected DACL whose one entry gives the tunnel's account (its user SID) all
 //!   rights, so no other account (administrators included, short of taking ownership) may open
 //!   it or add instances. `interprocess` builds the security descriptor from that SDDL and
@@ -19,8 +19,31 @@
 //!   ACL (the owner, SYSTEM and administrators write; others may only open it for reading),
 //!   logged. A client that connects and sends nothing is dropped after `PIPE_READ_TIMEOUT`,
 //!   so one cannot hold the pipe.
+//!
+//! One question is answered rather than obeyed: `live`, from `tunnel status --watch`, gets the
+//! tunnel's figures (JSON) back on the same connection. Windows asks over the control pipe
+//! (duplex for this); Unix, which has no line to the tunnel besides signals, over a Unix socket
+//! in the profile folder (`tunnel.live`): the folder is the owner's alone (0700) as for every
+//! file there, the socket is 0600, and a peer of another uid (`SO_PEERCRED`) is closed unheard.
 
+use std::path::Path;
 use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
+
+/// How the tunnel answers a `live` question: called once per question, the answer's bytes.
+pub(crate) type Answer = Arc<dyn Fn() -> Vec<u8> + Send + Sync>;
+
+/// The most bytes of an answer a watcher reads.
+const MAX_ANSWER: u64 = 4 << 20;
+
+/// How long a question, and then its answer, may take.
+const ASK_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The longest line a client may send (`reload` and a newline fit).
+const MAX_LINE: usize = 16;
 
 /// What one process asks of the background tunnel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -186,44 +209,38 @@ fn pipe_security()
 }
 
 /// The tunnel's side of its control pipe: a task that reads one line per client and passes
-/// the request on.
+/// the request on, or answers it (`live`).
 #[cfg(windows)]
-fn serve_pipe() -> std::io::Result<tokio::sync::mpsc::UnboundedReceiver<Request>> {
+fn serve_pipe(answer: Answer) -> std::io::Result<tokio::sync::mpsc::UnboundedReceiver<Request>> {
     use interprocess::os::windows::named_pipe::{PipeListenerOptions, pipe_mode};
-    use tokio::io::AsyncReadExt as _;
     let name = new_pipe_name()?;
     // The first instance is created first-instance; `accept` adds the next ones, the same.
     let server = PipeListenerOptions::new()
         .path(name.as_str())
         .accept_remote(false)
         .security_descriptor(pipe_security()?)
-        .create_tokio_recv_only::<pipe_mode::Bytes>()?;
+        .create_tokio_duplex::<pipe_mode::Bytes>()?;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {
         loop {
             let Ok(mut client) = server.accept().await else {
                 return;
             };
-            let mut line = [0_u8; 16];
-            let mut n = 0;
-            // One short line, soon; anything longer, later or unknown is ignored.
-            let read = async {
-                while n < line.len() {
-                    match client.read(&mut line[n..]).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(k) => n += k,
-                    }
-                    if line[..n].contains(&b'\n') {
-                        break;
-                    }
-                }
-            };
-            if tokio::time::timeout(PIPE_READ_TIMEOUT, read).await.is_err() {
-                continue;
-            }
-            let request = match line[..n].strip_suffix(b"\n") {
+            let request = match read_line(&mut client, PIPE_READ_TIMEOUT).await.as_deref() {
                 Some(b"stop") => Request::Stop,
                 Some(b"reload") => Request::Reload,
+                Some(b"live") => {
+                    // Its own task: a watcher that does not read holds up nobody else.
+                    let answer = answer.clone();
+                    tokio::spawn(async move {
+                        let _ = tokio::time::timeout(ASK_TIMEOUT, async {
+                            client.write_all(&answer()).await?;
+                            client.flush().await
+                        })
+                        .await;
+                    });
+                    continue;
+                }
                 _ => continue,
             };
             if tx.send(request).is_err() {
@@ -232,6 +249,147 @@ fn serve_pipe() -> std::io::Result<tokio::sync::mpsc::UnboundedReceiver<Request>
         }
     });
     Ok(rx)
+}
+
+/// One short line from `client` within `within`, without its newline; `None` when it is
+/// longer, later or never ends.
+async fn read_line<R: AsyncRead + Unpin>(client: &mut R, within: Duration) -> Option<Vec<u8>> {
+    let mut line = [0_u8; MAX_LINE];
+    let mut n = 0;
+    let read = async {
+        while n < line.len() {
+            match client.read(&mut line[n..]).await {
+                Ok(0) | Err(_) => break,
+                Ok(k) => n += k,
+            }
+            if line[..n].contains(&b'\n') {
+                break;
+            }
+        }
+    };
+    tokio::time::timeout(within, read).await.ok()?;
+    line[..n].strip_suffix(b"\n").map(<[u8]>::to_vec)
+}
+
+/// Asks `client` (a connection to a tunnel's control channel) for its live figures.
+async fn ask<S: AsyncRead + AsyncWrite + Unpin>(mut client: S) -> std::io::Result<Vec<u8>> {
+    client.write_all(b"live\n").await?;
+    client.flush().await?;
+    let mut answer = Vec::new();
+    (&mut client)
+        .take(MAX_ANSWER)
+        .read_to_end(&mut answer)
+        .await?;
+    Ok(answer)
+}
+
+/// Asks the tunnel `pid` for its live figures (the JSON its [`Answer`] gives): over `socket`
+/// on Unix, over its control pipe on Windows.
+///
+/// # Errors
+/// `NotFound` or `ConnectionRefused` when the tunnel has no channel (not running, or an older
+/// build), `TimedOut` when it does not answer within a few seconds.
+pub(crate) async fn ask_live(pid: u32, socket: &Path) -> std::io::Result<Vec<u8>> {
+    let asked = async {
+        #[cfg(unix)]
+        {
+            let _ = pid;
+            ask(tokio::net::UnixStream::connect(socket).await?).await
+        }
+        #[cfg(windows)]
+        {
+            use interprocess::os::windows::named_pipe::pipe_mode;
+            use interprocess::os::windows::named_pipe::tokio::DuplexPipeStream;
+            let _ = socket;
+            let name = pipe_name(pid)?;
+            // Between two clients the pipe is busy for a moment: try again briefly, as `send`.
+            let mut tries = 0;
+            let pipe = loop {
+                match DuplexPipeStream::<pipe_mode::Bytes>::connect_by_path(name.as_str()).await {
+                    Ok(pipe) => break pipe,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound || tries == 40 => {
+                        return Err(e);
+                    }
+                    Err(_) => {
+                        tries += 1;
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                }
+            };
+            ask(pipe).await
+        }
+    };
+    tokio::time::timeout(ASK_TIMEOUT * 2, asked)
+        .await
+        .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
+}
+
+/// The `live` socket's listener (Unix): dropped, it stops serving and removes its file.
+#[cfg(unix)]
+struct LiveSocket {
+    path: std::path::PathBuf,
+    /// The socket file's inode: only the file this tunnel made is removed.
+    ino: u64,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+#[cfg(unix)]
+impl Drop for LiveSocket {
+    fn drop(&mut self) {
+        use std::os::unix::fs::MetadataExt as _;
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+        if std::fs::symlink_metadata(&self.path).is_ok_and(|m| m.ino() == self.ino) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Listens at `path` for `live` questions from this account's processes.
+#[cfg(unix)]
+fn serve_socket(path: &Path, answer: Answer) -> std::io::Result<LiveSocket> {
+    use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _, PermissionsExt as _};
+    match std::fs::symlink_metadata(path) {
+        // Left by a tunnel that ended without removing it; no other is running (its pid file).
+        Ok(m) if m.file_type().is_socket() => std::fs::remove_file(path)?,
+        Ok(_) => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "something other than a socket is there",
+            ));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let listener = tokio::net::UnixListener::bind(path)?;
+    let ino = std::fs::symlink_metadata(path)?.ino();
+    // From here on a failure removes the file again (the guard's Drop).
+    let mut socket = LiveSocket {
+        path: path.to_owned(),
+        ino,
+        task: None,
+    };
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    let me = rustix::process::getuid().as_raw();
+    socket.task = Some(tokio::spawn(async move {
+        loop {
+            let Ok((mut client, _)) = listener.accept().await else {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            };
+            if !matches!(client.peer_cred(), Ok(c) if c.uid() == me) {
+                continue;
+            }
+            let answer = answer.clone();
+            tokio::spawn(async move {
+                if read_line(&mut client, ASK_TIMEOUT).await.as_deref() == Some(b"live") {
+                    let _ = tokio::time::timeout(ASK_TIMEOUT, client.write_all(&answer())).await;
+                }
+            });
+        }
+    }));
+    Ok(socket)
 }
 
 /// Ends `pid` at once (SIGKILL; `TerminateProcess` on Windows).
@@ -300,6 +458,9 @@ pub(crate) struct Listener {
     int: tokio::signal::unix::Signal,
     #[cfg(unix)]
     hup: tokio::signal::unix::Signal,
+    /// The `live` socket; `None` when it could not be made (logged: only `--watch` misses it).
+    #[cfg(unix)]
+    live: Option<LiveSocket>,
     #[cfg(windows)]
     console: Console,
     #[cfg(windows)]
@@ -311,29 +472,46 @@ pub(crate) struct Listener {
 
 impl Listener {
     /// Starts listening; from here on, these requests no longer end the process by default.
+    /// `live` questions get `answer`, asked at `socket` on Unix (through the pipe on Windows).
     ///
     /// # Errors
     /// When the handlers cannot be installed.
-    pub(crate) fn new() -> std::io::Result<Self> {
+    pub(crate) fn new(socket: &Path, answer: Answer) -> std::io::Result<Self> {
         #[cfg(unix)]
         {
             use tokio::signal::unix::{SignalKind, signal};
+            let (term, int, hup) = (
+                signal(SignalKind::terminate())?,
+                signal(SignalKind::interrupt())?,
+                signal(SignalKind::hangup())?,
+            );
+            let live = serve_socket(socket, answer)
+                .inspect_err(|e| {
+                    tracing::warn!(
+                        socket = %socket.display(),
+                        error = %e,
+                        "no live figures for `tunnel status --watch`: cannot listen"
+                    );
+                })
+                .ok();
             Ok(Self {
-                term: signal(SignalKind::terminate())?,
-                int: signal(SignalKind::interrupt())?,
-                hup: signal(SignalKind::hangup())?,
+                term,
+                int,
+                hup,
+                live,
             })
         }
         #[cfg(windows)]
         {
             use tokio::signal::windows;
+            let _ = socket;
             Ok(Self {
                 console: Console {
                     ctrl_c: windows::ctrl_c()?,
                     ctrl_break: windows::ctrl_break()?,
                     ctrl_close: windows::ctrl_close()?,
                 },
-                pipe: serve_pipe()?,
+                pipe: serve_pipe(answer)?,
                 reloads: 0,
             })
         }
@@ -382,14 +560,16 @@ impl Listener {
     }
 }
 
-/// The pipe's record goes with the tunnel (a crash leaves it; the next tunnel with that pid
-/// writes its own).
-#[cfg(windows)]
+/// The pipe's record (Windows) and the `live` socket (Unix) go with the tunnel (a crash
+/// leaves them; the next tunnel replaces them).
 impl Drop for Listener {
     fn drop(&mut self) {
+        #[cfg(windows)]
         if let Ok(record) = pipe_record(std::process::id()) {
             let _ = std::fs::remove_file(record);
         }
+        #[cfg(unix)]
+        drop(self.live.take());
     }
 }
 
@@ -463,7 +643,13 @@ mod tests {
             .build()
             .expect("runtime");
         runtime.block_on(async {
-            let mut listener = Listener::new().expect("listen");
+            let answer: Answer = Arc::new(|| b"{\"figures\": 1}".to_vec());
+            let mut listener = Listener::new(Path::new("unused"), answer).expect("listen");
+            // A question is answered on the connection, and is not a request.
+            let asked = ask_live(std::process::id(), Path::new("unused"))
+                .await
+                .expect("answered through the pipe");
+            assert_eq!(asked, b"{\"figures\": 1}");
             for (line, request) in [
                 (&b"reload\n"[..], Request::Reload),
                 (b"stop\n", Request::Stop),
@@ -500,5 +686,64 @@ mod tests {
             pipe_name(pid).map_err(|e| e.kind()),
             Err(std::io::ErrorKind::NotFound)
         );
+    }
+}
+
+#[cfg(all(test, unix))]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "#[tokio::test] builds its own runtime"
+)]
+mod tests {
+    use std::os::unix::fs::FileTypeExt as _;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn the_live_socket_answers_this_account_replaces_a_stale_one_and_goes_with_the_tunnel() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("tunnel.live");
+        // A socket a crashed tunnel left behind.
+        drop(std::os::unix::net::UnixListener::bind(&path).expect("stale socket"));
+        let answer: Answer = Arc::new(|| b"{\"connections\": 2}".to_vec());
+        let listener = Listener::new(&path, answer).expect("listen");
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&path).expect("socket").permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(
+            ask_live(0, &path).await.expect("answered"),
+            b"{\"connections\": 2}"
+        );
+        // Anything but the one question is closed unanswered.
+        let mut other = tokio::net::UnixStream::connect(&path)
+            .await
+            .expect("connect");
+        other.write_all(b"stop\n").await.expect("sent");
+        let mut got = Vec::new();
+        other.read_to_end(&mut got).await.expect("closed");
+        assert!(got.is_empty());
+        drop(listener);
+        assert!(!path.exists(), "the socket outlived its tunnel");
+        assert_eq!(
+            ask_live(0, &path).await.map_err(|e| e.kind()),
+            Err(std::io::ErrorKind::NotFound)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_file_where_the_socket_goes_is_left_alone() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("tunnel.live");
+        std::io::Write::write_all(
+            &mut std::fs::File::create(&path).expect("file"),
+            b"not a socket",
+        )
+        .expect("written");
+        let listener = Listener::new(&path, Arc::new(Vec::new)).expect("listen without it");
+        drop(listener);
+        let kept = std::fs::symlink_metadata(&path).expect("still there");
+        assert!(!kept.file_type().is_socket());
+        assert_eq!(std::fs::read(&path).expect("read"), b"not a socket");
     }
 }

@@ -19,7 +19,7 @@ use tokio::net::TcpStream;
 use crate::probe::Outcome;
 use shiqi_ca::protocol::Broker;
 
-use crate::probe::kafka_wire::{self, AdvertisedBroker, RegisteredBroker};
+use crate::probe::kafka_wire::{self, AdvertisedBroker, Registration};
 use crate::probe::tls::ProfileTls;
 
 /// How long a TCP connect to a local port may take.
@@ -63,7 +63,8 @@ pub(crate) async fn api_versions(
             .map(|apis| {
                 format!(
                     "{version} handshake with the profile's certificate; the broker answered \
-                     ApiVersions ({apis} APIs)"
+                     ApiVersions ({} APIs)",
+                    apis.len()
                 )
             })
             .map_err(|why| format!("{version} handshake done, but {why}"))
@@ -86,25 +87,28 @@ async fn within(
     }
 }
 
-/// Every broker registered with the cluster (`DescribeCluster` v2 with fenced brokers), asked
-/// through `127.0.0.1:port` over TLS with the profile's certificate, checked as `server_name`.
+/// Every broker registered with the cluster (`DescribeCluster`, fenced brokers too where the
+/// cluster lists them: Kafka 4.0+), asked through `127.0.0.1:port` over TLS with the profile's
+/// certificate, checked as `server_name`.
 ///
 /// # Errors
-/// The connect, handshake or protocol failure (a Kafka older than 4.0 refuses v2).
+/// The connect, handshake or protocol failure.
 pub(crate) async fn registered(
     port: u16,
     server_name: &str,
     tls: &ProfileTls,
     timeout: Duration,
-) -> Result<Vec<RegisteredBroker>, String> {
+) -> Result<Registration, String> {
     let run = async {
         let tcp = TcpStream::connect(loopback(port))
             .await
             .map_err(|e| format!("cannot connect: {e}"))?;
-        let request = kafka_wire::describe_cluster_request(CORRELATION_ID);
-        let (version, body) = exchange(tcp, server_name, tls, &request).await?;
-        kafka_wire::read_describe_cluster(&body, CORRELATION_ID)
-            .map_err(|why| format!("{version} handshake done, but {why}"))
+        let (version, mut stream) = handshake(tcp, server_name, tls).await?;
+        let asked = describe_cluster(&mut stream)
+            .await
+            .map_err(|why| format!("{version} handshake done, but {why}"));
+        let _ = stream.shutdown().await;
+        asked
     };
     tokio::time::timeout(timeout, run)
         .await
@@ -116,17 +120,12 @@ pub(crate) async fn registered(
 ///
 /// # Errors
 /// The connect or protocol failure.
-pub(crate) async fn registered_plain(
-    port: u16,
-    timeout: Duration,
-) -> Result<Vec<RegisteredBroker>, String> {
+pub(crate) async fn registered_plain(port: u16, timeout: Duration) -> Result<Registration, String> {
     let run = async {
         let mut tcp = TcpStream::connect(loopback(port))
             .await
             .map_err(|e| format!("cannot connect: {e}"))?;
-        let request = kafka_wire::describe_cluster_request(CORRELATION_ID);
-        let body = request_response(&mut tcp, &request).await?;
-        kafka_wire::read_describe_cluster(&body, CORRELATION_ID)
+        describe_cluster(&mut tcp).await
     };
     tokio::time::timeout(timeout, run)
         .await
@@ -163,7 +162,8 @@ pub(crate) async fn endpoint(port: u16, timeout: Duration) -> Outcome {
         }
         let ports: Vec<String> = brokers.iter().map(|b| b.port.to_string()).collect();
         Ok(format!(
-            "answers ApiVersions ({apis} APIs); Metadata names only local ports ({})",
+            "answers ApiVersions ({} APIs); Metadata names only local ports ({})",
+            apis.len(),
             ports.join(", ")
         ))
     };
@@ -251,6 +251,9 @@ pub(crate) struct Registered {
     /// Registered but fenced (stopped, restarting, cut off from the controllers): back in the
     /// metadata when they return.
     pub(crate) fenced: Vec<Broker>,
+    /// Whether the cluster listed fenced brokers (Kafka 4.0+): before, one that is not serving
+    /// is just missing from the answer.
+    pub(crate) fenced_listed: bool,
 }
 
 impl Registered {
@@ -258,9 +261,12 @@ impl Registered {
     ///
     /// # Errors
     /// The broker whose advertised host or port is not one (nothing of the answer is used).
-    pub(crate) fn parse(list: Vec<RegisteredBroker>) -> Result<Self, String> {
-        let mut out = Self::default();
-        for b in list {
+    pub(crate) fn parse(answer: Registration) -> Result<Self, String> {
+        let mut out = Self {
+            fenced_listed: answer.fenced_listed,
+            ..Self::default()
+        };
+        for b in answer.brokers {
             let host = b
                 .host
                 .parse()
@@ -300,19 +306,55 @@ impl Registered {
             })
             .collect()
     }
+
+    /// [`Registered::not_serving`], and on a cluster that does not list fenced brokers (Kafka
+    /// before 4.0), a line for each broker in `known` (id, `host:port`) missing from the answer.
+    pub(crate) fn not_serving_of(&self, known: &[(i32, String)]) -> Vec<String> {
+        let mut lines = self.not_serving();
+        if !self.fenced_listed {
+            for (id, at) in known {
+                if !self.serving.iter().any(|b| b.id == *id) {
+                    lines.push(format!(
+                        "broker {id} ({at}) is missing from the cluster's answer: stopped, \
+                         restarting or removed (a Kafka before 4.0 does not say which); its \
+                         forward stays for when it returns"
+                    ));
+                }
+            }
+        }
+        lines
+    }
 }
 
-/// TLS over `tcp` as `server_name`, one request, one response body; returns the TLS version too.
-async fn exchange(
+/// `DescribeCluster` on `stream` at the highest version the broker and we both speak, which
+/// its `ApiVersions` answer says first: a Kafka before 4.0 closes the connection on v2.
+async fn describe_cluster<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+) -> Result<Registration, String> {
+    let body = request_response(stream, &kafka_wire::api_versions_request(CORRELATION_ID)).await?;
+    let offered = kafka_wire::read_api_versions(&body, CORRELATION_ID)?;
+    let version = kafka_wire::describe_cluster_version(
+        offered.range(kafka_protocol::messages::ApiKey::DescribeCluster),
+    )
+    .ok_or("the broker speaks no DescribeCluster version this build knows (Kafka before 2.8?)")?;
+    let request = kafka_wire::describe_cluster_request(CORRELATION_ID, version);
+    let body = request_response(stream, &request).await?;
+    Ok(Registration {
+        brokers: kafka_wire::read_describe_cluster(&body, CORRELATION_ID, version)?,
+        fenced_listed: version >= 2,
+    })
+}
+
+/// TLS over `tcp` as `server_name` with the profile's certificate: the TLS version and the stream.
+async fn handshake(
     tcp: TcpStream,
     server_name: &str,
     tls: &ProfileTls,
-    request: &[u8],
-) -> Result<(String, Vec<u8>), String> {
+) -> Result<(String, tokio_rustls::client::TlsStream<TcpStream>), String> {
     let config = tls.config()?;
     let name = ServerName::try_from(server_name.trim_matches(['[', ']']).to_owned())
         .map_err(|_| format!("`{server_name}` is not a valid TLS server name"))?;
-    let mut stream = tokio_rustls::TlsConnector::from(config)
+    let stream = tokio_rustls::TlsConnector::from(config)
         .connect(name, tcp)
         .await
         .map_err(|e| format!("TLS handshake failed: {e}"))?;
@@ -323,6 +365,17 @@ async fn exchange(
         .and_then(|v| v.as_str())
         .unwrap_or("TLS")
         .replace('_', ".");
+    Ok((version, stream))
+}
+
+/// TLS over `tcp` as `server_name`, one request, one response body; returns the TLS version too.
+async fn exchange(
+    tcp: TcpStream,
+    server_name: &str,
+    tls: &ProfileTls,
+    request: &[u8],
+) -> Result<(String, Vec<u8>), String> {
+    let (version, mut stream) = handshake(tcp, server_name, tls).await?;
     let body = request_response(&mut stream, request)
         .await
         .map_err(|why| format!("{version} handshake done, but {why}"))?;
@@ -412,34 +465,56 @@ mod tests {
 
     #[test]
     fn registrations_split_serving_from_fenced_and_refuse_bad_hosts() {
-        let reg = |id, host: &str, fenced| RegisteredBroker {
+        let reg = |id, host: &str, fenced| kafka_wire::RegisteredBroker {
             id,
             host: host.to_owned(),
             port: 9093,
             fenced,
         };
-        let r = Registered::parse(vec![
+        let v2 = |brokers| Registration {
+            brokers,
+            fenced_listed: true,
+        };
+        let r = Registered::parse(v2(vec![
             reg(3, "localhost", false),
             reg(2, "broker-2.kafka.internal", true),
             reg(1, "localhost", false),
-        ])
+        ]))
         .expect("valid");
         assert_eq!(r.serving.iter().map(|b| b.id).collect::<Vec<_>>(), [1, 3]);
-        assert_eq!(
-            r.not_serving(),
-            [
-                "broker 2 (broker-2.kafka.internal:9093) is registered but not serving now; \
-              `shiqi-connect tunnel up` adds its forward when it returns (a broker removed for \
-              good is unregistered: `kafka-cluster.sh unregister --id 2`)"
-            ]
+        let fenced_line = "broker 2 (broker-2.kafka.internal:9093) is registered but not serving \
+                           now; `shiqi-connect tunnel up` adds its forward when it returns (a \
+                           broker removed for good is unregistered: `kafka-cluster.sh unregister \
+                           --id 2`)";
+        assert_eq!(r.not_serving(), [fenced_line]);
+        // Listing fenced brokers, the cluster says it all: what we knew adds nothing.
+        let known = [
+            (2, "broker-2.kafka.internal:9093".to_owned()),
+            (4, "x:1".to_owned()),
+        ];
+        assert_eq!(r.not_serving_of(&known), [fenced_line]);
+        // Kafka before 4.0 lists serving brokers only: a known one missing is said as such.
+        let old = Registered::parse(Registration {
+            brokers: vec![reg(1, "localhost", false)],
+            fenced_listed: false,
+        })
+        .expect("valid");
+        let lines = old.not_serving_of(&[(1, "localhost:9093".to_owned()), known[0].clone()]);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].starts_with(
+                "broker 2 (broker-2.kafka.internal:9093) is missing from the cluster's answer"
+            ),
+            "{lines:?}"
         );
-        let bad = Registered::parse(vec![reg(4, "evil\n1.2.3.4 bank", false)]).expect_err("bad");
+        let bad =
+            Registered::parse(v2(vec![reg(4, "evil\n1.2.3.4 bank", false)])).expect_err("bad");
         assert!(
             bad.starts_with("broker 4 advertises an unusable host"),
             "{bad}"
         );
         let mut zero = reg(5, "localhost", false);
         zero.port = 0;
-        assert!(Registered::parse(vec![zero]).is_err());
+        assert!(Registered::parse(v2(vec![zero])).is_err());
     }
 }

@@ -1,7 +1,8 @@
 //! The few Kafka protocol messages the laptop's probes send, and what they read in the answers:
 //! `ApiVersions` v0 (every broker answers it, before any authorization), `Metadata` v4 for no
-//! topics (the brokers the cluster advertises; needs no ACL) and `DescribeCluster` v2 with fenced
-//! brokers (every registered broker, serving or not; KIP-1073, Kafka 4.0+; needs no ACL either).
+//! topics (the brokers the cluster advertises; needs no ACL) and `DescribeCluster` (needs no ACL
+//! either) at the highest version both sides speak: v2 lists fenced brokers too (every registered
+//! broker, serving or not; KIP-1073, Kafka 4.0+), v1 (3.7+) and v0 (2.8+) only serving ones.
 //! Framing, the correlation check, our client id and the versions are `shiqi_kafka`'s, the one
 //! Kafka wire home the local endpoint and the agent use too. No I/O here.
 //!
@@ -48,13 +49,26 @@ pub(crate) fn metadata_request(correlation: i32) -> Vec<u8> {
     request(version::PROBE_METADATA, correlation, &body)
 }
 
-/// `DescribeCluster` v2 asking for fenced brokers too.
-pub(crate) fn describe_cluster_request(correlation: i32) -> Vec<u8> {
-    let body = DescribeClusterRequest::default()
-        .with_include_cluster_authorized_operations(false)
-        .with_endpoint_type(ENDPOINT_BROKERS)
-        .with_include_fenced_brokers(true);
-    request(version::DESCRIBE_CLUSTER, correlation, &body)
+/// `DescribeCluster` at `version` (at most ours, [`version::DESCRIBE_CLUSTER`]): the brokers'
+/// listeners (v1+), fenced brokers too (v2+). A field the version lacks is left at its default,
+/// which is what leaves it out of the encoding.
+pub(crate) fn describe_cluster_request(correlation: i32, version: i16) -> Vec<u8> {
+    let version = version.min(version::DESCRIBE_CLUSTER);
+    let mut body =
+        DescribeClusterRequest::default().with_include_cluster_authorized_operations(false);
+    if version >= 1 {
+        body = body.with_endpoint_type(ENDPOINT_BROKERS);
+    }
+    if version >= 2 {
+        body = body.with_include_fenced_brokers(true);
+    }
+    request(version, correlation, &body)
+}
+
+/// The `DescribeCluster` version to send to a broker whose `ApiVersions` answer offers the range
+/// `theirs` (min, max): [`version::agreed`] with ours; `None` before Kafka 2.8.
+pub(crate) fn describe_cluster_version(theirs: Option<(i16, i16)>) -> Option<i16> {
+    version::agreed(version::DESCRIBE_CLUSTER, theirs)
 }
 
 /// One broker registered with the cluster, as `DescribeCluster` lists it.
@@ -71,6 +85,16 @@ pub(crate) struct RegisteredBroker {
     pub(crate) fenced: bool,
 }
 
+/// What `DescribeCluster` said: the brokers, and whether it lists fenced ones (v2, Kafka 4.0+);
+/// below v2 a broker that is not serving is simply not there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Registration {
+    /// The brokers listed.
+    pub(crate) brokers: Vec<RegisteredBroker>,
+    /// Whether fenced brokers are among them (else only serving ones are).
+    pub(crate) fenced_listed: bool,
+}
+
 /// Decodes an answer body (after the length) to a request of ours: its header must repeat
 /// `correlation`.
 fn answer<R: Request>(body: &[u8], correlation: i32, version: i16) -> Result<R::Response, String> {
@@ -81,15 +105,17 @@ fn answer<R: Request>(body: &[u8], correlation: i32, version: i16) -> Result<R::
     message::answer::<R>(&mut buf, version, correlation).map_err(|e| e.to_string())
 }
 
-/// Reads a `DescribeCluster` v2 response body (after the length): every registered broker.
+/// Reads a `DescribeCluster` response body (after the length) to a request sent at `version`:
+/// every registered broker (below v2, every serving one).
 ///
 /// # Errors
 /// A reply to another request, the broker's error (with its message), or a malformed body.
 pub(crate) fn read_describe_cluster(
     body: &[u8],
     correlation: i32,
+    version: i16,
 ) -> Result<Vec<RegisteredBroker>, String> {
-    let m = answer::<DescribeClusterRequest>(body, correlation, version::DESCRIBE_CLUSTER)?;
+    let m = answer::<DescribeClusterRequest>(body, correlation, version)?;
     if m.error_code != 0 {
         return Err(format!(
             "the broker answered DescribeCluster with error code {}{}",
@@ -122,11 +148,27 @@ pub(crate) fn answers(reply: &[u8], correlation: i32) -> bool {
     message::answers(reply, correlation, MAX_FRAME)
 }
 
-/// Reads an `ApiVersions` v0 response body (after the length): the number of APIs offered.
+/// What a broker's `ApiVersions` answer offers: each API's versions (min, max), by key.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Offered(std::collections::BTreeMap<i16, (i16, i16)>);
+
+impl Offered {
+    /// How many APIs.
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The versions (min, max) of `key` the broker speaks, if any.
+    pub(crate) fn range(&self, key: kafka_protocol::messages::ApiKey) -> Option<(i16, i16)> {
+        self.0.get(&(key as i16)).copied()
+    }
+}
+
+/// Reads an `ApiVersions` v0 response body (after the length): the APIs offered.
 ///
 /// # Errors
 /// A reply to another request, a broker error, or a cut-off body.
-pub(crate) fn read_api_versions(body: &[u8], correlation: i32) -> Result<usize, String> {
+pub(crate) fn read_api_versions(body: &[u8], correlation: i32) -> Result<Offered, String> {
     // v0 is answered in v0 even on UNSUPPORTED_VERSION, so the array follows either way.
     let m = answer::<ApiVersionsRequest>(body, correlation, version::API_VERSIONS)?;
     if m.error_code != 0 && m.error_code != UNSUPPORTED_VERSION {
@@ -135,7 +177,12 @@ pub(crate) fn read_api_versions(body: &[u8], correlation: i32) -> Result<usize, 
             m.error_code
         ));
     }
-    Ok(m.api_keys.len())
+    Ok(Offered(
+        m.api_keys
+            .iter()
+            .map(|a| (a.api_key, (a.min_version, a.max_version)))
+            .collect(),
+    ))
 }
 
 /// One broker of a `Metadata` answer, as the cluster advertises it.
@@ -204,13 +251,22 @@ mod tests {
         for v in [3i16, 0, 13, 18, 0, 4] {
             reply.extend_from_slice(&v.to_be_bytes());
         }
-        assert_eq!(read_api_versions(&reply, 9), Ok(2));
+        let offered = read_api_versions(&reply, 9).expect("offered");
+        assert_eq!(offered.len(), 2);
+        assert_eq!(
+            offered.range(kafka_protocol::messages::ApiKey::Metadata),
+            Some((0, 13))
+        );
+        assert_eq!(
+            offered.range(kafka_protocol::messages::ApiKey::DescribeCluster),
+            None
+        );
         // A count the bytes cannot hold is refused, not allocated.
         let mut lie = reply.clone();
         lie[6..10].copy_from_slice(&i32::MAX.to_be_bytes());
         assert!(read_api_versions(&lie, 9).is_err());
         reply[5] = 35;
-        assert_eq!(read_api_versions(&reply, 9), Ok(2));
+        assert_eq!(read_api_versions(&reply, 9).map(|o| o.len()), Ok(2));
         reply[5] = 58;
         assert!(read_api_versions(&reply, 9).is_err());
         assert!(read_api_versions(&reply, 8).is_err());
@@ -263,12 +319,26 @@ mod tests {
     }
 
     #[test]
-    fn encodes_describe_cluster_v2_with_fenced_brokers() {
-        let r = describe_cluster_request(7);
+    fn encodes_describe_cluster_at_the_version_both_speak() {
+        let r = describe_cluster_request(7, 2);
         assert_eq!(frame_size(&r), Some(r.len() as u32 - 4));
         assert_eq!(&r[4..12], &[0, 60, 0, 2, 0, 0, 0, 7]);
         // Header tags, no authorized operations, broker endpoints, fenced too, body tags.
         assert_eq!(&r[r.len() - 5..], &[0, 0, 1, 1, 0]);
+        // Kafka 3.7-3.9 (v1): broker endpoints, no fenced flag; 2.8-3.6 (v0): neither.
+        let v1 = describe_cluster_request(7, 1);
+        assert_eq!(&v1[4..12], &[0, 60, 0, 1, 0, 0, 0, 7]);
+        assert_eq!(&v1[v1.len() - 4..], &[0, 0, 1, 0]);
+        let v0 = describe_cluster_request(7, 0);
+        assert_eq!(&v0[4..12], &[0, 60, 0, 0, 0, 0, 0, 7]);
+        assert_eq!(&v0[v0.len() - 3..], &[0, 0, 0]);
+        // A newer broker gets ours; one without the API gets none.
+        assert_eq!(describe_cluster_version(Some((0, 5))), Some(2));
+        assert_eq!(describe_cluster_version(Some((0, 1))), Some(1));
+        assert_eq!(describe_cluster_version(None), None);
+        assert_eq!(describe_cluster_version(Some((0, -1))), None);
+        // A broker that dropped every version we speak (as KIP-896 dropped old ones).
+        assert_eq!(describe_cluster_version(Some((3, 5))), None);
     }
 
     fn compact(b: &mut Vec<u8>, s: Option<&str>) {
@@ -319,7 +389,7 @@ mod tests {
                 (2, "broker-2.kafka.internal", 9093, true),
             ],
         );
-        let brokers = read_describe_cluster(&reply, 5).expect("brokers");
+        let brokers = read_describe_cluster(&reply, 5, 2).expect("brokers");
         assert_eq!(
             brokers,
             [
@@ -339,18 +409,18 @@ mod tests {
         );
         for cut in 4..reply.len() - 5 {
             assert!(
-                read_describe_cluster(&reply[..cut], 5).is_err(),
+                read_describe_cluster(&reply[..cut], 5, 2).is_err(),
                 "cut at {cut}"
             );
         }
-        assert!(read_describe_cluster(&reply, 6).is_err());
+        assert!(read_describe_cluster(&reply, 6, 2).is_err());
         let refused = describe_cluster_reply(5, 35, &[]);
-        let why = read_describe_cluster(&refused, 5).expect_err("an error code");
+        let why = read_describe_cluster(&refused, 5, 2).expect_err("an error code");
         assert!(why.contains("error code 35: no"), "{why}");
         // A varint that never ends is an error, not a loop.
         let mut endless = 5i32.to_be_bytes().to_vec();
         endless.extend_from_slice(&[0xff; 8]);
-        assert!(read_describe_cluster(&endless, 5).is_err());
+        assert!(read_describe_cluster(&endless, 5, 2).is_err());
     }
 
     #[test]

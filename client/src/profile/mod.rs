@@ -333,6 +333,13 @@ impl Profile {
         crate::fsutil::write_private(&dir.join(files::PROFILE_JSON), self.to_json().as_bytes())
     }
 
+    /// Writes it as `dir/profile.json` in a test's own folder, which no other run shares (so no
+    /// lock): the fixtures' one way to make a profile folder.
+    #[cfg(test)]
+    pub(crate) fn write_fixture(&self, dir: &Path) {
+        self.save(dir).expect("profile.json");
+    }
+
     /// Pretty JSON with a trailing newline.
     pub(crate) fn to_json(&self) -> String {
         // Serializing plain structs of strings and numbers cannot fail.

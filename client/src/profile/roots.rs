@@ -111,8 +111,7 @@ mod tests {
         crate::fsutil::create_private_dir(&dir).expect("mkdir");
         let mut p = crate::profile::tests::sample();
         p.name = name.parse().expect("name");
-        crate::fsutil::write_private(&dir.join(files::PROFILE_JSON), p.to_json().as_bytes())
-            .expect("write");
+        p.write_fixture(&dir);
     }
 
     fn roots(root: &Path) -> Roots {

@@ -19,7 +19,7 @@ use tokio::net::TcpListener;
 
 use shiqi_ca::protocol::Broker;
 
-use crate::probe::kafka_wire::RegisteredBroker;
+use crate::probe::kafka_wire::Registration;
 use crate::probe::{self, Outcome, ProfileTls};
 use crate::profile::Profile;
 use crate::ssh::Session;
@@ -96,7 +96,7 @@ pub(crate) async fn registered(
     session: &Session,
     identity_dir: &Path,
     brokers: &[Broker],
-) -> Result<Vec<RegisteredBroker>, String> {
+) -> Result<Registration, String> {
     let tls = ProfileTls::from_identity(&crate::profile::files::identity(identity_dir));
     let mut last = "no broker to ask".to_owned();
     for b in brokers {

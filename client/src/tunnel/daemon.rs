@@ -33,6 +33,7 @@ use crate::profile::{ForwardRecord, Profile};
 use crate::ssh::Session;
 use crate::tunnel::endpoint::{self, LocalEndpoint, Role, Upstream};
 use crate::tunnel::forward::{self, Link, Shared};
+use crate::tunnel::live::Live;
 use crate::tunnel::login::Targets;
 use crate::tunnel::refresh;
 use crate::tunnel::state::{self, BrokersCheck, Phase, State};
@@ -130,10 +131,13 @@ pub(crate) async fn run(opts: &Options) -> Result<(), Error> {
         generation: 1,
         session: Arc::new(session),
     }));
+    let live = Live::new();
+    live.connection(1);
     let shared = Shared {
         link: rx,
         lost: Arc::new(Notify::new()),
         prohibited: Arc::new(Notify::new()),
+        live: live.clone(),
     };
     let endpoint = endpoint_bound.map(|l| {
         let max = usize::try_from(profile.endpoint_options.max_connections).unwrap_or(1);
@@ -144,7 +148,12 @@ pub(crate) async fn run(opts: &Options) -> Result<(), Error> {
         let task = serve_forward(l, &f, &shared, endpoint.as_ref(), profile.mysql.as_ref());
         listeners.insert(f.local_port, (f, task));
     }
-    let signals = Listener::new().map_err(|source| Error::Io {
+    let answer = {
+        let live = live.clone();
+        // Plain numbers and strings: serializing cannot fail.
+        Arc::new(move || serde_json::to_vec(&live.snapshot()).unwrap_or_default())
+    };
+    let signals = Listener::new(&paths.live, answer).map_err(|source| Error::Io {
         action: "install signal handlers for",
         path: paths.pid.clone(),
         source,
@@ -411,6 +420,8 @@ impl Daemon {
                 Some(Ok(session)) => {
                     log_connected(&session, &self.state.server);
                     self.generation += 1;
+                    self.shared.live.connection(self.generation);
+                    self.shared.live.reconnected();
                     self.tx.send_replace(Some(Link {
                         generation: self.generation,
                         session: Arc::new(session),
@@ -513,6 +524,7 @@ impl Daemon {
             Ok(session) => {
                 log_connected(&session, &self.state.server);
                 self.generation += 1;
+                self.shared.live.connection(self.generation);
                 self.tx.send_replace(Some(Link {
                     generation: self.generation,
                     session: Arc::new(session),
@@ -544,7 +556,12 @@ impl Daemon {
                 check.error = Some(why);
             }
             Ok((profile, registered)) => {
-                check.not_serving = registered.not_serving();
+                let known: Vec<(i32, String)> = profile
+                    .brokers
+                    .iter()
+                    .map(|b| (b.id, format!("{}:{}", b.host, b.port)))
+                    .collect();
+                check.not_serving = registered.not_serving_of(&known);
                 let was = self.state.brokers.as_ref().map(|b| &b.not_serving);
                 if was != Some(&check.not_serving) {
                     for line in &check.not_serving {
@@ -708,7 +725,15 @@ impl Daemon {
                 check.error = Some(why);
             }
             Ok(registered) => {
-                check.not_serving = registered.not_serving();
+                let known: Vec<(i32, String)> = ep
+                    .listening()
+                    .into_iter()
+                    .filter_map(|(role, _, upstream)| match (role, upstream) {
+                        (Role::Broker(id), Some(u)) => Some((id, format!("{}:{}", u.host, u.port))),
+                        _ => None,
+                    })
+                    .collect();
+                check.not_serving = registered.not_serving_of(&known);
                 let was = self.state.brokers.as_ref().map(|b| &b.not_serving);
                 if was != Some(&check.not_serving) {
                     for line in &check.not_serving {
@@ -838,6 +863,7 @@ impl Daemon {
     }
 
     fn save(&self) {
+        self.shared.live.state(&self.state);
         if let Err(e) = self.state.write(&self.paths.state) {
             tracing::warn!("cannot write the state file: {}", one_line(&e));
         }

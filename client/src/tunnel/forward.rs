@@ -14,6 +14,7 @@ use tokio::sync::{Notify, watch};
 
 use crate::profile::ForwardRecord;
 use crate::ssh::Session;
+use crate::tunnel::live::Live;
 
 /// How long an accepted client waits for the connection to come back.
 const WAIT_FOR_LINK: Duration = Duration::from_secs(20);
@@ -39,6 +40,8 @@ pub(crate) struct Shared {
     /// list is the one of the login, so a target allowed since (`enroll --sync` after a broker
     /// joined, maybe after the daemon saw the broker and logged in again) needs another login.
     pub(crate) prohibited: Arc<Notify>,
+    /// The figures `tunnel status --watch` shows.
+    pub(crate) live: Arc<Live>,
 }
 
 /// Serves `listener` until the task is aborted.
@@ -61,12 +64,14 @@ pub(crate) async fn serve(listener: TcpListener, forward: ForwardRecord, shared:
 }
 
 async fn bridge(socket: TcpStream, peer: SocketAddr, f: &ForwardRecord, shared: &Shared) {
+    let meter = shared.live.port(f.local_port);
+    let _open = meter.open();
     let _ = socket.set_nodelay(true);
     let target = (f.remote_host.as_str(), f.remote_port.get());
     let Some(channel) = open_channel(shared, target, peer, f.local_port).await else {
         return;
     };
-    match super::pump::run(socket, channel).await {
+    match super::pump::run(socket, channel, &meter).await {
         Ok((up, down)) => tracing::debug!(port = f.local_port, %peer, up, down, "closed"),
         Err(e) => tracing::debug!(port = f.local_port, %peer, error = %e, "closed"),
     }

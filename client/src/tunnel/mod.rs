@@ -13,6 +13,7 @@ mod daemon;
 pub mod endpoint;
 mod forward;
 mod launch;
+mod live;
 mod login;
 mod ports;
 mod process;
@@ -26,6 +27,9 @@ pub(crate) use at_login::{
 };
 pub(crate) use daemon::{Options as DaemonOptions, one_line, run as run_daemon};
 pub(crate) use launch::{openssh_alive, start_daemon, start_openssh, stop_openssh};
+#[cfg(test)]
+pub(crate) use live::ClientFigures;
+pub(crate) use live::{PortFigures, Snapshot};
 pub(crate) use login::Targets;
 pub(crate) use ports::{check_free, is_taken, owner_of};
 pub(crate) use process::{alive, read_pid, running, send, stop};
@@ -46,6 +50,8 @@ pub(crate) const PID: &str = "tunnel.pid";
 pub(crate) const STATE: &str = "tunnel.state.json";
 /// The OpenSSH control socket (`ControlPath` in `ssh_config`), for `up --openssh`.
 pub(crate) const CONTROL_SOCKET: &str = "tunnel.sock";
+/// The background process's `live` socket (Unix), which `tunnel status --watch` asks.
+pub(crate) const LIVE_SOCKET: &str = "tunnel.live";
 
 /// The files of one profile's tunnel.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,6 +66,8 @@ pub(crate) struct Paths {
     pub(crate) state: PathBuf,
     /// `tunnel.sock`.
     pub(crate) control_socket: PathBuf,
+    /// `tunnel.live`.
+    pub(crate) live: PathBuf,
     /// `ssh_config`.
     pub(crate) ssh_config: PathBuf,
 }
@@ -73,6 +81,7 @@ impl Paths {
             pid: dir.join(PID),
             state: dir.join(STATE),
             control_socket: dir.join(CONTROL_SOCKET),
+            live: dir.join(LIVE_SOCKET),
             ssh_config: dir.join(files::SSH_CONFIG),
             dir,
         }

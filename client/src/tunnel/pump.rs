@@ -17,29 +17,39 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
+use super::live::Meter;
+
 /// Bytes read from the client per channel message: one full SSH packet.
 const READ: usize = 32 * 1024;
 
 /// At most this many packets go into one `writev` (the kernel's limit is 1024 slices).
 const BATCH: usize = 64;
 
-/// Copies until both directions are done; the bytes moved each way (up to the server, down to
-/// the client), or the first error.
-pub(crate) async fn run(socket: TcpStream, channel: Channel<Msg>) -> std::io::Result<(u64, u64)> {
+/// Copies until both directions are done, counting on `meter` as bytes pass; the bytes moved
+/// each way (up to the server, down to the client), or the first error.
+pub(crate) async fn run(
+    socket: TcpStream,
+    channel: Channel<Msg>,
+    meter: &Meter,
+) -> std::io::Result<(u64, u64)> {
     let (from_client, to_client) = socket.into_split();
     let (from_server, to_server) = channel.split();
     let up = async {
-        let moved = up(from_client, &to_server).await;
+        let moved = up(from_client, &to_server, meter).await;
         // The client is done sending (or failed): the server reads EOF.
         let _ = to_server.eof().await;
         moved
     };
-    let moved = tokio::try_join!(up, down(from_server, to_client));
+    let moved = tokio::try_join!(up, down(from_server, to_client, meter));
     let _ = to_server.close().await;
     moved
 }
 
-async fn up(mut from: OwnedReadHalf, to: &russh::ChannelWriteHalf<Msg>) -> std::io::Result<u64> {
+async fn up(
+    mut from: OwnedReadHalf,
+    to: &russh::ChannelWriteHalf<Msg>,
+    meter: &Meter,
+) -> std::io::Result<u64> {
     let mut moved = 0;
     let mut buf = BytesMut::new();
     loop {
@@ -53,10 +63,15 @@ async fn up(mut from: OwnedReadHalf, to: &russh::ChannelWriteHalf<Msg>) -> std::
         to.data_bytes(buf.split().freeze())
             .await
             .map_err(std::io::Error::other)?;
+        meter.up(n as u64);
     }
 }
 
-async fn down(mut from: russh::ChannelReadHalf, mut to: OwnedWriteHalf) -> std::io::Result<u64> {
+async fn down(
+    mut from: russh::ChannelReadHalf,
+    mut to: OwnedWriteHalf,
+    meter: &Meter,
+) -> std::io::Result<u64> {
     let mut moved = 0;
     let mut batch: Vec<Bytes> = Vec::with_capacity(BATCH);
     let mut open = true;
@@ -83,7 +98,9 @@ async fn down(mut from: russh::ChannelReadHalf, mut to: OwnedWriteHalf) -> std::
                 () = std::future::ready(()) => break,
             }
         }
-        moved += write_all(&mut to, &mut batch).await?;
+        let written = write_all(&mut to, &mut batch).await?;
+        meter.down(written);
+        moved += written;
     }
     to.shutdown().await?;
     Ok(moved)

@@ -322,8 +322,7 @@ mod tests {
         let old = with_forwards(sample());
         let dir = crate::profile::dir(root.path(), &old.name);
         crate::fsutil::create_private_dir(&dir).expect("dir");
-        crate::fsutil::write_private(&dir.join(files::PROFILE_JSON), old.to_json().as_bytes())
-            .expect("profile.json");
+        old.write_fixture(&dir);
         let mut brokers = old.brokers.clone();
         brokers.push(Broker {
             id: 4,
@@ -355,8 +354,7 @@ mod tests {
         let p = sample();
         let dir = root.path().join(p.name.as_str());
         crate::fsutil::create_private_dir(&dir).expect("dir");
-        crate::fsutil::write_private(&dir.join(files::PROFILE_JSON), p.to_json().as_bytes())
-            .expect("profile.json");
+        p.write_fixture(&dir);
         let endpoint = Endpoint::Direct.local(9092, &p.brokers, &[]);
         let held = crate::profile::lock::lock(root.path(), &p.name).expect("lock");
         let busy = write_endpoint(&dir, endpoint.clone(), p.brokers.clone());

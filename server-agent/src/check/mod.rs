@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::progress::Progress;
 use crate::state::Context;
 
 /// How long `check` waits for a server to refuse the revoked throwaway. The JVM re-reads a
@@ -97,8 +98,10 @@ pub(crate) struct Options {
     pub(crate) revocation: bool,
 }
 
-/// Every finding, in a fixed order: this host, then Kafka, then MySQL, then revocation.
-pub(crate) fn run(ctx: &Context, options: Options) -> Vec<Finding> {
+/// Every finding, in a fixed order: this host, then Kafka, then MySQL, then revocation; what it
+/// is doing meanwhile on `progress`.
+pub(crate) fn run(ctx: &Context, options: Options, progress: &Progress) -> Vec<Finding> {
+    progress.set("check: this host (the state folder, the CRL, sshd, the last backup)");
     let mut findings = local::check(ctx);
     let ca = match ctx.ca() {
         Ok(ca) => ca,
@@ -122,13 +125,15 @@ pub(crate) fn run(ctx: &Context, options: Options) -> Vec<Finding> {
             return findings;
         }
     };
+    progress.set("check: every broker, with a throwaway certificate");
     let mut brokers = kafka::check(ctx, &ca, &probe, &mut findings);
+    progress.set("check: MySQL, with the throwaway certificate");
     let mut mysql = mysql::check(ctx, &ca, &probe, &mut findings);
     revocation(
         ctx,
         &ca,
         options,
-        &probe,
+        (&probe, progress),
         &mut brokers,
         &mut mysql,
         &mut findings,
@@ -146,7 +151,7 @@ fn revocation(
     ctx: &Context,
     ca: &shiqi_ca::issue::Ca,
     options: Options,
-    probe: &throwaway::Throwaway,
+    (probe, progress): (&throwaway::Throwaway, &Progress),
     brokers: &mut Vec<kafka::Accepting>,
     mysql: &mut Option<mysql::Accepting>,
     findings: &mut Vec<Finding>,
@@ -176,6 +181,7 @@ fn revocation(
     let started = std::time::Instant::now();
     let deadline = started + REVOCATION_WAIT;
     while !(brokers.is_empty() && mysql.is_none()) && std::time::Instant::now() < deadline {
+        progress.set(&waiting_for(brokers.len(), mysql.is_some()));
         brokers.retain(|b| match b.refuses(ctx) {
             Some(why) => {
                 findings.push(kafka::revoked(b, started.elapsed(), &why));
@@ -197,6 +203,22 @@ fn revocation(
     if mysql.is_some() {
         findings.push(mysql::not_revoked());
     }
+}
+
+/// What the revocation wait is waiting on, in words.
+fn waiting_for(brokers: usize, mysql: bool) -> String {
+    let servers = match (brokers, mysql) {
+        (0, _) => "MySQL".to_owned(),
+        (1, false) => "1 broker".to_owned(),
+        (n, false) => format!("{n} brokers"),
+        (1, true) => "1 broker and MySQL".to_owned(),
+        (n, true) => format!("{n} brokers and MySQL"),
+    };
+    format!(
+        "check: waiting for {servers} to refuse the revoked throwaway certificate (at most {} s; \
+         brokers re-read the CRL within 30 s)",
+        REVOCATION_WAIT.as_secs()
+    )
 }
 
 /// The report as text: one line per finding, the fix indented below a failure or warning.

@@ -40,7 +40,7 @@ pub(crate) fn run(ctx: &Context, args: &CheckArgs) -> anyhow::Result<()> {
             .flatten()
             .filter(|u| !u.uid.is_root())
             .map_or_else(|| "ACCOUNT".to_owned(), |u| u.name);
-        return Err(AgentError::Request {
+        return Err(AgentError::Local {
             why: format!(
                 "check runs as the agent's account, not root (it checks what sshd gives that \
                  account and reads its CA): sudo -u {owner} shiqi-ca-agent --state-dir {} check",
@@ -49,12 +49,15 @@ pub(crate) fn run(ctx: &Context, args: &CheckArgs) -> anyhow::Result<()> {
         }
         .into());
     }
+    let progress = crate::progress::Progress::start(args.json, "check");
     let findings = check::run(
         ctx,
         Options {
             revocation: !args.no_revocation,
         },
+        &progress,
     );
+    drop(progress);
     if args.json {
         crate::commands::print_json(&findings)?;
     } else {

@@ -1,6 +1,7 @@
-//! `completions SHELL` and `man [DIR]`: the agent's completion scripts (clap_complete) and man
-//! pages (clap_mangen), generated from the same clap definitions it parses with, so they cannot
-//! drift. Run before any state is opened; refused as a request over SSH (`access::authorize`).
+//! What a packager runs: `completions SHELL` and `man [DIR]`, the agent's completion scripts
+//! (clap_complete) and man pages (clap_mangen), generated from the same clap definitions it
+//! parses with, and `units [DIR]`, the systemd units `install` writes: none can drift from the
+//! binary. Run before any state is opened; refused as requests over SSH (`access::authorize`).
 
 use std::path::{Path, PathBuf};
 
@@ -70,6 +71,76 @@ impl Handler for ManArgs {
         }
         .into())
     }
+}
+
+/// `units [DIR]`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct UnitsArgs {
+    /// Write `shiqi-ca-crl.service` and `shiqi-ca-crl.timer` into this folder instead of
+    /// printing them.
+    #[arg(value_name = "DIR")]
+    pub(crate) dir: Option<PathBuf>,
+    /// The agent's path in the package.
+    #[arg(long, value_name = "PATH", default_value = "/usr/bin/shiqi-ca-agent")]
+    pub(crate) exe: PathBuf,
+    /// The account `install` makes (its `--account`).
+    #[arg(long, default_value = "shiqi-ca")]
+    pub(crate) account: String,
+}
+
+impl Handler for UnitsArgs {
+    fn action(&self) -> &'static str {
+        "units"
+    }
+
+    fn describe(&self) -> String {
+        "`units` (run it on the server itself)".to_owned()
+    }
+
+    fn audience(&self) -> Audience {
+        Audience::Nobody
+    }
+
+    /// `run` answers it before any state is opened; `authorize` refuses it as a request.
+    fn run(&self, _ctx: &Context) -> anyhow::Result<()> {
+        Err(AgentError::Request {
+            why: "`units` is not a request".to_owned(),
+        }
+        .into())
+    }
+}
+
+/// Prints the units `install` writes for `args.account` and `state_dir`, or writes them into
+/// `args.dir` (0644) and lists them.
+///
+/// # Errors
+/// When the account is not a valid one, `dir` or a unit cannot be written, or stdout cannot.
+pub(crate) fn units(args: &UnitsArgs, state_dir: &Path) -> anyhow::Result<()> {
+    crate::install::check_account(&args.account)?;
+    if !args.exe.is_absolute() || !state_dir.is_absolute() {
+        return Err(AgentError::Local {
+            why: "`--exe` and `--state-dir` must be absolute paths (systemd runs the unit from /)"
+                .to_owned(),
+        }
+        .into());
+    }
+    let (service, timer) = crate::install::units_for(&args.exe, state_dir, &args.account);
+    let name = crate::install::UNIT_NAME;
+    let Some(dir) = &args.dir else {
+        return print_text(&format!("{service}\n{timer}"));
+    };
+    std::fs::create_dir_all(dir)
+        .map_err(|e| anyhow::Error::new(e).context(format!("cannot create `{}`", dir.display())))?;
+    let mut listing = String::new();
+    for (file, text) in [
+        (format!("{name}.service"), service),
+        (format!("{name}.timer"), timer),
+    ] {
+        let path = dir.join(file);
+        fsutil::write_atomic(&path, text.as_bytes(), 0o644)?;
+        listing.push_str(&format!("{}\n", path.display()));
+    }
+    print_text(&listing)
 }
 
 /// The binary's name as the scripts complete it.
@@ -175,5 +246,40 @@ mod tests {
             std::fs::read_dir(dir.path()).expect("ls").count(),
             pages.len()
         );
+    }
+
+    #[test]
+    fn units_are_what_install_writes_and_bad_values_write_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let args = |dir: &Path, exe: &str, account: &str| UnitsArgs {
+            dir: Some(dir.to_owned()),
+            exe: PathBuf::from(exe),
+            account: account.to_owned(),
+        };
+        let state = Path::new("/var/lib/shiqi-ca");
+        units(
+            &args(dir.path(), "/usr/bin/shiqi-ca-agent", "shiqi-ca"),
+            state,
+        )
+        .expect("writes");
+        let (service, timer) =
+            crate::install::units_for(Path::new("/usr/bin/shiqi-ca-agent"), state, "shiqi-ca");
+        let read = |f: &str| std::fs::read_to_string(dir.path().join(f)).expect("written");
+        assert_eq!(read("shiqi-ca-crl.service"), service);
+        assert_eq!(read("shiqi-ca-crl.timer"), timer);
+        assert!(service.contains(
+            "ExecStart=/usr/bin/shiqi-ca-agent --state-dir /var/lib/shiqi-ca crl --refresh"
+        ));
+
+        let empty = tempfile::tempdir().expect("tempdir");
+        for (exe, account, state, want) in [
+            ("/usr/bin/x", "Bad!", state, "plain system account"),
+            ("bin/x", "shiqi-ca", state, "absolute"),
+            ("/usr/bin/x", "shiqi-ca", Path::new("rel"), "absolute"),
+        ] {
+            let e = units(&args(empty.path(), exe, account), state).expect_err(want);
+            assert!(e.to_string().contains(want), "{e}");
+        }
+        assert_eq!(std::fs::read_dir(empty.path()).expect("reads").count(), 0);
     }
 }

@@ -93,6 +93,10 @@ pub(crate) enum Command {
     /// Print the man page (roff), or write one page per command into DIR
     /// (`shiqi-ca-agent.1`, `shiqi-ca-agent-sign.1`, …). Needs no state directory; not a request.
     Man(docs::ManArgs),
+    /// Print the systemd units `install` writes (the daily `crl --refresh`) for the default
+    /// account and state directory, or write them into DIR: for a package. Needs no state
+    /// directory; not a request.
+    Units(docs::UnitsArgs),
 }
 
 impl Command {
@@ -119,6 +123,7 @@ impl Command {
             Self::Serve(a) => a,
             Self::Completions(a) => a,
             Self::Man(a) => a,
+            Self::Units(a) => a,
         }
     }
 }

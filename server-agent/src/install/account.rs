@@ -241,7 +241,7 @@ pub(super) fn config(i: &mut Install) -> Result<(), AgentError> {
     // Checked the way the agent will read it, before it is written.
     let parsed: Result<crate::config::Config, _> = toml::from_str(&text);
     if let Err(e) = parsed {
-        return Err(AgentError::Request {
+        return Err(AgentError::Local {
             why: format!("the agent.toml install would write does not parse: {e}"),
         });
     }
@@ -342,6 +342,34 @@ fn restore(i: &mut Install, file: &Path, pass: &Path) -> Result<(), AgentError> 
     Ok(())
 }
 
+/// After a restore: the MySQL user of every name with a valid client certificate, made again
+/// with `mysql-user NAME` as the account. They follow from the inventory as the keys' lines do,
+/// and a new server's MariaDB has none of them (an existing one keeps them: `mysql-user`
+/// updates in place). Says what it did, or nothing when MySQL is off.
+fn mysql_users(i: &Install) -> Result<String, AgentError> {
+    let config = crate::config::Config::load(&i.state_dir.join("agent.toml"), true)?;
+    if config.mysql.host.is_empty() {
+        return Ok(String::new());
+    }
+    let listed = i.as_account(&["list", "--json"], None)?;
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_str(&listed).map_err(|e| AgentError::Local {
+            why: format!("`list --json` gave no certificate list: {e}"),
+        })?;
+    let names: std::collections::BTreeSet<shiqi_ca::ProfileName> = rows
+        .iter()
+        .filter(|r| r["kind"] == "client" && r["status"] == "valid")
+        .filter_map(|r| r["name"].as_str()?.parse().ok())
+        .collect();
+    for name in &names {
+        i.as_account(&["mysql-user", name.as_str()], None)?;
+    }
+    Ok(format!(
+        "; made the MySQL users of {} name(s) with a valid certificate",
+        names.len()
+    ))
+}
+
 /// In the state directory from a restore until the enrolled keys' lines are written again.
 const SYNC_PENDING: &str = "enroll-sync-pending";
 
@@ -411,13 +439,27 @@ pub(super) fn admin(i: &mut Install) -> Result<(), AgentError> {
             );
             return Ok(());
         }
+        let users = match mysql_users(i) {
+            Ok(users) => users,
+            Err(e) => {
+                i.report(
+                    Outcome::NeedsYou,
+                    "admin",
+                    format!(
+                        "the restored certificates' MySQL users are not all made yet ({e}); \
+                         fix MariaDB (the mysql lines above), then run install again"
+                    ),
+                );
+                return Ok(());
+            }
+        };
         super::folder::Folder::open(&i.state_dir, &i.trust_account())?.remove(SYNC_PENDING)?;
         i.report(
             Outcome::Done,
             "admin",
             format!(
                 "`{name}` is enrolled as admin with {fingerprint} (restored); wrote every \
-                 enrolled key's line again (enroll --sync)"
+                 enrolled key's line again (enroll --sync){users}"
             ),
         );
         return Ok(());
@@ -470,7 +512,7 @@ pub(super) fn public_key(path: &Path) -> Result<(String, String), AgentError> {
     let line = text.trim().to_owned();
     let fingerprint = ssh_key::PublicKey::from_openssh(&line)
         .map(|k| k.fingerprint(ssh_key::HashAlg::Sha256).to_string())
-        .map_err(|e| AgentError::Request {
+        .map_err(|e| AgentError::Local {
             why: format!(
                 "--ssh-key {}: not one OpenSSH public key line ({e}); give an id_*.pub file",
                 path.display()

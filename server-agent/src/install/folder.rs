@@ -130,7 +130,7 @@ fn refuse(path: &Path, what: String, trust: &Trust) -> AgentError {
 fn name_of(name: &str) -> Result<&OsStr, AgentError> {
     // One entry of this folder: never `..`, `/` or empty.
     if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('\0') {
-        return Err(AgentError::Request {
+        return Err(AgentError::Local {
             why: format!("`{name}` is not a file name"),
         });
     }
@@ -160,7 +160,7 @@ impl Folder {
 
     fn walk(path: &Path, trust: &Trust, create: Option<u32>) -> Result<Self, AgentError> {
         if !path.is_absolute() {
-            return Err(AgentError::Request {
+            return Err(AgentError::Local {
                 why: format!("{}: give an absolute path", path.display()),
             });
         }
@@ -174,7 +174,7 @@ impl Folder {
                 Component::ParentDir | Component::Prefix(_) => Some(Err(())),
             })
             .collect::<Result<_, _>>()
-            .map_err(|()| AgentError::Request {
+            .map_err(|()| AgentError::Local {
                 why: format!("{}: give a path without `..`", path.display()),
             })?;
         for (n, part) in parts.iter().enumerate() {
@@ -338,7 +338,7 @@ impl Folder {
                 why,
             })?;
         if bytes.len() as u64 > max {
-            return Err(AgentError::Request {
+            return Err(AgentError::Local {
                 why: format!("{} is larger than {max} bytes", path.display()),
             });
         }
@@ -538,7 +538,7 @@ fn rand_u64() -> u64 {
 pub(super) fn file_name(path: &Path) -> Result<&str, AgentError> {
     path.file_name()
         .and_then(|n| std::str::from_utf8(n.as_bytes()).ok())
-        .ok_or_else(|| AgentError::Request {
+        .ok_or_else(|| AgentError::Local {
             why: format!(
                 "{}: give a path that ends in a UTF-8 file name",
                 path.display()
@@ -548,7 +548,7 @@ pub(super) fn file_name(path: &Path) -> Result<&str, AgentError> {
 
 /// The folder of `path` and its last component.
 pub(super) fn split(path: &Path) -> Result<(&Path, &str), AgentError> {
-    let dir = path.parent().ok_or_else(|| AgentError::Request {
+    let dir = path.parent().ok_or_else(|| AgentError::Local {
         why: format!("{}: give a path inside a folder", path.display()),
     })?;
     Ok((dir, file_name(path)?))

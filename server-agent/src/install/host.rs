@@ -1,5 +1,9 @@
 //! The machine's scheduler: a systemd timer that runs `crl --refresh` daily as the account (a
 //! CRL past its nextUpdate locks every user out of the servers that check it).
+//!
+//! The Debian package ships the same two units, made by `shiqi-ca-agent units` for the default
+//! account and state directory, in `/usr/lib/systemd/system`; where those are byte for byte what
+//! this install would write, it enables them instead of writing a copy into `/etc`.
 
 use std::path::Path;
 use std::process::Command;
@@ -9,15 +13,31 @@ use crate::error::AgentError;
 
 /// Where the units go.
 const UNITS: &str = "/etc/systemd/system";
-const NAME: &str = "shiqi-ca-crl";
+/// Where a package's units are.
+const PACKAGED: &str = "/usr/lib/systemd/system";
+/// The units' name, without `.service` or `.timer`.
+pub(crate) const NAME: &str = "shiqi-ca-crl";
+
+/// The service and timer that run `exe`'s `crl --refresh` on `state_dir` as `account`.
+pub(crate) fn units_for(exe: &Path, state_dir: &Path, account: &str) -> (String, String) {
+    units(&refresh_command(exe, state_dir), account)
+}
+
+fn refresh_command(exe: &Path, state_dir: &Path) -> String {
+    format!(
+        "{} --state-dir {} crl --refresh",
+        exe.display(),
+        state_dir.display()
+    )
+}
 
 /// The service that runs `command` as `account`, and its daily timer.
 fn units(command: &str, account: &str) -> (String, String) {
     let service = format!(
-        "# Written by `shiqi-ca-agent install`.\n[Unit]\nDescription=Refresh the shiqi CA's CRL when due\n\n\
+        "# From shiqi-ca-agent: `install` writes it, `units` makes it for a package.\n[Unit]\nDescription=Refresh the shiqi CA's CRL when due\nDocumentation=man:shiqi-ca-agent-crl(1)\n\n\
          [Service]\nType=oneshot\nUser={account}\nExecStart={command}\n"
     );
-    let timer = "# Written by `shiqi-ca-agent install`.\n[Unit]\nDescription=Refresh the shiqi CA's CRL daily\n\n\
+    let timer = "# From shiqi-ca-agent: `install` writes it, `units` makes it for a package.\n[Unit]\nDescription=Refresh the shiqi CA's CRL daily\nDocumentation=man:shiqi-ca-agent-crl(1)\n\n\
                  [Timer]\nOnCalendar=daily\nRandomizedDelaySec=1h\nPersistent=true\n\n\
                  [Install]\nWantedBy=timers.target\n"
         .to_owned();
@@ -30,11 +50,7 @@ pub(super) fn timer(i: &mut Install) -> Result<(), AgentError> {
         Timer::None => false,
         Timer::Auto => super::systemd(),
     };
-    let command = format!(
-        "{} --state-dir {} crl --refresh",
-        i.exe.display(),
-        i.state_dir.display()
-    );
+    let command = refresh_command(&i.exe, &i.state_dir);
     if !use_systemd {
         i.report(
             Outcome::NeedsYou,
@@ -48,22 +64,26 @@ pub(super) fn timer(i: &mut Install) -> Result<(), AgentError> {
         return Ok(());
     }
     let (service, timer) = units(&command, i.account());
-    let timer = timer.as_str();
     let dir = Path::new(UNITS);
-    let a = i.file(
-        &dir.join(format!("{NAME}.service")),
-        &service,
-        0o644,
-        Some((0, 0)),
-        &super::folder::Trust::root(),
-    )?;
-    let b = i.file(
-        &dir.join(format!("{NAME}.timer")),
-        timer,
-        0o644,
-        Some((0, 0)),
-        &super::folder::Trust::root(),
-    )?;
+    let (a, b) = if packaged(&service, &timer)? && !dir.join(format!("{NAME}.service")).exists() {
+        (false, false)
+    } else {
+        let a = i.file(
+            &dir.join(format!("{NAME}.service")),
+            &service,
+            0o644,
+            Some((0, 0)),
+            &super::folder::Trust::root(),
+        )?;
+        let b = i.file(
+            &dir.join(format!("{NAME}.timer")),
+            &timer,
+            0o644,
+            Some((0, 0)),
+            &super::folder::Trust::root(),
+        )?;
+        (a, b)
+    };
     // Unchanged files are not enough: an earlier run may have failed to enable the timer, or
     // someone stopped it.
     let active = || {
@@ -99,13 +119,33 @@ pub(super) fn timer(i: &mut Install) -> Result<(), AgentError> {
     Ok(())
 }
 
+/// Whether the package's units are exactly `service` and `timer` (read through a root-owned
+/// folder chain, as every file install touches).
+fn packaged(service: &str, timer: &str) -> Result<bool, AgentError> {
+    let folder =
+        match super::folder::Folder::open(Path::new(PACKAGED), &super::folder::Trust::root()) {
+            Ok(f) => f,
+            Err(AgentError::File { why, .. }) if why.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(false);
+            }
+            Err(e) => return Err(e),
+        };
+    let same = |name: String, text: &str| -> Result<bool, AgentError> {
+        Ok(folder
+            .read(&name, super::MAX_FILE)?
+            .is_some_and(|(old, _)| old == text.as_bytes()))
+    };
+    Ok(same(format!("{NAME}.service"), service)? && same(format!("{NAME}.timer"), timer)?)
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
 
     /// systemd's own reading of the units install writes (`systemd-analyze verify`: syntax, the
-    /// calendar, the account, the executable), since the stack's server has no systemd to run
-    /// them. Skipped where systemd-analyze is missing.
+    /// calendar, the account, the executable; not the man page they name, which the package
+    /// installs), as a quick check here; `systemd_host::` e2e runs them. Skipped where
+    /// systemd-analyze is missing.
     #[test]
     fn systemd_accepts_the_units() -> anyhow::Result<()> {
         let analyze = Path::new("/usr/bin/systemd-analyze");
@@ -134,7 +174,7 @@ mod tests {
                 0o644,
             )?;
             Ok(std::process::Command::new(analyze)
-                .arg("verify")
+                .args(["verify", "--man=no"])
                 .arg(dir.path().join("shiqi-ca-crl.service"))
                 .arg(dir.path().join("shiqi-ca-crl.timer"))
                 .output()?)

@@ -220,7 +220,7 @@ fn kafka_owner(i: &Install) -> Result<Option<(u32, u32)>, AgentError> {
         None => Ok(None),
         Some(user) => super::account::ids(user)
             .map(Some)
-            .ok_or_else(|| AgentError::Request {
+            .ok_or_else(|| AgentError::Local {
                 why: format!("--kafka-owner: no account `{user}` on this machine"),
             }),
     }
@@ -284,7 +284,7 @@ fn apply(i: &mut Install, target: &Path, settings: &[(String, String)]) -> Resul
     let folder = Folder::open(dir, &trust)?;
     let (old, meta) = folder
         .read(name, super::MAX_FILE)?
-        .ok_or_else(|| AgentError::Request {
+        .ok_or_else(|| AgentError::Local {
             why: format!("--kafka-properties: {} is not a file", target.display()),
         })?;
     if !trust.owner(meta.st_uid) {
@@ -296,7 +296,7 @@ fn apply(i: &mut Install, target: &Path, settings: &[(String, String)]) -> Resul
                 .into(),
         });
     }
-    let old = String::from_utf8(old).map_err(|_| AgentError::Request {
+    let old = String::from_utf8(old).map_err(|_| AgentError::Local {
         why: format!("--kafka-properties: {} is not UTF-8 text", target.display()),
     })?;
     let mut lines: Vec<String> = old.lines().map(str::to_owned).collect();

@@ -17,10 +17,13 @@ mod kafka;
 mod mysql;
 mod sshd;
 
+pub(crate) use host::{NAME as UNIT_NAME, units_for};
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::error::AgentError;
+use crate::progress::Progress;
 
 pub(crate) use args::{InstallArgs, Timer};
 
@@ -89,20 +92,30 @@ impl Install {
     /// The failing step's error; the lines so far are kept for [`Install::text`].
     pub(crate) fn run(&mut self) -> Result<(), AgentError> {
         if !nix::unistd::geteuid().is_root() {
-            return Err(AgentError::Request {
+            return Err(AgentError::Local {
                 why: "install must run as root (it creates an account and writes sshd's and \
                       MariaDB's config): sudo shiqi-ca-agent install …"
                     .to_owned(),
             });
         }
+        let progress = Progress::start(false, "install: checking what was given");
         self.validate()?;
+        progress.set("install: the account and its folder");
         account::ensure(self)?;
+        progress.set("install: agent.toml");
         account::config(self)?;
+        progress.set("install: the CA and its first CRL");
         account::ca(self)?;
+        progress.set("install: sshd (the account's Match block, then a reload)");
         sshd::ensure(self)?;
+        progress
+            .set("install: MariaDB (its certificate and TLS drop-in; a restart when it changed)");
         mysql::ensure(self)?;
+        progress.set("install: the brokers' certificate, stores and TLS settings");
         kafka::ensure(self)?;
+        progress.set("install: the CRL refresh timer");
         host::timer(self)?;
+        progress.set("install: the admin's key");
         account::admin(self)?;
         Ok(())
     }
@@ -115,34 +128,20 @@ impl Install {
         self.validate_files()
     }
 
-    /// `--account`: a plain name, not root, and not someone else's unless adopted.
+    /// `--account`: a plain name ([`check_account`]), not root, and not someone else's unless
+    /// adopted.
     fn validate_account(&self) -> Result<(), AgentError> {
         let a = &self.args;
-        let plain = |s: &str| {
-            !s.is_empty()
-                && s.len() <= 32
-                && s.chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-'))
-                && !s.starts_with('-')
-        };
-        if !plain(&a.account) {
-            return Err(AgentError::Request {
-                why: format!(
-                    "--account `{}`: use a plain system account name (a-z, 0-9, `_`, `-`, at \
-                     most 32)",
-                    shiqi_ca::text::one_line(&a.account, 40)
-                ),
-            });
-        }
+        check_account(&a.account)?;
         if a.account == "root" || account::ids(&a.account).is_some_and(|(uid, _)| uid == 0) {
-            return Err(AgentError::Request {
+            return Err(AgentError::Local {
                 why: "--account: the agent needs an account of its own, not root".to_owned(),
             });
         }
         if !a.adopt_account
             && let Some(why) = account::foreign(&a.account, &self.state_dir)
         {
-            return Err(AgentError::Request {
+            return Err(AgentError::Local {
                 why: format!(
                     "--account `{}` exists and {why}: install would hand it the CA key and let \
                      enrolled keys run commands as it; choose a new name (install creates it), \
@@ -165,7 +164,7 @@ impl Install {
             ("--mysql-conf-dir", &a.mysql_conf_dir),
         ] {
             if !path.is_absolute() {
-                return Err(AgentError::Request {
+                return Err(AgentError::Local {
                     why: format!("{flag} {}: give an absolute path", path.display()),
                 });
             }
@@ -194,7 +193,7 @@ impl Install {
         if let Some(user) = &a.kafka_owner
             && account::ids(user).is_none()
         {
-            return Err(AgentError::Request {
+            return Err(AgentError::Local {
                 why: format!("--kafka-owner: no account `{user}` on this machine"),
             });
         }
@@ -212,7 +211,7 @@ impl Install {
             && let Some(dir) = config.crl.publish_dir
             && dir != a.publish_dir
         {
-            return Err(AgentError::Request {
+            return Err(AgentError::Local {
                 why: format!(
                     "--publish-dir {}: the kept {} publishes the CRL to {}; pass \
                      --publish-dir {} (install never rewrites agent.toml)",
@@ -226,12 +225,12 @@ impl Install {
         if let Some(file) = &a.kafka_properties
             && !file.is_file()
         {
-            return Err(AgentError::Request {
+            return Err(AgentError::Local {
                 why: format!("--kafka-properties: {} is not a file", file.display()),
             });
         }
         if !a.no_mysql && account::ids(&a.mysql_owner).is_none() {
-            return Err(AgentError::Request {
+            return Err(AgentError::Local {
                 why: format!(
                     "no account `{}` for MariaDB's files: install mariadb-server first, name its \
                      account with --mysql-owner, or leave MySQL out with --no-mysql",
@@ -249,14 +248,14 @@ impl Install {
             if let Some(file) = file
                 && !file.is_file()
             {
-                return Err(AgentError::Request {
+                return Err(AgentError::Local {
                     why: format!("{flag}: {} is not a file", file.display()),
                 });
             }
         }
         for (flag, path) in [("--sshd-config", &a.sshd_config), ("--sshd", &a.sshd)] {
             if !path.exists() {
-                return Err(AgentError::Request {
+                return Err(AgentError::Local {
                     why: format!("{flag}: {} does not exist", path.display()),
                 });
             }
@@ -339,7 +338,7 @@ impl Install {
         dir: &Path,
         owner: Option<(&str, (u32, u32))>,
     ) -> Result<(), AgentError> {
-        let (uid, gid) = account::ids(self.account()).ok_or_else(|| AgentError::Request {
+        let (uid, gid) = account::ids(self.account()).ok_or_else(|| AgentError::Local {
             why: format!("the account `{}` is missing", self.account()),
         })?;
         let mut trust = folder::Trust::root().and(self.account(), (uid, gid));
@@ -440,7 +439,7 @@ impl Install {
 }
 
 /// The largest file install reads back (configs and drop-ins are a few KiB).
-const MAX_FILE: u64 = 1 << 20;
+pub(super) const MAX_FILE: u64 = 1 << 20;
 
 /// Runs `cmd` (`what` names it in errors), feeding `input`; its stdout on success.
 fn run(mut cmd: Command, input: Option<&[u8]>, what: &str) -> Result<String, AgentError> {
@@ -453,7 +452,7 @@ fn run(mut cmd: Command, input: Option<&[u8]>, what: &str) -> Result<String, Age
     })
     .stdout(Stdio::piped())
     .stderr(Stdio::piped());
-    let failed = |why: String| AgentError::Request {
+    let failed = |why: String| AgentError::Local {
         why: format!("`{what}` failed: {why}"),
     };
     let mut child = cmd.spawn().map_err(|e| failed(e.to_string()))?;
@@ -477,6 +476,28 @@ fn run(mut cmd: Command, input: Option<&[u8]>, what: &str) -> Result<String, Age
 }
 
 /// Whether systemd manages this machine.
+/// `--account` is a plain system account name: a-z, 0-9, `_`, `-` (not first), at most 32.
+///
+/// # Errors
+/// [`AgentError::Local`] naming the rule.
+pub(crate) fn check_account(account: &str) -> Result<(), AgentError> {
+    let plain = !account.is_empty()
+        && account.len() <= 32
+        && account
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-'))
+        && !account.starts_with('-');
+    if plain {
+        return Ok(());
+    }
+    Err(AgentError::Local {
+        why: format!(
+            "--account `{}`: use a plain system account name (a-z, 0-9, `_`, `-`, at most 32)",
+            shiqi_ca::text::one_line(account, 40)
+        ),
+    })
+}
+
 fn systemd() -> bool {
     Path::new("/run/systemd/system").is_dir()
 }

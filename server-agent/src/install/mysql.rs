@@ -22,7 +22,7 @@ pub(super) fn ensure(i: &mut Install) -> Result<(), AgentError> {
         return Ok(());
     }
     let tls = i.args.mysql_tls_dir.clone();
-    let owner = super::account::ids(&i.args.mysql_owner).ok_or_else(|| AgentError::Request {
+    let owner = super::account::ids(&i.args.mysql_owner).ok_or_else(|| AgentError::Local {
         why: format!(
             "no account `{}` for MariaDB's files: install mariadb-server first, or name its \
              account with --mysql-owner",
@@ -137,7 +137,7 @@ fn admin_account(i: &mut Install) -> Result<(), AgentError> {
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
     {
-        return Err(AgentError::Request {
+        return Err(AgentError::Local {
             why: format!("`{account}` is not a plain account name"),
         });
     }
@@ -148,7 +148,7 @@ fn admin_account(i: &mut Install) -> Result<(), AgentError> {
         Err(e) => return Err(e),
     };
     for grant in &handed_out {
-        crate::sql::check_grant(grant).map_err(|why| AgentError::Request {
+        crate::sql::check_grant(grant).map_err(|why| AgentError::Local {
             why: format!("[mysql] grants: `{grant}`: {why}"),
         })?;
     }

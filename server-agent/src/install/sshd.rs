@@ -165,7 +165,7 @@ fn test_or_put_back(
             |e| e.to_string(),
             |o| String::from_utf8_lossy(&o.stderr).trim().to_owned(),
         );
-        return Err(AgentError::Request {
+        return Err(AgentError::Local {
             why: format!(
                 "`sshd -t` refuses the config with {}: {}; it was put back",
                 path.display(),

@@ -95,7 +95,7 @@ pub(crate) fn passphrase(source: &Path) -> Result<SecretString, AgentError> {
     }
     let line = text.lines().next().unwrap_or_default().to_owned();
     if line.chars().count() < MIN_PASSPHRASE {
-        return Err(AgentError::Request {
+        return Err(AgentError::Local {
             why: format!(
                 "the passphrase from {} is shorter than {MIN_PASSPHRASE} characters: use a long \
                  one (e.g. `openssl rand -base64 24 > pass`) and keep it apart from the backup",
@@ -143,7 +143,7 @@ pub(crate) fn create(
         revoked,
         files: files.iter().map(|(n, _)| n.clone()).collect(),
     };
-    let manifest_bytes = serde_json::to_vec_pretty(&manifest).map_err(|e| AgentError::Request {
+    let manifest_bytes = serde_json::to_vec_pretty(&manifest).map_err(|e| AgentError::Local {
         why: format!("cannot write the manifest: {e}"),
     })?;
     let mut archive = tar::Builder::new(Vec::new());
@@ -172,7 +172,7 @@ pub(crate) fn create(
 }
 
 fn archive_error(e: std::io::Error) -> AgentError {
-    AgentError::Request {
+    AgentError::Local {
         why: format!("cannot write the backup: {e}"),
     }
 }
@@ -189,7 +189,7 @@ pub(crate) fn record(ctx: &Context, file: &Path) -> Result<(), AgentError> {
         at: now(),
         file: file.display().to_string(),
     };
-    let text = serde_json::to_vec(&record).map_err(|e| AgentError::Request {
+    let text = serde_json::to_vec(&record).map_err(|e| AgentError::Local {
         why: format!("cannot record the backup: {e}"),
     })?;
     fsutil::write_private(&ctx.path(RECORD), &text)
@@ -216,7 +216,7 @@ impl Opened {
         from: &Path,
         passphrase: SecretString,
     ) -> Result<Self, AgentError> {
-        let bad = |why: String| AgentError::Request {
+        let bad = |why: String| AgentError::Local {
             why: format!("{} is not a usable backup: {why}", from.display()),
         };
         let decryptor = age::Decryptor::new(sealed).map_err(|e| bad(e.to_string()))?;
@@ -225,7 +225,7 @@ impl Opened {
             .decrypt(std::iter::once(&identity as &dyn age::Identity))
             .map_err(|e| match e {
                 age::DecryptError::DecryptionFailed | age::DecryptError::NoMatchingKeys => {
-                    AgentError::Request {
+                    AgentError::Local {
                         why: format!(
                             "the passphrase does not open {}: give the one the backup was made \
                              with",
@@ -297,7 +297,7 @@ impl Opened {
         let mut aside = None;
         if !present.is_empty() {
             if !force {
-                return Err(AgentError::Request {
+                return Err(AgentError::Local {
                     why: format!(
                         "a CA is in {} already ({}): restore into an empty state directory, or \
                          pass --force to move it aside first",

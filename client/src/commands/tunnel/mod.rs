@@ -66,11 +66,13 @@ mod background;
 mod down;
 mod status;
 mod up;
+mod watch;
 
 use background::run_daemon;
 pub(crate) use down::down;
 pub(crate) use status::status;
 pub(crate) use up::up;
+pub(crate) use watch::watch;
 
 /// Runs one tunnel verb.
 ///
@@ -98,12 +100,12 @@ pub(crate) async fn run(
             down(&s, printer).await
         }
         TunnelAction::Status(a) => {
-            status(&Settings::resolve(
-                a.name.as_deref(),
-                "tunnel status",
-                global,
-            )?)
-            .await
+            let s = Settings::resolve(a.name.as_deref(), "tunnel status", global)?;
+            if a.watch {
+                watch(&s, a.count).await
+            } else {
+                status(&s).await
+            }
         }
         TunnelAction::Run(a) => {
             let s = Settings::resolve(a.name.as_deref(), "tunnel run", global)?;

@@ -346,7 +346,7 @@ async fn refresh_profile(
     let renewed = renew_on_connect(&session, s, profile, printer).await;
     let profile = renewed.as_ref().unwrap_or(profile);
 
-    let step = printer.step("ask the server for its brokers");
+    let step = printer.wait("ask the server for its brokers");
     let listed = ask_brokers(&session, s, profile, openssh, printer).await;
     session.close().await;
     let brokers = match listed {
@@ -439,7 +439,7 @@ async fn renew_on_connect(
     if !renew::is_due(&profile.certificate, OffsetDateTime::now_utc()) {
         return None;
     }
-    let step = printer.step("renew the certificate (less than a third of its lifetime is left)");
+    let step = printer.wait("renew the certificate (less than a third of its lifetime is left)");
     let patience = Some(PATIENCE);
     match renew::renew_if_due(session, &s.paths.dir, &s.name, patience).await {
         Ok(RenewOutcome::Renewed(r)) => {

@@ -28,6 +28,7 @@ use tokio::net::{TcpListener, TcpStream};
 use super::{LocalEndpoint, Upstream, gate, relay};
 use crate::text::quote;
 use crate::tunnel::forward;
+use crate::tunnel::live::{Counted, Meter, Way};
 
 /// `CLIENT_PROTOCOL_41`: the handshake response this module understands (every client since
 /// MySQL 4.1 sends it).
@@ -123,8 +124,10 @@ async fn connection(mut client: TcpStream, peer: SocketAddr, to: &Upstream, ep: 
             return;
         }
     };
+    let meter = ep.shared().live.port(port);
+    let _open = meter.open();
     let outcome = match login(&mut client, peer, port, to, ep).await {
-        Ok(Some(server)) => splice(client, server).await,
+        Ok(Some(server)) => splice(client, server, meter).await,
         Ok(None) => Ok(()),
         Err(r) => {
             // Before the greeting a client reads an error without SQL state; after it, with.
@@ -245,9 +248,11 @@ async fn login(
 
 /// The rest of the login with sequence ids shifted (see the module's notes), then bytes both
 /// ways until either side ends.
-async fn splice(client: TcpStream, server: ServerStream) -> Result<(), String> {
-    let (client_r, mut client_w) = client.into_split();
-    let (server_r, mut server_w) = tokio::io::split(server);
+async fn splice(client: TcpStream, server: ServerStream, meter: Arc<Meter>) -> Result<(), String> {
+    let (client_r, client_w) = client.into_split();
+    let (server_r, server_w) = tokio::io::split(server);
+    let mut client_w = Counted::new(client_w, vec![meter.clone()], Way::Down);
+    let mut server_w = Counted::new(server_w, vec![meter], Way::Up);
     let mut client_r = BufReader::with_capacity(BUFFER, client_r);
     let mut server_r = BufReader::with_capacity(BUFFER, server_r);
     let logged_in = AtomicBool::new(false);

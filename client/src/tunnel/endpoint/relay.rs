@@ -20,6 +20,7 @@ use tokio::net::{TcpListener, TcpStream};
 use super::rewrite::{self, Node, Request};
 use super::{LocalEndpoint, Role};
 use crate::tunnel::forward;
+use crate::tunnel::live::{self, Counted, Way};
 
 /// The largest request a client may send (the broker's own default).
 const MAX_REQUEST: usize = frame::MAX_RELAYED_REQUEST;
@@ -64,6 +65,7 @@ async fn connection(socket: TcpStream, peer: SocketAddr, role: Role, ep: &Arc<Lo
     };
     let _ = socket.set_nodelay(true);
     let port = local.port();
+    let client = ep.shared().live.client(port, peer);
     let candidates = ep.upstreams(role);
     if candidates.is_empty() {
         tracing::warn!(
@@ -123,13 +125,19 @@ async fn connection(socket: TcpStream, peer: SocketAddr, role: Role, ep: &Arc<Lo
         return;
     };
     tracing::debug!(port, %peer, broker = %format!("{}:{}", to.host, to.port), "relaying");
+    client.relayed_to(format!("{}:{}", to.host, to.port));
     let (client_r, client_w) = socket.into_split();
     let (broker_r, broker_w) = tokio::io::split(stream);
     let owed = Arc::new(Mutex::new(VecDeque::new()));
-    let up = requests(BufReader::with_capacity(BUFFER, client_r), broker_w, &owed);
+    let up = requests(
+        BufReader::with_capacity(BUFFER, client_r),
+        Counted::new(broker_w, client.meters(), Way::Up),
+        &owed,
+        &client,
+    );
     let down = answers(
         BufReader::with_capacity(BUFFER, broker_r),
-        BufWriter::with_capacity(BUFFER, client_w),
+        BufWriter::with_capacity(BUFFER, Counted::new(client_w, client.meters(), Way::Down)),
         &owed,
         ep,
     );
@@ -150,14 +158,21 @@ async fn connection(socket: TcpStream, peer: SocketAddr, role: Role, ep: &Arc<Lo
 
 type Owed = Arc<Mutex<VecDeque<Request>>>;
 
-/// Client to broker: each request is noted (when it will be answered) before it is sent.
-async fn requests<R, W>(mut from: R, mut to: W, owed: &Owed) -> Result<(), String>
+/// Client to broker: each request is noted (when it will be answered) before it is sent, and
+/// counted by its API for `--watch`.
+async fn requests<R, W>(
+    mut from: R,
+    mut to: W,
+    owed: &Owed,
+    client: &live::Client,
+) -> Result<(), String>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
     while let Some(frame) = read_frame(&mut from, MAX_REQUEST).await? {
         let request = Request::peek(&frame.body())?;
+        client.request(request.api_key);
         if request.answered {
             owed.lock()
                 .unwrap_or_else(PoisonError::into_inner)

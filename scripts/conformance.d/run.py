@@ -1,0 +1,532 @@
+"""The conformance matrix (issue 46): every client x Kafka release x cluster shape, through the
+tunnel's local endpoint on the real stack, every byte the endpoint sends a client scanned for the
+brokers' advertised names. Run by scripts/conformance, which prepares the
+clients; writes docs/conformance.md and docs/conformance.json.
+
+Each cell: a fresh `app.` topic (3 partitions, on every broker) made through the endpoint, then
+the client's own program lists the brokers, produces 20 records, reads them back in a group and
+commits. A cell passes when every broker the client was told of is on 127.0.0.1 (an advertised
+name reaching a client would send it around the tunnel) and it read all 20; else the first
+error. A cell whose feature the release lacks is `n/a` with why.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+STACK = os.path.join(REPO, "scripts", "stack")
+COUNT = 20
+PORT = 19800
+
+
+def stack(*args, check=True):
+    out = subprocess.run([STACK, *args], capture_output=True, text=True)
+    if check and out.returncode != 0:
+        sys.exit(f"conformance: scripts/stack {' '.join(args)} failed:\n{out.stdout}{out.stderr}")
+    return out
+
+
+def info():
+    return dict(line.split("=", 1) for line in stack("info").stdout.splitlines() if "=" in line)
+
+
+def laptop(home, *cmd, timeout=180):
+    """CMD in the laptop namespace as its user, with SHIQI_HOME=home."""
+    try:
+        return subprocess.run(
+            [STACK, "exec", "laptop", "--env", f"SHIQI_HOME={home}", "--", *cmd],
+            capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        # The partial output comes back as bytes even in text mode.
+        partial = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        return subprocess.CompletedProcess(cmd, 124, partial, f"no end within {timeout} s")
+
+
+def version_tuple(v):
+    return tuple(int(x) for x in v.split("."))
+
+
+def clients(tools):
+    """(row name, how to run it for bootstrap/topic/group, why not on a release or None)."""
+    java = lambda jars, protocol, tx: lambda b, t, g: [  # noqa: E731
+        "java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", f"{jars}/*:{tools['classes']}",
+        "Conformance", b, t, g, str(COUNT), protocol, tx]
+    py = tools["python"]
+    return [
+        ("Java kafka-clients 4.1.1 (classic group, transactions)",
+         java(tools["java-4.1.1"], "classic", "yes"), lambda v: None),
+        ("Java kafka-clients 4.1.1 (group.protocol=consumer, KIP-848)",
+         java(tools["java-4.1.1"], "consumer", "no"),
+         lambda v: None if version_tuple(v) >= (4, 0, 0) else
+         "the consumer group protocol is Kafka 4.0+ (a preview before, off by default)"),
+        ("Java kafka-clients 3.9.1 (classic group, transactions)",
+         java(tools["java-3.9.1"], "classic", "yes"), lambda v: None),
+        ("librdkafka: confluent-kafka (Python) 2.16.1",
+         lambda b, t, g: [py, os.path.join(tools["clients"], "python_client.py"), "confluent", b, t, g, str(COUNT)],
+         lambda v: None),
+        ("kafka-python 3.0.12",
+         lambda b, t, g: [py, os.path.join(tools["clients"], "python_client.py"), "kafka-python", b, t, g, str(COUNT)],
+         lambda v: None),
+        ("franz-go 1.22.3",
+         lambda b, t, g: [tools["go"], "franz", b, t, g, str(COUNT)], lambda v: None),
+        ("sarama 1.61.1",
+         lambda b, t, g: [tools["go"], "sarama", b, t, g, str(COUNT)], lambda v: None),
+        ("KafkaJS 2.2.4 (Node)",
+         lambda b, t, g: ["env", f"NODE_PATH={tools['node']}", "node",
+                          os.path.join(tools["clients"], "kafkajs_client.js"), b, t, g, str(COUNT)],
+         lambda v: None),
+        ("kcat (librdkafka, Debian)", "kcat", lambda v: None),
+    ]
+
+
+def first_line(text):
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith(("SLF4J", "WARNING", "at ")):
+            return line[:300]
+    return "(no output)"
+
+
+def rdkafka_error(text):
+    """librdkafka's error among its notices (`%5|…` is a notice, `%3|…` or `% ERROR` an error)."""
+    for line in text.splitlines():
+        if line.startswith(("%3|", "%2|", "% ERROR", "% Fatal")):
+            return line.strip()[:300]
+    return first_line(text)
+
+
+def kcat_cell(home, bootstrap, topic, group):
+    """kcat has no group commit of its own worth the name: metadata, produce, then a balanced
+    group consume (-G) that commits as it reads."""
+    meta = laptop(home, "kcat", "-b", bootstrap, "-L", "-J", timeout=60)
+    if meta.returncode != 0:
+        return "fail", f"kcat -L: {first_line(meta.stderr)}", []
+    brokers = [f"{b['name']}" for b in json.loads(meta.stdout)["brokers"]]
+    records = "".join(f"k{i}:v{i}\n" for i in range(COUNT))
+    prod = subprocess.run(
+        [STACK, "exec", "laptop", "--", "kcat", "-b", bootstrap, "-P", "-t", topic, "-K:",
+         "-X", "acks=all"], input=records, capture_output=True, text=True, timeout=60)
+    if prod.returncode != 0:
+        return "fail", f"kcat -P: {rdkafka_error(prod.stderr)}", brokers
+    cons = laptop(home, "timeout", "60", "kcat", "-b", bootstrap, "-G", group, "-o", "beginning",
+                  "-c", str(COUNT), "-e", "-f", "%s\n", "-X", "enable.auto.commit=true",
+                  "-X", "auto.commit.interval.ms=100", topic, timeout=90)
+    got = {line for line in cons.stdout.splitlines() if line.startswith("v")}
+    if len(got) < COUNT:
+        return "fail", f"kcat -G read {len(got)} of {COUNT}: {first_line(cons.stderr)}", brokers
+    return "pass", f"{len(brokers)} brokers, {COUNT} records back in group {group}", brokers
+
+
+def grant_transactions(i, profile):
+    """Transactional ids are not among the agent's default grants: the admin allows the user's
+    under `app.`, as the e2e does (through the brokers' own listener, with the admin's config)."""
+    script = (
+        "import sys\n"
+        "from confluent_kafka.admin import (AdminClient, AclBinding, AclOperation,\n"
+        "    AclPermissionType, ResourcePatternType, ResourceType)\n"
+        "conf = dict(l.strip().split('=', 1) for l in open(sys.argv[1]) if '=' in l)\n"
+        "conf['bootstrap.servers'] = sys.argv[2]\n"
+        "a = AdminClient(conf)\n"
+        "b = [AclBinding(ResourceType.TRANSACTIONAL_ID, 'app.', ResourcePatternType.PREFIXED,\n"
+        "      'User:' + sys.argv[3], '*', op, AclPermissionType.ALLOW)\n"
+        "     for op in (AclOperation.WRITE, AclOperation.DESCRIBE)]\n"
+        "[f.result(30) for f in a.create_acls(b).values()]\n")
+    out = stack("exec", "server", "--", i["python"], "-c", script, i["kafka_admin_kcat_config"],
+                i["kafka_bootstrap"], profile, check=False)
+    return None if out.returncode == 0 else first_line(out.stderr)
+
+
+def create_topic(home, tools, bootstrap, topic, assignment=None):
+    """A topic of 3 partitions on every broker, or with `assignment` (replicas per partition,
+    the leader first)."""
+    script = (
+        "import json, sys\n"
+        "from confluent_kafka.admin import AdminClient, NewTopic\n"
+        "a = AdminClient({'bootstrap.servers': sys.argv[1]})\n"
+        "plan = json.loads(sys.argv[3])\n"
+        "new = NewTopic(sys.argv[2], num_partitions=len(plan), replica_assignment=plan) if plan else NewTopic(sys.argv[2], 3, 3)\n"
+        "parts = len(plan) if plan else 3\n"
+        "f = a.create_topics([new])\n"
+        "[x.result(30) for x in f.values()]\n"
+        # Created is not yet known everywhere: each broker learns it from the metadata log on its
+        # own time (KafkaJS, asking a broker that had not, gave up on LEADER_NOT_AVAILABLE in CI).
+        # Wait until every broker's own answer has a leader for every partition, so a cell fails on
+        # the client, not on the cluster catching up. Each broker is asked by a client that knows
+        # only its address; orig_broker_id is -1 while that client knows it as the bootstrap.
+        "import time\n"
+        "def ready(md):\n"
+        "    t = md.topics.get(sys.argv[2])\n"
+        "    return bool(t) and not t.error and len(t.partitions) == parts and all(\n"
+        "        p.leader >= 0 for p in t.partitions.values())\n"
+        "end = time.time() + 30\n"
+        "brokers = a.list_topics(timeout=10).brokers.values()\n"
+        "waiting = {b.id: f'{b.host}:{b.port}' for b in brokers}\n"
+        "asks = {i: AdminClient({'bootstrap.servers': addr}) for i, addr in waiting.items()}\n"
+        "while waiting and time.time() < end:\n"
+        "    for i in list(waiting):\n"
+        "        md = asks[i].list_topics(sys.argv[2], timeout=10)\n"
+        "        if md.orig_broker_id in (i, -1) and ready(md):\n"
+        "            del waiting[i]\n"
+        "    if waiting:\n"
+        "        time.sleep(0.3)\n"
+        "if waiting:\n"
+        "    sys.exit(f'broker(s) {sorted(waiting)} had no leader for every partition after 30 s')\n")
+    out = laptop(home, tools["python"], "-c", script, bootstrap, topic,
+                 json.dumps(assignment or []), timeout=60)
+    return None if out.returncode == 0 else first_line(out.stderr)
+
+
+class Capture:
+    """Every byte the endpoint sends to clients (from its ports, on the laptop's loopback),
+    recorded by tcpdump for one cell; `leaks` says which advertised names are among them."""
+
+    def __init__(self, path):
+        self.path = path
+        # -U: each packet written as it comes; -s 0: whole packets.
+        self.proc = subprocess.Popen(
+            ["ip", "netns", "exec", "shiqi-laptop", "tcpdump", "-i", "lo", "-U", "-s", "0",
+             "-w", path, f"tcp and src portrange {PORT}-{PORT + 9}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        # tcpdump says "listening on lo" once it captures.
+        deadline = time.time() + 10
+        while time.time() < deadline and not os.path.exists(path):
+            time.sleep(0.1)
+        time.sleep(0.3)
+
+    def leaks(self, names, present):
+        """Which of `names` the capture holds; `present` (the cell's topic, which the endpoint's
+        answers name) must be there, or the capture saw nothing and proves nothing."""
+        time.sleep(0.5)
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            return [f"(no capture: {e})"]
+        finally:
+            if os.path.exists(self.path):
+                os.remove(self.path)
+        if present.encode() not in data:
+            return [f"(the capture lacks the topic `{present}`: it saw nothing)"]
+        return [n for n in names if n.encode() in data]
+
+
+def advertised_names(shape):
+    """What the brokers advertise in `shape`, which no byte to a client may carry."""
+    return ["localhost"] if shape == "localhost" else ["kafka.internal", "broker-1", "broker-2", "broker-3"]
+
+
+EVENT_COUNT = 100
+EVENT_RATE = 10
+
+
+def laptop_bg(home, cmd, stdin=None):
+    """CMD in the laptop namespace in the background (as `laptop`)."""
+    return subprocess.Popen(
+        [STACK, "exec", "laptop", "--env", f"SHIQI_HOME={home}", "--", *cmd],
+        stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc, timeout):
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        err = (err or "") + f"\nno end within {timeout} s"
+    return proc.returncode, out or "", err or ""
+
+
+def event_cell(home, tools, version, shape, row, runner, why_not, n):
+    """The leader of the one partition (broker 2) stops 3 s into a producer and a consumer
+    running at once and starts again 6 s later: the client must carry on through the endpoint
+    with the new leader (KIP-951 hints and metadata rewritten to local ports) and read every
+    record."""
+    why = why_not(version)
+    cell = {"client": row, "version": version, "shape": shape, "event": "leader stopped mid-produce and mid-consume"}
+    if why:
+        return {**cell, "status": "n/a", "detail": why}
+    bootstrap = f"127.0.0.1:{PORT}"
+    topic = group = f"app.ev.{n}"
+    started = time.time()
+    err = create_topic(home, tools, bootstrap, topic, assignment=[[2, 3, 1]])
+    if err:
+        return {**cell, "status": "fail", "detail": f"creating the topic: {err}"}
+    feeder = None
+    if runner == "kcat":
+        # No -e: the partition is empty when it starts; -c ends it once every record is in.
+        consumer = laptop_bg(home, ["timeout", "150", "kcat", "-b", bootstrap, "-G", group, "-o",
+                                    "beginning", "-c", str(EVENT_COUNT), "-f", "%s\n",
+                                    "-X", "enable.auto.commit=true", topic])
+        producer = laptop_bg(home, ["kcat", "-b", bootstrap, "-P", "-t", topic, "-K:", "-X",
+                                    "acks=all", "-X", "linger.ms=0"], stdin=True)
+
+        def feed():
+            for i in range(EVENT_COUNT):
+                producer.stdin.write(f"k{i}:v{i}\n")
+                producer.stdin.flush()
+                time.sleep(1 / EVENT_RATE)
+            producer.stdin.close()
+        import threading
+        feeder = threading.Thread(target=feed, daemon=True)
+        feeder.start()
+    else:
+        base = runner(bootstrap, topic, group)
+        # Each program's COUNT is its fourth argument after the fixed ones: replace it and add
+        # MODE and RATE (see each client's usage).
+        def with_mode(mode, rate):
+            cmd = list(base)
+            i = cmd.index(str(COUNT), len(cmd) - 6 if len(cmd) > 6 else 0)
+            cmd[i] = str(EVENT_COUNT)
+            if "Conformance" in cmd:
+                cmd[-1] = "no"  # no transaction spanning the restart: one per record is not the point
+            return cmd + [mode, str(rate)]
+        consumer = laptop_bg(home, with_mode("consume", 0))
+        time.sleep(1)
+        producer = laptop_bg(home, with_mode("produce", EVENT_RATE))
+    try:
+        time.sleep(3)
+        stack("kafka-node", "down", "2")
+        time.sleep(6)
+    finally:
+        stack("kafka-node", "up", "2", check=False)
+    if feeder:
+        feeder.join(timeout=60)
+        producer.stdin = None  # the feeder closed it: communicate() must not flush it
+    pcode, pout, perr = finish(producer, 150)
+    ccode, cout, cerr = finish(consumer, 170)
+    detail, brokers = None, []
+    if pcode != 0:
+        detail = f"the producer: {rdkafka_error(perr) if runner == 'kcat' else first_line(perr or pout)}"
+    elif runner == "kcat":
+        got = {line for line in cout.splitlines() if line.startswith("v")}
+        if len(got) < EVENT_COUNT:
+            detail = f"kcat -G read {len(got)} of {EVENT_COUNT}: {rdkafka_error(cerr)}"
+    elif ccode != 0:
+        detail = f"the consumer: {first_line(cerr or cout)}"
+    else:
+        try:
+            r = json.loads(cout.strip().splitlines()[-1])
+            brokers = r["brokers"] + json.loads(pout.strip().splitlines()[-1])["brokers"]
+            if r["consumed"] < EVENT_COUNT:
+                detail = f"read {r['consumed']} of {EVENT_COUNT} back"
+        except (ValueError, IndexError, KeyError):
+            detail = f"no result: {first_line(cout)}"
+    outside = [b for b in brokers if not b.startswith("127.0.0.1:")]
+    if outside and not detail:
+        detail = f"told of brokers outside the endpoint: {', '.join(outside)}"
+    status = "fail" if detail else "pass"
+    if not detail:
+        detail = f"{EVENT_COUNT} records at {EVENT_RATE}/s through broker 2's stop and return, all read back"
+    return {**cell, "status": status, "detail": detail, "seconds": round(time.time() - started, 1)}
+
+
+def run_cell(home, tools, version, shape, row, runner, why_not, n):
+    """One cell, with everything the endpoint sent the client captured and scanned."""
+    if why_not(version):
+        return one_cell(home, tools, version, shape, row, runner, why_not, n)
+    capture = Capture(f"/tmp/shiqi-conformance-{n}.pcap")
+    cell = one_cell(home, tools, version, shape, row, runner, why_not, n)
+    leaked = capture.leaks(advertised_names(shape), f"app.conf.{n}")
+    if leaked and cell["status"] == "pass":
+        cell["status"] = "fail"
+        cell["detail"] = f"the endpoint sent the client the advertised name(s) {', '.join(leaked)}"
+    elif not leaked and cell["status"] == "pass":
+        cell["detail"] += "; no advertised name in any byte sent to it"
+    return cell
+
+
+def one_cell(home, tools, version, shape, row, runner, why_not, n):
+    name = row
+    why = why_not(version)
+    if why:
+        return {"client": name, "version": version, "shape": shape, "status": "n/a", "detail": why}
+    bootstrap = f"127.0.0.1:{PORT}"
+    topic = f"app.conf.{n}"
+    group = f"app.conf.{n}"
+    started = time.time()
+    log = []
+    err = create_topic(home, tools, bootstrap, topic)
+    if err:
+        status, detail, brokers = "fail", f"creating the topic: {err}", []
+    elif runner == "kcat":
+        status, detail, brokers = kcat_cell(home, bootstrap, topic, group)
+    else:
+        out = laptop(home, *runner(bootstrap, topic, group))
+        if out.returncode != 0:
+            status, detail, brokers = "fail", first_line(out.stderr or out.stdout), []
+            # The whole story for docs/conformance.json: the first line is rarely all of it.
+            log = (out.stderr or out.stdout).strip().splitlines()[-30:]
+        else:
+            try:
+                r = json.loads(out.stdout.strip().splitlines()[-1])
+            except (ValueError, IndexError):
+                r = None
+            if not r:
+                status, detail, brokers = "fail", f"no result: {first_line(out.stdout)}", []
+            else:
+                brokers = r["brokers"]
+                if r["consumed"] < COUNT:
+                    status, detail = "fail", f"read {r['consumed']} of {COUNT} back"
+                else:
+                    status = "pass"
+                    detail = f"{len(brokers)} brokers, {COUNT} records back in group {group}, committed"
+    outside = [b for b in brokers if not b.startswith("127.0.0.1:")]
+    if outside and status == "pass":
+        status, detail = "fail", f"told of brokers outside the endpoint: {', '.join(outside)}"
+    cell = {"client": name, "version": version, "shape": shape, "status": status,
+            "detail": detail, "brokers": brokers, "seconds": round(time.time() - started, 1)}
+    if log:
+        cell["log"] = log
+    return cell
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--versions", default="3.7.2,3.9.1,4.0.2,4.1.1")
+    ap.add_argument("--shapes", default="localhost,hosts")
+    ap.add_argument("--clients", default="", help="substrings of the rows to run (default all)")
+    ap.add_argument("--tools", required=True, help="JSON of the prepared clients")
+    ap.add_argument("--out", default=os.path.join(REPO, "docs"))
+    ap.add_argument("--events", action="store_true",
+                    help="the broker-event scenario instead (its own files: conformance-events.*)")
+    args = ap.parse_args()
+    tools = json.loads(args.tools)
+    rows = [r for r in clients(tools)
+            if not args.clients or any(c in r[0] for c in args.clients.split(","))]
+    results = []
+    switched = []
+    try:
+        matrix(args, tools, rows, results, switched)
+    finally:
+        # Whatever happened (a failure on the way out too), the stack goes back to what the
+        # tests expect.
+        if switched:
+            stack("kafka-version", "default", check=False)
+        else:
+            stack("kafka-shape", "localhost", check=False)
+    write(results, args.out, "conformance-events" if args.events else "conformance")
+    failed = [r for r in results if r["status"] == "fail"]
+    print(f"conformance: {len(results)} cells, {len(failed)} failed")
+    sys.exit(1 if failed else 0)
+
+
+def matrix(args, tools, rows, results, switched):
+    """Runs every cell into `results`; each Kafka release it switched the stack to goes into
+    `switched` as it happens."""
+    n = int(time.time()) % 100000
+    for version in args.versions.split(","):
+        print(f"== Kafka {version}", flush=True)
+        # Already on it (scripts/test's slice on the stack it just tested): no fresh server.
+        if info().get("kafka_version") != version or stack("status", check=False).returncode:
+            switched.append(version)
+            stack("kafka-version", version)
+        for shape in args.shapes.split(","):
+            stack("kafka-shape", shape)
+            i = info()
+            home = f"{i['laptop_home']}/conformance-{version}-{shape}"
+            laptop(home, "rm", "-rf", home)
+            laptop(home, "mkdir", "-p", home)
+            profile = f"conf{n % 1000}"
+            setup = laptop(home, "shiqi-connect", "setup", profile, "--server",
+                           i["ssh_destination"], "--yes", "--endpoint", "local",
+                           "--endpoint-port", str(PORT))
+            up = laptop(home, "shiqi-connect", "tunnel", "up", profile)
+            try:
+                granted = grant_transactions(i, profile) if setup.returncode == 0 else None
+                if setup.returncode != 0 or up.returncode != 0 or granted:
+                    why = granted or first_line((setup.stderr if setup.returncode else up.stderr))
+                    for row, _, _ in rows:
+                        results.append({"client": row, "version": version, "shape": shape,
+                                        "status": "fail", "detail": f"setup/tunnel: {why}"})
+                    continue
+                for row, runner, why_not in rows:
+                    n += 1
+                    one = event_cell if args.events else run_cell
+                    cell = one(home, tools, version, shape, row, runner, why_not, n)
+                    print(f"   {shape:9} {cell['status']:4} {row}: {cell['detail']}", flush=True)
+                    results.append(cell)
+            finally:
+                # Its ports are the next shape's.
+                laptop(home, "shiqi-connect", "tunnel", "down", profile)
+
+
+def write(results, out, stem):
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    events = stem.endswith("events")
+    with open(os.path.join(out, f"{stem}.json"), "w") as f:
+        json.dump({"run": when, "records_per_cell": EVENT_COUNT if events else COUNT,
+                   "cells": results}, f, indent=1)
+        f.write("\n")
+    versions = list(dict.fromkeys(r["version"] for r in results))
+    shapes = list(dict.fromkeys(r["shape"] for r in results))
+    rows = list(dict.fromkeys(r["client"] for r in results))
+    cell = {(r["client"], r["version"], r["shape"]): r for r in results}
+    lines = [
+        "# Conformance: clients x Kafka releases x cluster shapes, through the local endpoint",
+    ] if not events else [
+        "# Conformance under broker events: the leader stopped mid-produce and mid-consume",
+        "",
+        f"Written by `scripts/conformance --events` on {when} (`docs/conformance-events.json` has",
+        f"every cell). Each cell: a topic of one partition led by broker 2 (replicas 2, 3, 1); the",
+        f"client's consumer and producer run at once, {EVENT_COUNT} records at {EVENT_RATE} a second;",
+        "3 s in, broker 2 stops (leadership moves to 3), 6 s later it starts again. `pass`: the",
+        "producer finished, the consumer read every record, every broker either was told of is on",
+        "127.0.0.1. The Java rows run without a transaction here (the rows' names are the matrix's).",
+        "",
+    ]
+    if not events:
+        lines += [
+            "",
+            f"Written by `scripts/conformance` on {when} (the last full run; `docs/conformance.json`",
+            "has every cell with its detail). Each cell: a fresh topic of 3 partitions on every",
+            f"broker, then the client's own program lists the brokers, produces {COUNT} records, reads",
+            "them back in a consumer group and commits, through the tunnel's local endpoint on the",
+            "stack. `pass` means every broker the client was told of is on 127.0.0.1, all records",
+            "came back, and no byte the endpoint sent the client (captured with tcpdump on the",
+            "laptop's loopback, checked to hold the cell's topic) carries an advertised name",
+            "(`localhost`, `broker-N`, `kafka.internal`); `fail` gives the first error; `n/a` says why",
+            "the release lacks the feature.",
+            "Shapes: `localhost` (each broker advertised as localhost:N9094) and `hosts` (every broker",
+            "on port 9093 of its own name, `broker-N.kafka.internal`, which only the server resolves).",
+            "The same clients through a leader's stop and return: [conformance-events.md](conformance-events.md).",
+            "",
+        ]
+    header = "| client | " + " | ".join(f"{v} {s}" for v in versions for s in shapes) + " |"
+    lines.append(header)
+    lines.append("|" + "---|" * (1 + len(versions) * len(shapes)))
+    notes = []  # one per row and reason: an n/a for every old release is said once
+    for row in rows:
+        cols = []
+        for v in versions:
+            for s in shapes:
+                r = cell.get((row, v, s))
+                if r is None:
+                    cols.append("")
+                elif r["status"] == "pass":
+                    cols.append("pass")
+                else:
+                    where = f"Kafka {v}, {s}" if r["status"] == "fail" else ""
+                    text = f"{row}{': ' + where if where else ''}: **{r['status']}**: {r['detail']}"
+                    if text not in notes:
+                        notes.append(text)
+                    cols.append(f"{r['status']} ({notes.index(text) + 1})")
+        lines.append(f"| {row} | " + " | ".join(cols) + " |")
+    if notes:
+        lines += ["", "Notes:", ""] + [f"{n}. {text}" for n, text in enumerate(notes, 1)]
+    with open(os.path.join(out, f"{stem}.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
