@@ -153,8 +153,18 @@ impl Stack {
 
     /// Runs a command as root on the systemd host (`scripts/systemd-host exec`), when it is up.
     pub(crate) fn systemd_host(&self, args: &[&str], stdin: Option<&[u8]>) -> Out {
+        self.nspawned(&[], args, stdin)
+    }
+
+    /// Runs a command as root on the laptop that boots systemd (`scripts/systemd-host laptop
+    /// exec`), when it is up.
+    pub(crate) fn systemd_laptop(&self, args: &[&str], stdin: Option<&[u8]>) -> Out {
+        self.nspawned(&["laptop"], args, stdin)
+    }
+
+    fn nspawned(&self, machine: &[&str], args: &[&str], stdin: Option<&[u8]>) -> Out {
         let mut cmd = Command::new(self.repo.join("scripts/systemd-host"));
-        cmd.args(["exec", "--"]).args(args);
+        cmd.args(machine).args(["exec", "--"]).args(args);
         self.run(cmd, stdin)
     }
 

@@ -71,7 +71,7 @@ fn deb(s: &Stack) -> std::path::PathBuf {
 }
 
 /// `scripts/systemd-host ARGS`, which must succeed.
-fn sysd(s: &Stack, args: &[&str]) {
+pub(crate) fn sysd(s: &Stack, args: &[&str]) {
     let out = std::process::Command::new(s.repo.join("scripts/systemd-host"))
         .args(args)
         .output()
@@ -121,7 +121,7 @@ fn agent(s: &Stack, args: &[&str], stdin: Option<&[u8]>) -> Out {
     s.systemd_host(&full, stdin)
 }
 
-fn info(s: &Stack, key: &str) -> String {
+pub(crate) fn info(s: &Stack, key: &str) -> String {
     let out = std::process::Command::new(s.repo.join("scripts/systemd-host"))
         .arg("info")
         .output()
