@@ -64,6 +64,10 @@ def clients(tools):
          java(tools["java-4.1.1"], "consumer", "no"),
          lambda v: None if version_tuple(v) >= (4, 0, 0) else
          "the consumer group protocol is Kafka 4.0+ (a preview before, off by default)"),
+        ("Java kafka-clients 4.1.1 (share group, KIP-932)", Share(tools),
+         lambda v: None if version_tuple(v) >= (4, 1, 0) else
+         "share groups are a preview from Kafka 4.1 (share.version=1); 4.0's early access speaks "
+         "RPCs a 4.1 client cannot, and 3.x has none"),
         ("Java kafka-clients 3.9.1 (classic group, transactions)",
          java(tools["java-3.9.1"], "classic", "yes"), lambda v: None),
         ("librdkafka: confluent-kafka (Python) 2.16.1",
@@ -82,6 +86,37 @@ def clients(tools):
          lambda v: None),
         ("kcat (librdkafka, Debian)", "kcat", lambda v: None),
     ]
+
+
+def cluster_admin(tools, *args):
+    """ClusterAdmin VERB ARGS on the server, as the admin, with the stack's own Kafka jars; None,
+    or the first error."""
+    i = info()
+    log4j = os.path.join(REPO, "scripts", "kafka", "log4j2-tools.properties")
+    out = stack("exec", "server", "--", "java", "-Xmx192m", "-XX:TieredStopAtLevel=1",
+                f"-Dlog4j2.configurationFile={log4j}", "-cp",
+                f"{i['kafka_libs']}/*:{tools['classes']}", "ClusterAdmin", args[0],
+                i["kafka_bootstrap"], i["kafka_admin_properties"], *args[1:], check=False)
+    return None if out.returncode == 0 else first_line(out.stderr or out.stdout)
+
+
+class Share:
+    """The share-group row: on the server, the admin turns share groups on and starts the cell's
+    group at the earliest offset (ClusterAdmin share-group); then the client's KafkaShareConsumer
+    reads the records back through the endpoint."""
+
+    def __init__(self, tools):
+        self.tools = tools
+
+    def prepare(self, group):
+        """The admin's part; None, or the first error."""
+        err = cluster_admin(self.tools, "share-group", group)
+        return f"the admin's part: {err}" if err else None
+
+    def __call__(self, bootstrap, topic, group):
+        return ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp",
+                f"{self.tools['java-4.1.1']}/*:{self.tools['classes']}", "ShareConformance",
+                bootstrap, topic, group, str(COUNT)]
 
 
 def first_line(text):
@@ -247,19 +282,50 @@ def finish(proc, timeout):
     return proc.returncode, out or "", err or ""
 
 
-def event_cell(home, tools, version, shape, row, runner, why_not, n):
-    """The leader of the one partition (broker 2) stops 3 s into a producer and a consumer
-    running at once and starts again 6 s later: the client must carry on through the endpoint
-    with the new leader (KIP-951 hints and metadata rewritten to local ports) and read every
-    record."""
+EVENTS = {
+    "leader": "the partition's leader (broker 2) stops 3 s in and starts again 6 s later",
+    "coordinator": "the group's coordinator stops 3 s in (another broker leads the partition) "
+                   "and starts again 6 s later",
+    "reassign": "3 s in, the partition moves from brokers 2, 3, 1 to 3, 1 (its leader leaves)",
+}
+
+
+def coordinator_of(home, tools, bootstrap, group):
+    """The broker coordinating `group` (asked through the endpoint, as any client finds it)."""
+    script = (
+        "import sys\n"
+        "from confluent_kafka.admin import AdminClient\n"
+        "a = AdminClient({'bootstrap.servers': sys.argv[1]})\n"
+        "d = a.describe_consumer_groups([sys.argv[2]])[sys.argv[2]].result(30)\n"
+        "print(d.coordinator.id)\n")
+    out = laptop(home, tools["python"], "-c", script, bootstrap, group, timeout=60)
+    try:
+        return int(out.stdout.strip().splitlines()[-1]), None
+    except (ValueError, IndexError):
+        return None, first_line(out.stderr or out.stdout)
+
+
+def event_cell(home, tools, version, shape, row, runner, why_not, n, event):
+    """A producer and a consumer of the client run at once through `event` (EVENTS): the client
+    must carry on through the endpoint with the new leader or coordinator (KIP-951 hints and
+    metadata rewritten to local ports) and read every record."""
     why = why_not(version)
-    cell = {"client": row, "version": version, "shape": shape, "event": "leader stopped mid-produce and mid-consume"}
+    if not why and getattr(runner, "prepare", None):
+        why = "not in the events scenario yet (its program has no produce/consume modes)"
+    cell = {"client": row, "version": version, "shape": shape, "event": event}
     if why:
         return {**cell, "status": "n/a", "detail": why}
     bootstrap = f"127.0.0.1:{PORT}"
     topic = group = f"app.ev.{n}"
     started = time.time()
-    err = create_topic(home, tools, bootstrap, topic, assignment=[[2, 3, 1]])
+    assignment, stopped = [[2, 3, 1]], 2
+    if event == "coordinator":
+        stopped, err = coordinator_of(home, tools, bootstrap, group)
+        if err:
+            return {**cell, "status": "fail", "detail": f"finding the coordinator: {err}"}
+        others = [b for b in (1, 2, 3) if b != stopped]
+        assignment = [others + [stopped]]
+    err = create_topic(home, tools, bootstrap, topic, assignment=assignment)
     if err:
         return {**cell, "status": "fail", "detail": f"creating the topic: {err}"}
     feeder = None
@@ -294,19 +360,26 @@ def event_cell(home, tools, version, shape, row, runner, why_not, n):
         consumer = laptop_bg(home, with_mode("consume", 0))
         time.sleep(1)
         producer = laptop_bg(home, with_mode("produce", EVENT_RATE))
+    disturbed = None
     try:
         time.sleep(3)
-        stack("kafka-node", "down", "2")
-        time.sleep(6)
+        if event == "reassign":
+            disturbed = cluster_admin(tools, "reassign", topic, "3,1")
+        else:
+            stack("kafka-node", "down", str(stopped))
+            time.sleep(6)
     finally:
-        stack("kafka-node", "up", "2", check=False)
+        if event != "reassign":
+            stack("kafka-node", "up", str(stopped), check=False)
     if feeder:
         feeder.join(timeout=60)
         producer.stdin = None  # the feeder closed it: communicate() must not flush it
     pcode, pout, perr = finish(producer, 150)
     ccode, cout, cerr = finish(consumer, 170)
     detail, brokers = None, []
-    if pcode != 0:
+    if disturbed:
+        detail = f"the reassignment itself: {disturbed}"
+    elif pcode != 0:
         detail = f"the producer: {rdkafka_error(perr) if runner == 'kcat' else first_line(perr or pout)}"
     elif runner == "kcat":
         got = {line for line in cout.splitlines() if line.startswith("v")}
@@ -327,23 +400,41 @@ def event_cell(home, tools, version, shape, row, runner, why_not, n):
         detail = f"told of brokers outside the endpoint: {', '.join(outside)}"
     status = "fail" if detail else "pass"
     if not detail:
-        detail = f"{EVENT_COUNT} records at {EVENT_RATE}/s through broker 2's stop and return, all read back"
+        through = {"leader": "broker 2's stop and return",
+                   "coordinator": f"the coordinator's (broker {stopped}) stop and return",
+                   "reassign": "the move to brokers 3, 1"}[event]
+        detail = f"{EVENT_COUNT} records at {EVENT_RATE}/s through {through}, all read back"
     return {**cell, "status": status, "detail": detail, "seconds": round(time.time() - started, 1)}
 
 
-def run_cell(home, tools, version, shape, row, runner, why_not, n):
-    """One cell, with everything the endpoint sent the client captured and scanned."""
-    if why_not(version):
-        return one_cell(home, tools, version, shape, row, runner, why_not, n)
+def scanned(cell_fn, shape, n, topic):
+    """Runs `cell_fn()` with everything the endpoint sends the client captured and scanned for
+    the advertised names (the cell's topic must be among the bytes, or the capture saw nothing)."""
     capture = Capture(f"/tmp/shiqi-conformance-{n}.pcap")
-    cell = one_cell(home, tools, version, shape, row, runner, why_not, n)
-    leaked = capture.leaks(advertised_names(shape), f"app.conf.{n}")
+    cell = cell_fn()
+    leaked = capture.leaks(advertised_names(shape), topic)
     if leaked and cell["status"] == "pass":
         cell["status"] = "fail"
         cell["detail"] = f"the endpoint sent the client the advertised name(s) {', '.join(leaked)}"
     elif not leaked and cell["status"] == "pass":
         cell["detail"] += "; no advertised name in any byte sent to it"
     return cell
+
+
+def run_cell(home, tools, version, shape, row, runner, why_not, n):
+    """One cell, with everything the endpoint sent the client captured and scanned."""
+    if why_not(version):
+        return one_cell(home, tools, version, shape, row, runner, why_not, n)
+    return scanned(lambda: one_cell(home, tools, version, shape, row, runner, why_not, n),
+                   shape, n, f"app.conf.{n}")
+
+
+def run_event(home, tools, version, shape, row, runner, why_not, n, event):
+    """One event cell, scanned as run_cell scans (n/a ones are not run)."""
+    cell = lambda: event_cell(home, tools, version, shape, row, runner, why_not, n, event)  # noqa: E731
+    if why_not(version) or getattr(runner, "prepare", None):
+        return cell()
+    return scanned(cell, shape, n, f"app.ev.{n}")
 
 
 def one_cell(home, tools, version, shape, row, runner, why_not, n):
@@ -357,8 +448,11 @@ def one_cell(home, tools, version, shape, row, runner, why_not, n):
     started = time.time()
     log = []
     err = create_topic(home, tools, bootstrap, topic)
+    prepare = getattr(runner, "prepare", None)
     if err:
         status, detail, brokers = "fail", f"creating the topic: {err}", []
+    elif prepare and (err := prepare(group)):
+        status, detail, brokers = "fail", err, []
     elif runner == "kcat":
         status, detail, brokers = kcat_cell(home, bootstrap, topic, group)
     else:
@@ -380,7 +474,8 @@ def one_cell(home, tools, version, shape, row, runner, why_not, n):
                     status, detail = "fail", f"read {r['consumed']} of {COUNT} back"
                 else:
                     status = "pass"
-                    detail = f"{len(brokers)} brokers, {COUNT} records back in group {group}, committed"
+                    kind = "share group" if prepare else "group"
+                    detail = f"{len(brokers)} brokers, {COUNT} records back in {kind} {group}, committed"
     outside = [b for b in brokers if not b.startswith("127.0.0.1:")]
     if outside and status == "pass":
         status, detail = "fail", f"told of brokers outside the endpoint: {', '.join(outside)}"
@@ -398,9 +493,13 @@ def main():
     ap.add_argument("--clients", default="", help="substrings of the rows to run (default all)")
     ap.add_argument("--tools", required=True, help="JSON of the prepared clients")
     ap.add_argument("--out", default=os.path.join(REPO, "docs"))
-    ap.add_argument("--events", action="store_true",
-                    help="the broker-event scenario instead (its own files: conformance-events.*)")
+    ap.add_argument("--events", nargs="?", const=",".join(EVENTS), default="",
+                    help="the broker-event scenarios instead, all or those named "
+                         f"({', '.join(EVENTS)}; its own files: conformance-events.*)")
     args = ap.parse_args()
+    unknown = [e for e in args.events.split(",") if e and e not in EVENTS]
+    if unknown:
+        ap.error(f"--events: unknown event(s) {', '.join(unknown)} (known: {', '.join(EVENTS)})")
     tools = json.loads(args.tools)
     rows = [r for r in clients(tools)
             if not args.clients or any(c in r[0] for c in args.clients.split(","))]
@@ -451,11 +550,14 @@ def matrix(args, tools, rows, results, switched):
                                         "status": "fail", "detail": f"setup/tunnel: {why}"})
                     continue
                 for row, runner, why_not in rows:
-                    n += 1
-                    one = event_cell if args.events else run_cell
-                    cell = one(home, tools, version, shape, row, runner, why_not, n)
-                    print(f"   {shape:9} {cell['status']:4} {row}: {cell['detail']}", flush=True)
-                    results.append(cell)
+                    for event in args.events.split(",") if args.events else [None]:
+                        n += 1
+                        cell = run_event(home, tools, version, shape, row, runner, why_not, n,
+                                         event) if event else \
+                            run_cell(home, tools, version, shape, row, runner, why_not, n)
+                        label = f"{event}: " if event else ""
+                        print(f"   {shape:9} {cell['status']:4} {label}{row}: {cell['detail']}", flush=True)
+                        results.append(cell)
             finally:
                 # Its ports are the next shape's.
                 laptop(home, "shiqi-connect", "tunnel", "down", profile)
@@ -468,59 +570,66 @@ def write(results, out, stem):
         json.dump({"run": when, "records_per_cell": EVENT_COUNT if events else COUNT,
                    "cells": results}, f, indent=1)
         f.write("\n")
-    versions = list(dict.fromkeys(r["version"] for r in results))
-    shapes = list(dict.fromkeys(r["shape"] for r in results))
+    # Columns: release x shape (x event, in the events' file).
+    columns = list(dict.fromkeys((r["version"], r["shape"], r.get("event")) for r in results))
     rows = list(dict.fromkeys(r["client"] for r in results))
-    cell = {(r["client"], r["version"], r["shape"]): r for r in results}
-    lines = [
-        "# Conformance: clients x Kafka releases x cluster shapes, through the local endpoint",
-    ] if not events else [
-        "# Conformance under broker events: the leader stopped mid-produce and mid-consume",
-        "",
-        f"Written by `scripts/conformance --events` on {when} (`docs/conformance-events.json` has",
-        f"every cell). Each cell: a topic of one partition led by broker 2 (replicas 2, 3, 1); the",
-        f"client's consumer and producer run at once, {EVENT_COUNT} records at {EVENT_RATE} a second;",
-        "3 s in, broker 2 stops (leadership moves to 3), 6 s later it starts again. `pass`: the",
-        "producer finished, the consumer read every record, every broker either was told of is on",
-        "127.0.0.1. The Java rows run without a transaction here (the rows' names are the matrix's).",
-        "",
-    ]
-    if not events:
-        lines += [
+    cell = {(r["client"], r["version"], r["shape"], r.get("event")): r for r in results}
+    if events:
+        lines = [
+            "# Conformance under broker events, through the local endpoint",
+            "",
+            f"Written by `scripts/conformance --events` on {when} (`docs/conformance-events.json` has",
+            "every cell). Each cell: a topic of one partition (replicas 2, 3, 1, or for the",
+            "coordinator event led by a broker other than the group's coordinator); the client's",
+            f"consumer and producer run at once, {EVENT_COUNT} records at {EVENT_RATE} a second, through",
+            "one event:",
+            "",
+        ] + [f"- `{e}`: {EVENTS[e]}" for e in dict.fromkeys(c[2] for c in columns)] + [
+            "",
+            "`pass`: the producer finished, the consumer read every record, every broker either was",
+            "told of is on 127.0.0.1, and no byte the endpoint sent the client carries an advertised",
+            "name (tcpdump on the laptop's loopback, as in [conformance.md](conformance.md)). The Java",
+            "rows run without a transaction here (the rows' names are the matrix's).",
+            "",
+        ]
+    else:
+        lines = [
+            "# Conformance: clients x Kafka releases x cluster shapes, through the local endpoint",
             "",
             f"Written by `scripts/conformance` on {when} (the last full run; `docs/conformance.json`",
             "has every cell with its detail). Each cell: a fresh topic of 3 partitions on every",
             f"broker, then the client's own program lists the brokers, produces {COUNT} records, reads",
-            "them back in a consumer group and commits, through the tunnel's local endpoint on the",
-            "stack. `pass` means every broker the client was told of is on 127.0.0.1, all records",
-            "came back, and no byte the endpoint sent the client (captured with tcpdump on the",
-            "laptop's loopback, checked to hold the cell's topic) carries an advertised name",
-            "(`localhost`, `broker-N`, `kafka.internal`); `fail` gives the first error; `n/a` says why",
-            "the release lacks the feature.",
+            "them back in a consumer group (the KIP-932 row: a share group, each record acknowledged)",
+            "and commits, through the tunnel's local endpoint on the stack. `pass` means every broker",
+            "the client was told of is on 127.0.0.1, all records came back, and no byte the endpoint",
+            "sent the client (captured with tcpdump on the laptop's loopback, checked to hold the",
+            "cell's topic) carries an advertised name (`localhost`, `broker-N`, `kafka.internal`);",
+            "`fail` gives the first error; `n/a` says why the release lacks the feature.",
             "Shapes: `localhost` (each broker advertised as localhost:N9094) and `hosts` (every broker",
             "on port 9093 of its own name, `broker-N.kafka.internal`, which only the server resolves).",
-            "The same clients through a leader's stop and return: [conformance-events.md](conformance-events.md).",
+            "The same clients through a leader's stop, a coordinator's stop and a reassignment:",
+            "[conformance-events.md](conformance-events.md).",
             "",
         ]
-    header = "| client | " + " | ".join(f"{v} {s}" for v in versions for s in shapes) + " |"
+    header = "| client | " + " | ".join(
+        " ".join(x for x in (v, s, e) if x) for v, s, e in columns) + " |"
     lines.append(header)
-    lines.append("|" + "---|" * (1 + len(versions) * len(shapes)))
+    lines.append("|" + "---|" * (1 + len(columns)))
     notes = []  # one per row and reason: an n/a for every old release is said once
     for row in rows:
         cols = []
-        for v in versions:
-            for s in shapes:
-                r = cell.get((row, v, s))
-                if r is None:
-                    cols.append("")
-                elif r["status"] == "pass":
-                    cols.append("pass")
-                else:
-                    where = f"Kafka {v}, {s}" if r["status"] == "fail" else ""
-                    text = f"{row}{': ' + where if where else ''}: **{r['status']}**: {r['detail']}"
-                    if text not in notes:
-                        notes.append(text)
-                    cols.append(f"{r['status']} ({notes.index(text) + 1})")
+        for v, s, e in columns:
+            r = cell.get((row, v, s, e))
+            if r is None:
+                cols.append("")
+            elif r["status"] == "pass":
+                cols.append("pass")
+            else:
+                where = ", ".join(x for x in (f"Kafka {v}", s, e) if x) if r["status"] == "fail" else ""
+                text = f"{row}{': ' + where if where else ''}: **{r['status']}**: {r['detail']}"
+                if text not in notes:
+                    notes.append(text)
+                cols.append(f"{r['status']} ({notes.index(text) + 1})")
         lines.append(f"| {row} | " + " | ".join(cols) + " |")
     if notes:
         lines += ["", "Notes:", ""] + [f"{n}. {text}" for n, text in enumerate(notes, 1)]
