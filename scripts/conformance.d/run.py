@@ -81,7 +81,8 @@ def clients(tools):
         ("sarama 1.61.1",
          lambda b, t, g: [tools["go"], "sarama", b, t, g, str(COUNT)], lambda v: None),
         ("KafkaJS 2.2.4 (Node)",
-         lambda b, t, g: ["env", f"NODE_PATH={tools['node']}", "node",
+         lambda b, t, g: ["env", f"NODE_PATH={tools['node']}",
+                          f"KAFKAJS_LOG={os.environ.get('KAFKAJS_LOG', 'nothing')}", "node",
                           os.path.join(tools["clients"], "kafkajs_client.js"), b, t, g, str(COUNT)],
          lambda v: None),
         ("kcat (librdkafka, Debian)", "kcat", lambda v: None),
@@ -444,11 +445,53 @@ def scanned(cell_fn, shape, n, topic):
 
 
 def run_cell(home, tools, version, shape, row, runner, why_not, n):
-    """One cell, with everything the endpoint sent the client captured and scanned."""
+    """One cell, with everything the endpoint sent the client captured and scanned, and the
+    client's telemetry pushes (KIP-714) counted where the brokers received them."""
     if why_not(version):
         return one_cell(home, tools, version, shape, row, runner, why_not, n)
-    return scanned(lambda: one_cell(home, tools, version, shape, row, runner, why_not, n),
+    since = time.time()
+    cell = scanned(lambda: one_cell(home, tools, version, shape, row, runner, why_not, n),
                    shape, n, f"app.conf.{n}")
+    if cell["status"] == "pass" and (client_id := PUSHERS.get(row.split(" (")[0].split(":")[0])):
+        pushes = telemetry_pushes(client_id, since)
+        if pushes:
+            cell["detail"] += f"; {pushes} telemetry pushes (KIP-714) reached the brokers through it"
+        elif client_id.startswith("conformance-java"):
+            cell["status"] = "fail"
+            cell["detail"] = ("no telemetry push (KIP-714) reached a broker: the Java client pushes "
+                              "each second while the brokers' subscription asks it to")
+    return cell
+
+
+# Clients that push telemetry when a broker asks (Java since 3.7, librdkafka since 2.5), by the
+# start of their row's name, with the client id their program gives. A Java cell without a push
+# fails; librdkafka's are counted (a short-lived Python client may end before its first push).
+PUSHERS = {"Java kafka-clients 4.1.1": "conformance-java", "Java kafka-clients 3.9.1": "conformance-java",
+           "librdkafka": "conformance-confluent"}
+
+
+def telemetry_pushes(client_id, since):
+    """Pushes from clients named `client_id` (or `client_id-…`) the brokers' TelemetrySink logged
+    since `since` (every node's client-telemetry.log)."""
+    import glob
+    count = 0
+    for path in glob.glob(os.path.join(info()["kafka_dir"], "node*", "logs", "client-telemetry.log")):
+        with open(path) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 3 and int(parts[0]) >= since * 1000 and (
+                        parts[2] == client_id or parts[2].startswith(client_id + "-")):
+                    count += 1
+    return count
+
+
+def telemetry(tools, on):
+    """Client telemetry on the cluster (the sink put in the brokers' plugins folder first) or off;
+    None, or the first error."""
+    if on:
+        import shutil
+        shutil.copy(os.path.join(tools["classes"], "TelemetrySink.class"), info()["kafka_plugins"])
+    return cluster_admin(tools, "telemetry", "on" if on else "off")
 
 
 def run_event(home, tools, version, shape, row, runner, why_not, n, event):
@@ -565,6 +608,8 @@ def matrix(args, tools, rows, results, switched):
             up = laptop(home, "shiqi-connect", "tunnel", "up", profile)
             try:
                 granted = grant_transactions(i, profile) if setup.returncode == 0 else None
+                # Client telemetry asked of every client in the matrix (the events run without).
+                granted = granted or (None if args.events else telemetry(tools, True))
                 if setup.returncode != 0 or up.returncode != 0 or granted:
                     why = granted or first_line((setup.stderr if setup.returncode else up.stderr))
                     for row, _, _ in rows:
@@ -581,8 +626,10 @@ def matrix(args, tools, rows, results, switched):
                         print(f"   {shape:9} {cell['status']:4} {label}{row}: {cell['detail']}", flush=True)
                         results.append(cell)
             finally:
-                # Its ports are the next shape's.
+                # Its ports are the next shape's; the cluster as the tests expect it.
                 laptop(home, "shiqi-connect", "tunnel", "down", profile)
+                if not args.events:
+                    telemetry(tools, False)
 
 
 def write(results, out, stem):

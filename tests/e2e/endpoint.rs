@@ -564,6 +564,8 @@ fn a_broker_that_joins_gets_a_port_on_the_running_endpoint() {
     // Records to a partition that broker 4 leads go through its new port.
     let topic = format!("app.{name}");
     crate::kafka::create_topic_on(s, &topic, "4");
+    // Gone before broker 4 is (dropped first: declared after it).
+    let _topic = crate::kafka::DeletedOnDrop(s, topic.clone());
     produce_via(s, &profile, "127.0.0.1:19700", &topic, "led by four\n", &[]).ok();
     let json = profile_json(&profile);
     let ports: Vec<u64> = json["endpoint"]["brokers"]

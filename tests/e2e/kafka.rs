@@ -35,6 +35,31 @@ pub(crate) fn create_topic_on(s: &Stack, topic: &str, assignment: &str) {
     .ok();
 }
 
+/// A topic deleted (as the admin) when it goes out of scope: one whose replicas are all on a
+/// broker a test adds and then purges would stay leaderless, and a client that reads the whole
+/// cluster's metadata then fails on it (KafkaJS gives up on any partition without a leader).
+pub(crate) struct DeletedOnDrop<'a>(pub(crate) &'a Stack, pub(crate) String);
+
+impl Drop for DeletedOnDrop<'_> {
+    fn drop(&mut self) {
+        let out = self.0.kafka_tool(
+            "org.apache.kafka.tools.TopicCommand",
+            &[
+                "--bootstrap-server",
+                self.0.info("kafka_bootstrap"),
+                "--command-config",
+                self.0.info("kafka_admin_properties"),
+                "--delete",
+                "--topic",
+                &self.1,
+            ],
+        );
+        if !out.success() {
+            eprintln!("deleting topic {}: {}", self.1, out.all());
+        }
+    }
+}
+
 /// The console producer on the laptop with the profile's `client.properties`: `records` (one
 /// per line) to `topic` through the first broker's forward; `--sync`, so an error exits non-zero.
 pub(crate) fn produce(s: &Stack, profile: &Path, topic: &str, records: &str) -> Out {

@@ -7,6 +7,10 @@
 //       after the records its client produced first)
 //   java -cp 'KAFKA_LIBS/*:CLASSES' ClusterAdmin reassign BOOTSTRAP ADMIN_PROPERTIES TOPIC R1,R2,...
 //       partition 0 of TOPIC moved to those brokers, waiting until the move is done
+//   java -cp 'KAFKA_LIBS/*:CLASSES' ClusterAdmin telemetry BOOTSTRAP ADMIN_PROPERTIES on|off
+//       client telemetry (KIP-714): on, every broker's metric.reporters (cluster-wide, dynamic)
+//       is TelemetrySink (from the plugins folder) and the client-metrics subscription
+//       `conformance` asks every client for all its metrics each second; off, both removed
 // Any failure is the exception's class and message on stderr, exit 1.
 import java.io.FileInputStream;
 import java.util.*;
@@ -25,6 +29,7 @@ public class ClusterAdmin {
             switch (a[0]) {
                 case "share-group" -> shareGroup(admin, a[3]);
                 case "reassign" -> reassign(admin, a[3], a[4]);
+                case "telemetry" -> telemetry(admin, a[3].equals("on"));
                 default -> throw new IllegalArgumentException("unknown verb " + a[0]);
             }
         }
@@ -40,6 +45,17 @@ public class ClusterAdmin {
         var resource = new ConfigResource(ConfigResource.Type.GROUP, group);
         var op = new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET);
         admin.incrementalAlterConfigs(Map.of(resource, List.of(op))).all().get();
+    }
+
+    static void telemetry(Admin admin, boolean on) throws Exception {
+        var brokers = new ConfigResource(ConfigResource.Type.BROKER, "");
+        var subscription = new ConfigResource(ConfigResource.Type.CLIENT_METRICS, "conformance");
+        AlterConfigOp.OpType op = on ? AlterConfigOp.OpType.SET : AlterConfigOp.OpType.DELETE;
+        admin.incrementalAlterConfigs(Map.of(
+            brokers, List.of(new AlterConfigOp(new ConfigEntry("metric.reporters", "TelemetrySink"), op)),
+            subscription, List.of(
+                new AlterConfigOp(new ConfigEntry("metrics", "*"), op),
+                new AlterConfigOp(new ConfigEntry("interval.ms", "1000"), op)))).all().get();
     }
 
     static void reassign(Admin admin, String topic, String replicas) throws Exception {

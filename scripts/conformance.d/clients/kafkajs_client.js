@@ -11,7 +11,9 @@ async function main() {
   const count = Number(countArg);
   const mode = modeArg || 'all';
   const rate = Number(rateArg || 0);
-  const kafka = new Kafka({ clientId: 'conformance-kafkajs', brokers: [bootstrap], logLevel: logLevel.NOTHING });
+  // KAFKAJS_LOG=debug|info|warn|error: KafkaJS's own log on stderr (to see what it retried).
+  const level = logLevel[(process.env.KAFKAJS_LOG || 'nothing').toUpperCase()] ?? logLevel.NOTHING;
+  const kafka = new Kafka({ clientId: 'conformance-kafkajs', brokers: [bootstrap], logLevel: level });
   const admin = kafka.admin();
   await admin.connect();
   const cluster = await admin.describeCluster();

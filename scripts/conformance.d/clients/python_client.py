@@ -22,7 +22,7 @@ def confluent(bootstrap, topic, group, count, mode, rate):
     brokers = [f"{b.host}:{b.port}" for b in meta.brokers.values()]
     if mode != "consume":
         producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
-                             "enable.idempotence": True})
+                             "enable.idempotence": True, "client.id": "conformance-confluent"})
         errors = []
         for i in range(count):
             producer.produce(topic, key=f"k{i}", value=f"v{i}",
@@ -36,7 +36,8 @@ def confluent(bootstrap, topic, group, count, mode, rate):
     if mode == "produce":
         return brokers, 0
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "client.id": "conformance-confluent"})
     consumer.subscribe([topic])
     seen = set()
     end = time.time() + (150 if mode == "consume" else 60)
