@@ -190,10 +190,10 @@ def create_topic(home, tools, bootstrap, topic, assignment=None):
         "f = a.create_topics([new])\n"
         "[x.result(30) for x in f.values()]\n"
         # Created is not yet known everywhere: each broker learns it from the metadata log on its
-        # own time (KafkaJS, asking a broker that had not, gave up on LEADER_NOT_AVAILABLE in CI).
-        # Wait until every broker's own answer has a leader for every partition, so a cell fails
-        # on the client, not on the cluster catching up. librdkafka picks the broker it asks, so
-        # each broker is asked here by a Metadata v4 request of our own on its endpoint port.
+        # own time. Wait until every broker's own answer has a leader for every partition, so a
+        # cell fails on the client, not on the cluster catching up. librdkafka picks the broker it
+        # asks, so each broker is asked here by a Metadata v4 request of our own on its endpoint
+        # port. (KafkaJS also fails on a leaderless partition of *any* topic: docs/design.md.)
         "import socket, struct, time\n"
         "def leaders(addr, topic):\n"
         "    host, port = addr.rsplit(':', 1)\n"
